@@ -1,0 +1,50 @@
+/* plan.h — the static execution plan: what codegen packages into an artifact.
+ *
+ * Built by the pipeline (tools/compile) from the scheduled kernels and the
+ * memory plan; consumed by codegen/package.c. Every pointer is owned by the
+ * plan's arena. Offsets and sizes are for N = max_batch. */
+#ifndef KN_PLAN_H
+#define KN_PLAN_H
+
+#include "../include/kiln/artifact.h"
+#include "../ir/graph.h"
+#include "../ir/loop.h"
+
+typedef struct kn_plan_tensor {
+  const char *name;
+  kn_dtype dtype;
+  kn_shape shape; /* per-batch-unit dims with batch_mask, as in the graph */
+} kn_plan_tensor;
+
+typedef struct kn_plan_const {
+  const char *name;
+  int64_t bytes;
+  const void *data;
+} kn_plan_const;
+
+typedef struct kn_plan_arg {
+  int kind; /* KILN_ARG_* */
+  int index;
+  int64_t offset; /* bytes */
+} kn_plan_arg;
+
+typedef struct kn_plan_step {
+  kn_kernel *kernel;
+  int n_args; /* == kernel->n_params */
+  kn_plan_arg *args;
+} kn_plan_step;
+
+typedef struct kn_plan {
+  kn_arena *arena;
+  const char *prefix; /* C identifier for symbols: PREFIX_run ... */
+  int n_inputs, n_outputs;
+  kn_plan_tensor *inputs, *outputs;
+  int n_consts;
+  kn_plan_const *consts;
+  int n_steps;
+  kn_plan_step *steps;
+  int64_t workspace_bytes;
+  int64_t max_batch;
+} kn_plan;
+
+#endif

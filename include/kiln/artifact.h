@@ -1,0 +1,91 @@
+/* kiln/artifact.h — the artifact ABI: what every Kiln-compiled .so / .o
+ * exports, and what a generic loader reads. Stable across models; bump
+ * KILN_ABI_VERSION on any change of layout or meaning.
+ *
+ * An artifact exports, for its prefix P (default "model"):
+ *   const kiln_artifact P_artifact;          the descriptor below
+ *   int P_run(const void *const *inputs, void *const *outputs,
+ *             void *workspace, int64_t batch);
+ *   int P_set_threads(int n);
+ * and, in a .so only, the well-known alias `kiln_artifact_v1` (the same
+ * descriptor) so that a loader can dlopen any artifact without knowing P.
+ *
+ * Workspace contract: the caller passes `workspace_size` bytes aligned to
+ * `workspace_align`; the artifact never allocates while running. Inputs and
+ * outputs are dense row-major buffers of the declared dtype; a dim whose bit is
+ * set in batch_mask is `dims[i] * batch`, with 1 <= batch <= max_batch.
+ *
+ * Thread safety: P_run may be called concurrently only with distinct
+ * workspaces; calls share one thread pool and are serialised on it. */
+#ifndef KILN_ARTIFACT_H
+#define KILN_ARTIFACT_H
+
+#include <stdint.h>
+
+#define KILN_ABI_VERSION 1
+
+/* Status codes returned by P_run and P_set_threads. */
+enum {
+  KILN_OK = 0,
+  KILN_ERR_BATCH = 1,   /* batch outside [1, max_batch] */
+  KILN_ERR_ARG = 2,     /* a NULL pointer or misaligned workspace */
+  KILN_ERR_THREADS = 3, /* thread count outside [1, 256] or threads failed to start */
+};
+
+/* Element types use ONNX TensorProto.DataType codes (1 = float32, 7 = int64...). */
+typedef struct kiln_tensor_desc {
+  const char *name;
+  int32_t dtype;
+  int32_t rank;
+  const int64_t *dims; /* per-batch-unit dims: multiply masked dims by batch */
+  uint32_t batch_mask;
+} kiln_tensor_desc;
+
+typedef void (*kiln_kernel_fn)(void *const *args, int64_t batch, int64_t task, int64_t ntasks);
+
+/* Where a kernel argument lives. */
+enum {
+  KILN_ARG_WORKSPACE = 0, /* workspace + offset */
+  KILN_ARG_CONST = 1,     /* consts[index] (+ offset) */
+  KILN_ARG_INPUT = 2,     /* inputs[index] (+ offset) */
+  KILN_ARG_OUTPUT = 3,    /* outputs[index] (+ offset) */
+};
+
+typedef struct kiln_arg {
+  int32_t kind;
+  int32_t index;
+  int64_t offset; /* bytes */
+} kiln_arg;
+
+typedef struct kiln_step {
+  kiln_kernel_fn fn;
+  const char *name;  /* kernel symbol */
+  const char *nodes; /* ONNX nodes fused into this kernel, comma separated */
+  int32_t n_args;
+  int32_t first_arg; /* index into kiln_artifact.args */
+  int32_t parallel;  /* 1: call once per task on the pool; 0: once */
+  int32_t reserved;
+  double flops; /* per batch unit */
+} kiln_step;
+
+typedef struct kiln_artifact {
+  uint32_t abi_version;
+  uint32_t reserved;
+  const char *prefix;
+  const char *kiln_version;
+  const char *target;
+  int32_t n_inputs, n_outputs;
+  const kiln_tensor_desc *inputs;
+  const kiln_tensor_desc *outputs;
+  int64_t workspace_size; /* bytes, for max_batch */
+  int64_t workspace_align;
+  int64_t max_batch;
+  int32_t n_steps, n_consts;
+  const kiln_step *steps;
+  const kiln_arg *args;
+  const void *const *consts;
+  int (*run)(const void *const *inputs, void *const *outputs, void *workspace, int64_t batch);
+  int (*set_threads)(int n);
+} kiln_artifact;
+
+#endif

@@ -1,0 +1,201 @@
+/* base.c — arenas, diagnostics, dtype tables. */
+#include "base.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void kn_internal_error(const char *file, int line, const char *cond, const char *msg) {
+  fprintf(stderr, "kiln: internal error at %s:%d: %s (%s)\n", file, line, msg ? msg : "", cond);
+  abort();
+}
+
+struct kn_arena_block {
+  kn_arena_block *next;
+  size_t used, size;
+  _Alignas(64) unsigned char data[];
+};
+
+void kn_arena_init(kn_arena *a) { a->head = NULL; }
+
+void kn_arena_free(kn_arena *a) {
+  kn_arena_block *b = a->head;
+  while (b) {
+    kn_arena_block *next = b->next;
+    free(b);
+    b = next;
+  }
+  a->head = NULL;
+}
+
+void *kn_arena_alloc(kn_arena *a, size_t size) {
+  size = (size + 63) & ~(size_t)63;
+  if (size == 0) size = 64;
+  kn_arena_block *b = a->head;
+  if (!b || b->used + size > b->size) {
+    size_t cap = size > (1u << 20) ? size : (1u << 20);
+    b = aligned_alloc(64, (sizeof(kn_arena_block) + cap + 63) & ~(size_t)63);
+    KN_ASSERT(b, "out of memory");
+    b->size = cap;
+    b->used = 0;
+    /* Keep the partially used block at the head when a big block is made. */
+    if (a->head && size > (1u << 20)) {
+      b->next = a->head->next;
+      a->head->next = b;
+    } else {
+      b->next = a->head;
+      a->head = b;
+    }
+  }
+  void *p = b->data + b->used;
+  b->used += size;
+  memset(p, 0, size);
+  return p;
+}
+
+char *kn_arena_strdup(kn_arena *a, const char *s) {
+  if (!s) return NULL;
+  size_t n = strlen(s);
+  char *p = kn_arena_alloc(a, n + 1);
+  memcpy(p, s, n + 1);
+  return p;
+}
+
+char *kn_arena_printf(kn_arena *a, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  char *p = kn_arena_alloc(a, (size_t)n + 1);
+  va_start(ap, fmt);
+  vsnprintf(p, (size_t)n + 1, fmt, ap);
+  va_end(ap);
+  return p;
+}
+
+void kn_diag_init(kn_diag *d) { memset(d, 0, sizeof *d); }
+
+void kn_diag_free(kn_diag *d) {
+  for (int i = 0; i < d->count; i++) free(d->lines[i]);
+  free(d->lines);
+  memset(d, 0, sizeof *d);
+}
+
+int kn_diag_error(kn_diag *d, const char *fmt, ...) {
+  if (!d) return -1;
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  char *line = malloc((size_t)n + 1);
+  KN_ASSERT(line, "out of memory");
+  va_start(ap, fmt);
+  vsnprintf(line, (size_t)n + 1, fmt, ap);
+  va_end(ap);
+  if (d->count == d->cap) {
+    d->cap = d->cap ? d->cap * 2 : 8;
+    d->lines = realloc(d->lines, sizeof(char *) * (size_t)d->cap);
+    KN_ASSERT(d->lines, "out of memory");
+  }
+  d->lines[d->count++] = line;
+  return -1;
+}
+
+void kn_diag_print(const kn_diag *d, const char *prefix) {
+  for (int i = 0; i < d->count; i++)
+    fprintf(stderr, "%s: error: %s\n", prefix ? prefix : "kiln", d->lines[i]);
+}
+
+static const struct {
+  const char *name;
+  size_t bytes;
+  int onnx;
+} dtype_table[KN_DT_COUNT] = {
+    [KN_DT_INVALID] = {"invalid", 0, 0},
+#define X(e, name, bytes, onnx) [KN_DT_##e] = {name, bytes, onnx},
+    KN_DTYPES(X)
+#undef X
+};
+
+size_t kn_dtype_size(kn_dtype t) { return t < KN_DT_COUNT ? dtype_table[t].bytes : 0; }
+const char *kn_dtype_name(kn_dtype t) { return t < KN_DT_COUNT ? dtype_table[t].name : "invalid"; }
+
+kn_dtype kn_dtype_from_onnx(int code) {
+  for (int t = 1; t < KN_DT_COUNT; t++)
+    if (dtype_table[t].onnx == code) return (kn_dtype)t;
+  return KN_DT_INVALID;
+}
+
+int kn_dtype_to_onnx(kn_dtype t) { return t < KN_DT_COUNT ? dtype_table[t].onnx : 0; }
+
+bool kn_dtype_is_float(kn_dtype t) {
+  return t == KN_DT_F32 || t == KN_DT_F16 || t == KN_DT_BF16 || t == KN_DT_F64;
+}
+bool kn_dtype_is_int(kn_dtype t) {
+  return t == KN_DT_U8 || t == KN_DT_I8 || t == KN_DT_U16 || t == KN_DT_I16 || t == KN_DT_I32 ||
+         t == KN_DT_I64 || t == KN_DT_U32 || t == KN_DT_U64;
+}
+bool kn_dtype_is_signed(kn_dtype t) {
+  return t == KN_DT_I8 || t == KN_DT_I16 || t == KN_DT_I32 || t == KN_DT_I64 || kn_dtype_is_float(t);
+}
+
+float kn_f16_to_f32(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ff, bits;
+  if (exp == 0) {
+    if (mant == 0) {
+      bits = sign;
+    } else { /* subnormal: renormalise */
+      exp = 127 - 15 + 1;
+      while (!(mant & 0x400)) {
+        mant <<= 1;
+        exp--;
+      }
+      mant &= 0x3ff;
+      bits = sign | (exp << 23) | (mant << 13);
+    }
+  } else if (exp == 31) {
+    bits = sign | 0x7f800000u | (mant << 13);
+  } else {
+    bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
+  }
+  float f;
+  memcpy(&f, &bits, 4);
+  return f;
+}
+
+uint16_t kn_f32_to_f16(float f) {
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  uint32_t sign = (x >> 16) & 0x8000;
+  int32_t exp = (int32_t)((x >> 23) & 0xff) - 127 + 15;
+  uint32_t mant = x & 0x7fffff;
+  if (((x >> 23) & 0xff) == 0xff) return (uint16_t)(sign | 0x7c00 | (mant ? 0x200 : 0));
+  if (exp >= 31) return (uint16_t)(sign | 0x7c00);
+  if (exp <= 0) {
+    if (exp < -10) return (uint16_t)sign;
+    mant |= 0x800000;
+    uint32_t shift = (uint32_t)(14 - exp);
+    uint32_t half = mant >> shift, rem = mant & ((1u << shift) - 1), mid = 1u << (shift - 1);
+    if (rem > mid || (rem == mid && (half & 1))) half++;
+    return (uint16_t)(sign | half);
+  }
+  uint32_t half = sign | ((uint32_t)exp << 10) | (mant >> 13), rem = mant & 0x1fff;
+  if (rem > 0x1000 || (rem == 0x1000 && (half & 1))) half++;
+  return (uint16_t)half;
+}
+
+float kn_bf16_to_f32(uint16_t h) {
+  uint32_t bits = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &bits, 4);
+  return f;
+}
+
+uint16_t kn_f32_to_bf16(float f) {
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  if ((x & 0x7fffffff) > 0x7f800000) return (uint16_t)((x >> 16) | 0x40);
+  x += 0x7fff + ((x >> 16) & 1);
+  return (uint16_t)(x >> 16);
+}

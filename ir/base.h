@@ -1,0 +1,91 @@
+/* base.h — the few things every Kiln module uses: arenas, diagnostics, the
+ * internal assert, and element types.
+ *
+ * Two error tiers (STYLE.md): bad *input* returns a status and appends a
+ * one-line message to a kn_diag; a compiler *bug* aborts via KN_ASSERT. */
+#ifndef KN_BASE_H
+#define KN_BASE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- internal assert: a bug in Kiln, never bad input ---- */
+void kn_internal_error(const char *file, int line, const char *cond, const char *msg);
+#define KN_ASSERT(cond, msg)                                                   \
+  do {                                                                         \
+    if (!(cond)) kn_internal_error(__FILE__, __LINE__, #cond, (msg));          \
+  } while (0)
+#define KN_UNREACHABLE(msg) kn_internal_error(__FILE__, __LINE__, "unreachable", (msg))
+
+/* ---- arena: owns IR memory; freed whole ---- */
+typedef struct kn_arena_block kn_arena_block;
+typedef struct kn_arena {
+  kn_arena_block *head;
+} kn_arena;
+
+void kn_arena_init(kn_arena *a);
+void kn_arena_free(kn_arena *a);
+/* Zeroed, 64-byte aligned memory living until kn_arena_free. Aborts on OOM. */
+void *kn_arena_alloc(kn_arena *a, size_t size);
+char *kn_arena_strdup(kn_arena *a, const char *s);
+char *kn_arena_printf(kn_arena *a, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+#define KN_NEW(arena, type) ((type *)kn_arena_alloc((arena), sizeof(type)))
+#define KN_NEW_ARRAY(arena, type, n) ((type *)kn_arena_alloc((arena), sizeof(type) * (size_t)(n)))
+
+/* ---- diagnostics: messages about bad input, one line each ---- */
+typedef struct kn_diag {
+  char **lines;
+  int count, cap;
+} kn_diag;
+
+void kn_diag_init(kn_diag *d);
+void kn_diag_free(kn_diag *d);
+/* Appends one line (no trailing newline needed). Always returns -1 so callers
+ * can write `return kn_diag_error(d, ...)`. */
+int kn_diag_error(kn_diag *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Prints every line as "kiln: error: <line>" to stderr. */
+void kn_diag_print(const kn_diag *d, const char *prefix);
+
+/* ---- element types ---- */
+#define KN_DTYPES(X)                                                           \
+  /* enum    name        bytes onnx_code */                                    \
+  X(F32, "float32", 4, 1)                                                      \
+  X(U8, "uint8", 1, 2)                                                         \
+  X(I8, "int8", 1, 3)                                                          \
+  X(U16, "uint16", 2, 4)                                                       \
+  X(I16, "int16", 2, 5)                                                        \
+  X(I32, "int32", 4, 6)                                                        \
+  X(I64, "int64", 8, 7)                                                        \
+  X(BOOL, "bool", 1, 9)                                                        \
+  X(F16, "float16", 2, 10)                                                     \
+  X(F64, "float64", 8, 11)                                                     \
+  X(U32, "uint32", 4, 12)                                                      \
+  X(U64, "uint64", 8, 13)                                                      \
+  X(BF16, "bfloat16", 2, 16)
+
+typedef enum kn_dtype {
+  KN_DT_INVALID = 0,
+#define X(e, name, bytes, onnx) KN_DT_##e,
+  KN_DTYPES(X)
+#undef X
+      KN_DT_COUNT
+} kn_dtype;
+
+size_t kn_dtype_size(kn_dtype t);
+const char *kn_dtype_name(kn_dtype t);
+/* ONNX TensorProto.DataType code <-> kn_dtype; KN_DT_INVALID if unsupported. */
+kn_dtype kn_dtype_from_onnx(int code);
+int kn_dtype_to_onnx(kn_dtype t);
+bool kn_dtype_is_float(kn_dtype t);
+bool kn_dtype_is_int(kn_dtype t); /* signed or unsigned integers, not bool */
+bool kn_dtype_is_signed(kn_dtype t);
+
+/* float16 / bfloat16 conversion helpers (round to nearest even). */
+float kn_f16_to_f32(uint16_t h);
+uint16_t kn_f32_to_f16(float f);
+float kn_bf16_to_f32(uint16_t h);
+uint16_t kn_f32_to_bf16(float f);
+
+#endif

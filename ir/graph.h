@@ -1,0 +1,150 @@
+/* graph.h — the graph IR: values (typed, shaped tensors, some constant) and
+ * nodes (one operator each), owned by one arena per graph.
+ *
+ * Invariants (checked by kn_graph_verify):
+ *  - every node input/output index names a value of the graph (-1 = an
+ *    omitted optional input);
+ *  - each value has at most one producer; graph inputs and constants have
+ *    none;
+ *  - nodes are stored in topological order after kn_graph_toposort.
+ *
+ * Shapes: dims are concrete, except the batch symbol N. A dim whose bit is set
+ * in kn_shape.batch_mask means dim[i] * N (kn_graph.max_batch bounds N). */
+#ifndef KN_GRAPH_H
+#define KN_GRAPH_H
+
+#include "base.h"
+
+#define KN_MAX_RANK 8
+
+typedef enum kn_op {
+  KN_OP_UNKNOWN = 0, /* imported op Kiln does not support: see op_type */
+#define KN_OP(e, name, cls) KN_OP_##e,
+#include "ops.def"
+#undef KN_OP
+  KN_OP_COUNT
+} kn_op;
+
+typedef enum kn_op_class {
+  KN_CLASS_ELEMWISE,    /* out[i] = f(in0[bcast(i)], in1[bcast(i)], ...) */
+  KN_CLASS_INJECTIVE,   /* each output element reads a computed input element */
+  KN_CLASS_REDUCE,      /* reductions, pooling, softmax, normalisation */
+  KN_CLASS_CONTRACTION, /* conv / matmul: register-blocked reduction */
+  KN_CLASS_VIEW,        /* same bytes, new shape: aliases its input */
+  KN_CLASS_CONSTANT,    /* result known at compile time */
+} kn_op_class;
+
+const char *kn_op_name(kn_op op); /* ONNX op_type ("Conv") */
+kn_op_class kn_op_class_of(kn_op op);
+kn_op kn_op_from_onnx(const char *op_type); /* KN_OP_UNKNOWN if none */
+
+typedef struct kn_shape {
+  int rank;
+  int64_t dim[KN_MAX_RANK];
+  uint32_t batch_mask; /* bit i: dim[i] is multiplied by the batch symbol N */
+} kn_shape;
+
+typedef struct kn_value {
+  const char *name;
+  kn_dtype dtype;      /* KN_DT_INVALID until inferred */
+  bool shape_known;    /* set by import (declared) or shape inference */
+  kn_shape shape;
+  void *data;          /* constant contents (row-major, dtype), else NULL */
+  int64_t *batch_coef; /* optional, int64 constants only: element i is
+                          data[i] + batch_coef[i] * N (shape arithmetic) */
+  int producer;        /* node index, or -1 */
+} kn_value;
+
+typedef enum kn_attr_kind {
+  KN_ATTR_INT,     /* i */
+  KN_ATTR_FLOAT,   /* f */
+  KN_ATTR_STRING,  /* s */
+  KN_ATTR_INTS,    /* ints[n] */
+  KN_ATTR_FLOATS,  /* floats[n] */
+  KN_ATTR_STRINGS, /* strings[n] */
+  KN_ATTR_TENSOR,  /* value: index of a constant value in the graph */
+  KN_ATTR_GRAPH,   /* unsupported subgraph (kept so diagnostics can name it) */
+} kn_attr_kind;
+
+typedef struct kn_attr {
+  const char *name;
+  kn_attr_kind kind;
+  int64_t i;
+  float f;
+  const char *s;
+  int n;
+  int64_t *ints;
+  float *floats;
+  const char **strings;
+  int value;
+} kn_attr;
+
+typedef struct kn_node {
+  kn_op op;
+  const char *op_type; /* as written in the model ("Conv", "MyCustomOp") */
+  const char *domain;  /* "" for the default ONNX domain */
+  const char *name;    /* node name; never NULL (importer invents one) */
+  int n_in, n_out;
+  int *in;  /* value indices, -1 = omitted optional input */
+  int *out; /* value indices */
+  int n_attr;
+  kn_attr *attrs;
+  bool dead; /* removed by a pass; skipped by everyone, dropped by compaction */
+} kn_node;
+
+typedef struct kn_graph {
+  kn_arena arena;
+  kn_value *values;
+  int n_values, cap_values;
+  kn_node *nodes;
+  int n_nodes, cap_nodes;
+  int *inputs; /* graph inputs (not initializers) */
+  int n_inputs;
+  int *outputs;
+  int n_outputs;
+  int64_t opset;     /* default-domain opset import */
+  int64_t max_batch; /* bound of the batch symbol N (>= 1) */
+  const char *batch_symbol; /* the dim_param treated as N, or NULL */
+} kn_graph;
+
+void kn_graph_init(kn_graph *g);
+void kn_graph_free(kn_graph *g);
+
+/* Adds a value named `name` (copied), dtype unknown, no shape; returns its index. */
+int kn_graph_add_value(kn_graph *g, const char *name);
+/* Finds a value by name, -1 if none. Linear scan: use at import time only. */
+int kn_graph_find_value(const kn_graph *g, const char *name);
+/* Adds a node; in/out arrays are copied. Sets producer of each output. */
+int kn_graph_add_node(kn_graph *g, kn_op op, const char *name, const int *in, int n_in,
+                      const int *out, int n_out);
+/* Adds a constant value with a copy of `data`. */
+int kn_graph_add_const(kn_graph *g, const char *name, kn_dtype dtype, const kn_shape *shape,
+                       const void *data);
+
+/* Attributes (lookups return the default when absent). */
+const kn_attr *kn_node_attr(const kn_node *n, const char *name);
+int64_t kn_node_attr_int(const kn_node *n, const char *name, int64_t dflt);
+float kn_node_attr_float(const kn_node *n, const char *name, float dflt);
+const char *kn_node_attr_string(const kn_node *n, const char *name, const char *dflt);
+/* Returns the ints of an INTS attribute and stores the count, or NULL/0. */
+const int64_t *kn_node_attr_ints(const kn_node *n, const char *name, int *count);
+/* Appends an attribute to a node (the struct is copied, arrays are not). */
+void kn_node_add_attr(kn_graph *g, kn_node *n, kn_attr attr);
+
+/* Shapes. */
+int64_t kn_shape_numel_max(const kn_shape *s, int64_t max_batch); /* N = max_batch */
+bool kn_shape_equal(const kn_shape *a, const kn_shape *b);
+int64_t kn_value_numel(const kn_graph *g, int v); /* at N = max_batch */
+
+/* Orders nodes topologically (dead nodes dropped). Returns -1 and a diagnostic
+ * on a cycle or a value used before any definition. */
+int kn_graph_toposort(kn_graph *g, kn_diag *d);
+
+/* Checks the invariants above; returns 0 or -1 with diagnostics. */
+int kn_graph_verify(const kn_graph *g, kn_diag *d);
+
+/* Prints the graph as text (one node per line with shapes). */
+#include <stdio.h>
+void kn_graph_print(const kn_graph *g, FILE *out);
+
+#endif

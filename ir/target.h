@@ -1,0 +1,27 @@
+/* target.h — what the schedules and codegen know about the machine the
+ * artifact will run on. Parsed from a target string by kn_target_parse
+ * (codegen/target.c); the host is the default. */
+#ifndef KN_TARGET_H
+#define KN_TARGET_H
+
+#include "base.h"
+
+typedef enum kn_arch { KN_ARCH_X86_64, KN_ARCH_AARCH64 } kn_arch;
+
+typedef struct kn_target {
+  kn_arch arch;
+  char triple[64];    /* "x86_64-unknown-linux-gnu" */
+  char cpu[64];       /* "skylake-avx512", "cortex-a76" */
+  char features[512]; /* LLVM feature string "+avx512f,+fma,..." */
+  int vector_bits;    /* widest native float vector: 512, 256, 128 */
+  int vector_regs;    /* architectural vector registers: 32 (AVX-512, NEON), 16 */
+  bool has_fma;
+} kn_target;
+
+/* Parses "TRIPLE [-mcpu=CPU] [-mattr=+a,-b]" or "host" / NULL (the host).
+ * Returns 0, or -1 with a diagnostic naming the bad part. */
+int kn_target_parse(const char *spec, kn_target *t, kn_diag *d);
+/* Lanes of a native vector of element type `t`. */
+int kn_target_lanes(const kn_target *t, kn_dtype dtype);
+
+#endif
