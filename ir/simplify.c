@@ -1,0 +1,236 @@
+/* simplify.c — algebraic simplification of expressions and statements.
+ *
+ * Guarantees: the result computes the same values as the input (integer
+ * arithmetic is exact: int64 with floor DIV/MOD; floats are only folded when
+ * both operands are constants and never re-associated). Rewrites that change
+ * nothing return the input pointer. Used after lowering so that accumulator
+ * indices become constants (codegen then keeps them in registers) and ramps
+ * collect their constant offsets. */
+#include "simplify.h"
+
+#include <math.h>
+
+static int64_t floor_div(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  if ((a % b != 0) && ((a < 0) != (b < 0))) q--;
+  return q;
+}
+
+static int64_t floor_mod(int64_t a, int64_t b) { return a - floor_div(a, b) * b; }
+
+static bool is_int(const kn_expr *e, int64_t v) {
+  int64_t x;
+  return kn_e_is_const_int(e, &x) && x == v;
+}
+
+static bool cint(const kn_expr *e, int64_t *v) { return e->lanes == 1 && kn_e_is_const_int(e, v); }
+
+static kn_expr *fold_int(kn_expr_ctx *c, kn_expr_kind k, kn_dtype t, int64_t a, int64_t b, bool *ok) {
+  *ok = true;
+  switch (k) {
+  case KN_E_ADD: return kn_e_const_int(c, t, (int64_t)((uint64_t)a + (uint64_t)b));
+  case KN_E_SUB: return kn_e_const_int(c, t, (int64_t)((uint64_t)a - (uint64_t)b));
+  case KN_E_MUL: return kn_e_const_int(c, t, (int64_t)((uint64_t)a * (uint64_t)b));
+  case KN_E_DIV:
+    if (b == 0 || (a == INT64_MIN && b == -1)) break;
+    return kn_e_const_int(c, t, floor_div(a, b));
+  case KN_E_MOD:
+    if (b == 0 || (a == INT64_MIN && b == -1)) break;
+    return kn_e_const_int(c, t, floor_mod(a, b));
+  case KN_E_MIN: return kn_e_const_int(c, t, a < b ? a : b);
+  case KN_E_MAX: return kn_e_const_int(c, t, a > b ? a : b);
+  case KN_E_EQ: return kn_e_const_int(c, KN_DT_BOOL, a == b);
+  case KN_E_NE: return kn_e_const_int(c, KN_DT_BOOL, a != b);
+  case KN_E_LT: return kn_e_const_int(c, KN_DT_BOOL, a < b);
+  case KN_E_LE: return kn_e_const_int(c, KN_DT_BOOL, a <= b);
+  case KN_E_GT: return kn_e_const_int(c, KN_DT_BOOL, a > b);
+  case KN_E_GE: return kn_e_const_int(c, KN_DT_BOOL, a >= b);
+  case KN_E_AND: return kn_e_const_int(c, KN_DT_BOOL, a && b);
+  case KN_E_OR: return kn_e_const_int(c, KN_DT_BOOL, a || b);
+  default: break;
+  }
+  *ok = false;
+  return NULL;
+}
+
+static kn_expr *simplify_bin(kn_expr_ctx *c, kn_expr *e, kn_expr *a, kn_expr *b) {
+  kn_expr_kind k = e->kind;
+  int64_t x, y;
+  bool integer = a->dtype == KN_DT_I64;
+  if (cint(a, &x) && cint(b, &y) && (kn_dtype_is_int(a->dtype) || a->dtype == KN_DT_BOOL)) {
+    bool ok;
+    kn_expr *r = fold_int(c, k, a->dtype, x, y, &ok);
+    if (ok) return r;
+  }
+  if (integer && a->lanes == 1 && b->lanes == 1) {
+    if (k == KN_E_ADD) {
+      if (is_int(a, 0)) return b;
+      if (is_int(b, 0)) return a;
+      /* (p + c1) + c2 -> p + (c1 + c2);  c + p -> p + c */
+      if (cint(a, &x) && !cint(b, NULL)) return simplify_bin(c, e, b, a);
+      if (cint(b, &y) && a->kind == KN_E_ADD && cint(a->u.bin.b, &x))
+        return kn_e_add(c, a->u.bin.a, kn_e_int(c, x + y));
+      if (b->kind == KN_E_ADD && cint(b->u.bin.b, &y))
+        return simplify_bin(c, e, simplify_bin(c, e, a, b->u.bin.a), b->u.bin.b);
+    } else if (k == KN_E_SUB) {
+      if (is_int(b, 0)) return a;
+      if (cint(b, &y)) return simplify_bin(c, &(kn_expr){.kind = KN_E_ADD}, a, kn_e_int(c, -y));
+      if (kn_e_equal(a, b)) return kn_e_int(c, 0);
+    } else if (k == KN_E_MUL) {
+      if (is_int(a, 0) || is_int(b, 0)) return kn_e_int(c, 0);
+      if (is_int(a, 1)) return b;
+      if (is_int(b, 1)) return a;
+      if (cint(a, &x) && !cint(b, NULL)) return simplify_bin(c, e, b, a);
+      /* (p + c1) * c2 -> p*c2 + c1*c2 ; (p * c1) * c2 -> p * (c1*c2) */
+      if (cint(b, &y) && a->kind == KN_E_ADD && cint(a->u.bin.b, &x)) {
+        kn_expr *pm = simplify_bin(c, e, a->u.bin.a, b);
+        return simplify_bin(c, &(kn_expr){.kind = KN_E_ADD}, pm, kn_e_int(c, x * y));
+      }
+      if (cint(b, &y) && a->kind == KN_E_MUL && cint(a->u.bin.b, &x))
+        return kn_e_mul(c, a->u.bin.a, kn_e_int(c, x * y));
+    } else if (k == KN_E_DIV || k == KN_E_MOD) {
+      if (is_int(b, 1)) return k == KN_E_DIV ? a : kn_e_int(c, 0);
+    } else if (k == KN_E_MIN || k == KN_E_MAX) {
+      if (kn_e_equal(a, b)) return a;
+    }
+  }
+  /* vector forms */
+  if (integer && (k == KN_E_ADD || k == KN_E_SUB)) {
+    if (a->kind == KN_E_RAMP && b->lanes == 1 && k == KN_E_ADD)
+      return kn_e_ramp(c, simplify_bin(c, e, a->u.ramp.base, b), a->u.ramp.stride, a->lanes);
+    if (b->kind == KN_E_RAMP && a->lanes == 1 && k == KN_E_ADD)
+      return kn_e_ramp(c, simplify_bin(c, e, a, b->u.ramp.base), b->u.ramp.stride, b->lanes);
+    if (a->kind == KN_E_RAMP && b->kind == KN_E_BROADCAST)
+      return kn_e_ramp(c, simplify_bin(c, e, a->u.ramp.base, b->u.un.a), a->u.ramp.stride, a->lanes);
+    if (b->kind == KN_E_RAMP && a->kind == KN_E_BROADCAST && k == KN_E_ADD)
+      return kn_e_ramp(c, simplify_bin(c, e, a->u.un.a, b->u.ramp.base), b->u.ramp.stride, b->lanes);
+  }
+  if (a->kind == KN_E_BROADCAST && b->kind == KN_E_BROADCAST)
+    return kn_e_broadcast(c, simplify_bin(c, e, a->u.un.a, b->u.un.a), a->lanes);
+  if (a == e->u.bin.a && b == e->u.bin.b) return e;
+  return kn_e_bin(c, k, a, b);
+}
+
+kn_expr *kn_simplify(kn_expr_ctx *c, kn_expr *e) {
+  switch (e->kind) {
+  case KN_E_INT:
+  case KN_E_FLOAT:
+  case KN_E_VAR: return e;
+  case KN_E_NOT: {
+    kn_expr *a = kn_simplify(c, e->u.un.a);
+    int64_t x;
+    if (cint(a, &x)) return kn_e_const_int(c, KN_DT_BOOL, !x);
+    return a == e->u.un.a ? e : kn_e_not(c, a);
+  }
+  case KN_E_CAST: {
+    kn_expr *a = kn_simplify(c, e->u.un.a);
+    return a == e->u.un.a ? e : kn_e_cast(c, e->dtype, a);
+  }
+  case KN_E_BROADCAST: {
+    kn_expr *a = kn_simplify(c, e->u.un.a);
+    return a == e->u.un.a ? e : kn_e_broadcast(c, a, e->lanes);
+  }
+  case KN_E_RAMP: {
+    kn_expr *b = kn_simplify(c, e->u.ramp.base), *s = kn_simplify(c, e->u.ramp.stride);
+    if (is_int(s, 0)) return kn_e_broadcast(c, b, e->lanes);
+    return b == e->u.ramp.base && s == e->u.ramp.stride ? e : kn_e_ramp(c, b, s, e->lanes);
+  }
+  case KN_E_SELECT: {
+    kn_expr *k = kn_simplify(c, e->u.sel.cond), *t = kn_simplify(c, e->u.sel.t),
+            *f = kn_simplify(c, e->u.sel.f);
+    int64_t x;
+    if (cint(k, &x)) return x ? t : f;
+    if (k == e->u.sel.cond && t == e->u.sel.t && f == e->u.sel.f) return e;
+    return kn_e_select(c, k, t, f);
+  }
+  case KN_E_CALL: {
+    kn_expr *args[4];
+    bool changed = false;
+    for (int i = 0; i < e->u.call.n; i++) {
+      args[i] = kn_simplify(c, e->u.call.args[i]);
+      changed |= args[i] != e->u.call.args[i];
+    }
+    return changed ? kn_e_call(c, e->u.call.fn, args, e->u.call.n) : e;
+  }
+  case KN_E_LOAD: {
+    if (!e->u.load.buffer) return e;
+    kn_expr *i = kn_simplify(c, e->u.load.index);
+    return i == e->u.load.index ? e : kn_e_load(c, e->u.load.buffer, i);
+  }
+  case KN_E_REDUCE: return e;
+  default: return simplify_bin(c, e, kn_simplify(c, e->u.bin.a), kn_simplify(c, e->u.bin.b));
+  }
+}
+
+kn_stmt *kn_simplify_stmt(kn_expr_ctx *c, kn_stmt *s) {
+  if (!s) return s;
+  switch (s->kind) {
+  case KN_S_FOR: {
+    kn_expr *mn = kn_simplify(c, s->u.loop.min), *ext = kn_simplify(c, s->u.loop.extent);
+    kn_stmt *body = kn_simplify_stmt(c, s->u.loop.body);
+    if (is_int(ext, 0)) return kn_s_seq(c, NULL, 0);
+    if (mn == s->u.loop.min && ext == s->u.loop.extent && body == s->u.loop.body) return s;
+    return kn_s_for(c, s->u.loop.var, mn, ext, s->u.loop.kind, body);
+  }
+  case KN_S_STORE: {
+    kn_expr *i = kn_simplify(c, s->u.store.index), *v = kn_simplify(c, s->u.store.value);
+    if (i == s->u.store.index && v == s->u.store.value) return s;
+    return kn_s_store(c, s->u.store.buffer, i, v);
+  }
+  case KN_S_ALLOC: {
+    kn_stmt *b = kn_simplify_stmt(c, s->u.alloc.body);
+    return b == s->u.alloc.body ? s : kn_s_alloc(c, s->u.alloc.buffer, b);
+  }
+  case KN_S_SEQ: {
+    kn_stmt **parts = KN_NEW_ARRAY(c->arena, kn_stmt *, s->u.seq.n > 0 ? s->u.seq.n : 1);
+    bool changed = false;
+    for (int i = 0; i < s->u.seq.n; i++) {
+      parts[i] = kn_simplify_stmt(c, s->u.seq.stmts[i]);
+      changed |= parts[i] != s->u.seq.stmts[i];
+    }
+    return changed ? kn_s_seq(c, parts, s->u.seq.n) : s;
+  }
+  case KN_S_IF: {
+    kn_expr *k = kn_simplify(c, s->u.ifs.cond);
+    kn_stmt *t = kn_simplify_stmt(c, s->u.ifs.then_s), *f = kn_simplify_stmt(c, s->u.ifs.else_s);
+    int64_t x;
+    if (cint(k, &x)) return x ? t : f;
+    if (k == s->u.ifs.cond && t == s->u.ifs.then_s && f == s->u.ifs.else_s) return s;
+    return kn_s_if(c, k, t, f);
+  }
+  case KN_S_LET: {
+    kn_expr *v = kn_simplify(c, s->u.let.value);
+    kn_stmt *b = kn_simplify_stmt(c, s->u.let.body);
+    if (v == s->u.let.value && b == s->u.let.body) return s;
+    return kn_s_let(c, s->u.let.var, v, b);
+  }
+  }
+  return s;
+}
+
+kn_stmt *kn_stmt_substitute(kn_expr_ctx *c, kn_stmt *s, const kn_var *var, kn_expr *value) {
+  if (!s) return s;
+  switch (s->kind) {
+  case KN_S_FOR:
+    return kn_s_for(c, s->u.loop.var, kn_e_substitute(c, s->u.loop.min, var, value),
+                    kn_e_substitute(c, s->u.loop.extent, var, value), s->u.loop.kind,
+                    kn_stmt_substitute(c, s->u.loop.body, var, value));
+  case KN_S_STORE:
+    return kn_s_store(c, s->u.store.buffer, kn_e_substitute(c, s->u.store.index, var, value),
+                      kn_e_substitute(c, s->u.store.value, var, value));
+  case KN_S_ALLOC: return kn_s_alloc(c, s->u.alloc.buffer, kn_stmt_substitute(c, s->u.alloc.body, var, value));
+  case KN_S_SEQ: {
+    kn_stmt **parts = KN_NEW_ARRAY(c->arena, kn_stmt *, s->u.seq.n > 0 ? s->u.seq.n : 1);
+    for (int i = 0; i < s->u.seq.n; i++) parts[i] = kn_stmt_substitute(c, s->u.seq.stmts[i], var, value);
+    return kn_s_seq(c, parts, s->u.seq.n);
+  }
+  case KN_S_IF:
+    return kn_s_if(c, kn_e_substitute(c, s->u.ifs.cond, var, value),
+                   kn_stmt_substitute(c, s->u.ifs.then_s, var, value),
+                   kn_stmt_substitute(c, s->u.ifs.else_s, var, value));
+  case KN_S_LET:
+    return kn_s_let(c, s->u.let.var, kn_e_substitute(c, s->u.let.value, var, value),
+                    kn_stmt_substitute(c, s->u.let.body, var, value));
+  }
+  return s;
+}

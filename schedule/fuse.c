@@ -1,0 +1,143 @@
+/* fuse.c — fusion grouping: which graph nodes share one kernel.
+ *
+ * Requires: shapes inferred, nodes topologically sorted, constants folded.
+ * Guarantees: every live node that needs a kernel (not a view, not a
+ * constant) is in exactly one group; a group is an optional chain of
+ * elementwise producers inlined into a reduction anchor, the anchor, then a
+ * chain of elementwise consumers each reading the previous output (with the
+ * same shape) as its only use. The last node's output is the kernel output.
+ *
+ * Rules: elementwise epilogues (bias, activation, residual add) fuse into
+ * the conv / matmul / reduction that produces their input; elementwise chains
+ * fuse into one kernel; elementwise producers with a single use are inlined
+ * into non-contraction reductions (e.g. the residual Add before a
+ * LayerNormalization). Contractions never inline producers: recomputing an
+ * activation per multiply-add costs more than a pass over memory. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "schedule.h"
+
+typedef struct fuse {
+  const kn_graph *g;
+  int *uses;        /* per value: number of consuming (live) node inputs */
+  int *consumer;    /* per value: the (last) consuming node */
+  bool *is_output;  /* per value */
+  int *group_of;    /* per node: group index, -1 */
+  int *inline_into; /* per node: reduction node it is inlined into, -1 */
+} fuse;
+
+static bool needs_kernel(const kn_node *n) {
+  if (n->dead) return false;
+  kn_op_class k = kn_op_class_of(n->op);
+  return k != KN_CLASS_VIEW;
+}
+
+static bool can_inline_producer(fuse *F, int value) {
+  const kn_graph *g = F->g;
+  if (value < 0) return false;
+  int p = g->values[value].producer;
+  if (p < 0 || g->values[value].data) return false;
+  const kn_node *n = &g->nodes[p];
+  return !n->dead && kn_op_class_of(n->op) == KN_CLASS_ELEMWISE && n->n_out == 1 &&
+         F->uses[value] == 1 && !F->is_output[value] && F->inline_into[p] < 0;
+}
+
+/* Can node c (the only consumer of v) join the group whose output is v? */
+static bool can_absorb(fuse *F, int v, int c) {
+  const kn_graph *g = F->g;
+  const kn_node *n = &g->nodes[c];
+  if (F->uses[v] < 1 || F->is_output[v] || F->group_of[c] >= 0 || F->inline_into[c] >= 0) return false;
+  if (kn_op_class_of(n->op) != KN_CLASS_ELEMWISE || n->dead) return false;
+  int out = n->out[0];
+  for (int i = 1; i < n->n_out; i++)
+    if (n->out[i] >= 0 && (F->uses[n->out[i]] > 0 || F->is_output[n->out[i]])) return false;
+  /* every use of v must be by c */
+  int uses_by_c = 0;
+  for (int i = 0; i < n->n_in; i++) uses_by_c += n->in[i] == v;
+  if (uses_by_c != F->uses[v]) return false;
+  return kn_shape_equal(&g->values[out].shape, &g->values[v].shape);
+}
+
+int kn_sched_fuse(const kn_graph *g, kn_arena *arena, kn_groups *out, kn_diag *d) {
+  fuse F = {.g = g};
+  F.uses = calloc((size_t)g->n_values, sizeof(int));
+  F.consumer = calloc((size_t)g->n_values, sizeof(int));
+  F.is_output = calloc((size_t)g->n_values, sizeof(bool));
+  F.group_of = malloc(sizeof(int) * (size_t)(g->n_nodes > 0 ? g->n_nodes : 1));
+  F.inline_into = malloc(sizeof(int) * (size_t)(g->n_nodes > 0 ? g->n_nodes : 1));
+  KN_ASSERT(F.uses && F.consumer && F.is_output && F.group_of && F.inline_into, "out of memory");
+  for (int i = 0; i < g->n_nodes; i++) F.group_of[i] = F.inline_into[i] = -1;
+  for (int i = 0; i < g->n_outputs; i++) F.is_output[g->outputs[i]] = true;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const kn_node *n = &g->nodes[i];
+    if (n->dead) continue;
+    for (int k = 0; k < n->n_in; k++)
+      if (n->in[k] >= 0) {
+        F.uses[n->in[k]]++;
+        F.consumer[n->in[k]] = i;
+      }
+  }
+  /* pre-pass: elementwise producers inlined into reductions */
+  for (int i = 0; i < g->n_nodes; i++) {
+    const kn_node *n = &g->nodes[i];
+    if (n->dead || kn_op_class_of(n->op) != KN_CLASS_REDUCE) continue;
+    for (int k = 0; k < n->n_in; k++)
+      if (can_inline_producer(&F, n->in[k])) F.inline_into[g->values[n->in[k]].producer] = i;
+  }
+
+  int cap = 16, count = 0;
+  kn_group *groups = malloc(sizeof(kn_group) * (size_t)cap);
+  int *members = malloc(sizeof(int) * (size_t)(g->n_nodes + 1));
+  KN_ASSERT(groups && members, "out of memory");
+  int status = 0;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const kn_node *n = &g->nodes[i];
+    if (!needs_kernel(n) || F.group_of[i] >= 0 || F.inline_into[i] >= 0) continue;
+    if (kn_op_class_of(n->op) == KN_CLASS_CONSTANT) {
+      status = kn_diag_error(d, "node '%s' (%s): its result could not be computed at compile time",
+                             n->name, n->op_type);
+      continue;
+    }
+    for (int o = 0; o < n->n_out; o++) {
+      int v = n->out[o];
+      if (v < 0 || (o > 0 && F.uses[v] == 0 && !F.is_output[v])) continue;
+      int nm = 0;
+      for (int p = 0; p < i; p++)
+        if (F.inline_into[p] == i) members[nm++] = p;
+      members[nm++] = i;
+      int cur = v;
+      while (n->n_out == 1 && F.uses[cur] > 0 && can_absorb(&F, cur, F.consumer[cur])) {
+        int c = F.consumer[cur];
+        members[nm++] = c;
+        F.group_of[c] = count;
+        cur = g->nodes[c].out[0];
+      }
+      if (count == cap) {
+        cap *= 2;
+        groups = realloc(groups, sizeof(kn_group) * (size_t)cap);
+        KN_ASSERT(groups, "out of memory");
+      }
+      kn_group *grp = &groups[count];
+      grp->anchor = i;
+      grp->n_nodes = nm;
+      grp->nodes = KN_NEW_ARRAY(arena, int, nm);
+      memcpy(grp->nodes, members, sizeof(int) * (size_t)nm);
+      grp->output = cur;
+      grp->output_index = o;
+      for (int m = 0; m < nm; m++) F.group_of[members[m]] = count;
+      count++;
+    }
+  }
+  out->n = count;
+  out->groups = KN_NEW_ARRAY(arena, kn_group, count > 0 ? count : 1);
+  memcpy(out->groups, groups, sizeof(kn_group) * (size_t)count);
+  free(groups);
+  free(members);
+  free(F.uses);
+  free(F.consumer);
+  free(F.is_output);
+  free(F.group_of);
+  free(F.inline_into);
+  return status;
+}

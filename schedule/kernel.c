@@ -1,0 +1,126 @@
+/* kernel.c — one fusion group -> one finalized loop-IR kernel.
+ *
+ * group -> TE (one placeholder per external input value, kn_te_op per node)
+ * -> default schedule (rules.c) -> loop IR (lower.c) -> finalize.
+ * Params: [0] the output value, then each distinct external input. */
+#include <string.h>
+
+#include "schedule.h"
+
+static double node_flops(const kn_graph *g, int node) {
+  const kn_node *n = &g->nodes[node];
+  if (n->n_out < 1 || n->out[0] < 0) return 0;
+  const kn_value *o = &g->values[n->out[0]];
+  double out_elems = 1;
+  for (int i = 0; i < o->shape.rank; i++) out_elems *= (double)o->shape.dim[i];
+  switch (n->op) {
+  case KN_OP_CONV_NHWC:
+  case KN_OP_CONV: {
+    const kn_value *w = &g->values[n->in[1]];
+    double k = 1; /* reduction size = weights / output channels */
+    for (int i = 0; i < w->shape.rank; i++) k *= (double)w->shape.dim[i];
+    int64_t m = n->op == KN_OP_CONV ? w->shape.dim[0] : w->shape.dim[w->shape.rank - 1];
+    return 2.0 * out_elems * k / (double)(m > 0 ? m : 1);
+  }
+  case KN_OP_MATMUL:
+  case KN_OP_GEMM: {
+    const kn_value *a = &g->values[n->in[0]];
+    int64_t k = a->shape.dim[a->shape.rank - 1];
+    if (n->op == KN_OP_GEMM && kn_node_attr_int(n, "transA", 0)) k = a->shape.dim[0];
+    return 2.0 * out_elems * (double)k;
+  }
+  default: return out_elems;
+  }
+}
+
+static int find_index(const int *arr, int n, int v) {
+  for (int i = 0; i < n; i++)
+    if (arr[i] == v) return i;
+  return -1;
+}
+
+int kn_sched_build_kernel(const kn_graph *g, const kn_group *grp, const kn_target *t,
+                          kn_expr_ctx *ec, const char *name, kn_kernel_build *out,
+                          FILE *dump_te, FILE *dump_loops, kn_diag *d) {
+  kn_arena *A = ec->arena;
+  /* values produced inside the group */
+  int max_vals = 0;
+  for (int i = 0; i < grp->n_nodes; i++) max_vals += g->nodes[grp->nodes[i]].n_in;
+  int *inputs = KN_NEW_ARRAY(A, int, max_vals + 1);
+  int n_inputs = 0;
+  for (int i = 0; i < grp->n_nodes; i++) {
+    const kn_node *n = &g->nodes[grp->nodes[i]];
+    for (int k = 0; k < n->n_in; k++) {
+      int v = n->in[k];
+      if (v < 0) continue;
+      int p = g->values[v].producer;
+      bool internal = p >= 0 && !g->values[v].data && find_index(grp->nodes, grp->n_nodes, p) >= 0;
+      if (!internal && find_index(inputs, n_inputs, v) < 0) inputs[n_inputs++] = v;
+    }
+  }
+
+  kn_te_ctx tc = {.ec = ec, .batch = kn_var_new(ec, "N"), .g = g};
+  kn_te_tensor **tensor_of = KN_NEW_ARRAY(A, kn_te_tensor *, g->n_values);
+  kn_te_tensor **placeholders = KN_NEW_ARRAY(A, kn_te_tensor *, n_inputs + 1);
+  for (int i = 0; i < n_inputs; i++) tensor_of[inputs[i]] = placeholders[i] = kn_te_placeholder_for(&tc, inputs[i]);
+
+  kn_te_tensor *result = NULL;
+  for (int i = 0; i < grp->n_nodes; i++) {
+    int node = grp->nodes[i];
+    const kn_node *n = &g->nodes[node];
+    kn_te_tensor *ins[16] = {0};
+    if (n->n_in > 16) return kn_diag_error(d, "node '%s' (%s): too many inputs", n->name, n->op_type);
+    for (int k = 0; k < n->n_in; k++) ins[k] = n->in[k] >= 0 ? tensor_of[n->in[k]] : NULL;
+    int oi = node == grp->anchor ? grp->output_index : 0;
+    kn_te_tensor *r = kn_te_op_output(&tc, node, oi, ins, d);
+    if (!r) return -1;
+    tensor_of[n->out[oi]] = r;
+    result = r;
+  }
+  KN_ASSERT(result, "empty group");
+  if (result->kind == KN_TE_PLACEHOLDER)
+    return kn_diag_error(d, "kernel '%s': output is an unmodified input", name);
+
+  uint32_t stage_axes = 0;
+  int n_stages = 0;
+  if (kn_sched_analyze(ec, result, &stage_axes, &n_stages, d) < 0) return -1;
+  kn_op_class cls = kn_op_class_of(g->nodes[grp->anchor].op);
+  kn_schedule sched;
+  kn_sched_default(result, stage_axes, n_stages > 0, cls == KN_CLASS_CONTRACTION, t, &sched);
+
+  kn_kernel *k = KN_NEW(A, kn_kernel);
+  k->name = kn_arena_strdup(A, name);
+  k->n_params = n_inputs + 1;
+  k->params = KN_NEW_ARRAY(A, kn_buffer *, k->n_params);
+  k->params[0] = kn_buffer_new(ec, "out", result->dtype, KN_BUF_PARAM, 0);
+  for (int i = 0; i < n_inputs; i++)
+    k->params[i + 1] = kn_buffer_new(ec, kn_arena_printf(A, "in%d", i), g->values[inputs[i]].dtype,
+                                     KN_BUF_PARAM, 0);
+  kn_lower_params lp = {.n = n_inputs, .tensors = placeholders, .buffers = k->params + 1};
+  kn_stmt *body = kn_sched_lower(ec, result, &sched, k->params[0], &lp, d);
+  if (!body) return -1;
+  k->body = kn_loop_finalize(ec, body);
+  k->batch = tc.batch;
+  k->parallel = sched.n_parallel > 0;
+  char *nodes = NULL;
+  for (int i = 0; i < grp->n_nodes; i++) {
+    const kn_node *n = &g->nodes[grp->nodes[i]];
+    nodes = nodes ? kn_arena_printf(A, "%s,%s", nodes, n->name) : kn_arena_strdup(A, n->name);
+    k->flops += node_flops(g, grp->nodes[i]);
+  }
+  k->nodes = nodes;
+  if (dump_te) {
+    fprintf(dump_te, "kernel %s  # %s\n  %s[", name, nodes, result->name);
+    for (int i = 0; i < result->rank; i++) fprintf(dump_te, "%s%s", i ? ", " : "", result->axes[i]->name);
+    fputs("] = ", dump_te);
+    kn_expr_print(result->body, dump_te);
+    fputs("\n", dump_te);
+    kn_sched_print(&sched, dump_te);
+  }
+  if (dump_loops) kn_kernel_print(k, dump_loops);
+  out->kernel = k;
+  out->n_inputs = n_inputs;
+  out->inputs = inputs;
+  out->output = grp->output;
+  return 0;
+}

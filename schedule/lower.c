@@ -1,0 +1,490 @@
+/* lower.c — TE + schedule -> loop IR.
+ *
+ * Requires: O's body (after inlining every injective compute) reads each
+ * reduction stage R with indices that are O axes or constant 0; R's source
+ * reads earlier stages the same way through R's own axes. Every TE load is in
+ * bounds (definitions clamp padded reads).
+ * Guarantees: a loop nest in which O is stored exactly at every element of
+ * its shape (some elements possibly twice, with the same value); loops are
+ * normalised to start at 0. */
+#include <math.h>
+#include <string.h>
+
+#include "schedule.h"
+
+#define MAX_STAGES 8
+
+typedef struct stage {
+  kn_te_tensor *t;
+  kn_expr *source;  /* inlined reduce source, over t->axes and reduce axes */
+  int map[KN_MAX_RANK]; /* O axis for each axis of t, -1: constant 0 */
+  kn_buffer *acc;
+  int n_tile;       /* tile loops: indices into the schedule's loops */
+  int tile[KN_SCHED_MAX_LOOPS];
+} stage;
+
+typedef struct lower {
+  kn_expr_ctx *ec;
+  kn_diag *d;
+  const kn_schedule *s;
+  kn_te_tensor *out;
+  const kn_lower_params *params;
+  kn_var *piece_var[KN_SCHED_MAX_LOOPS]; /* per schedule loop */
+  kn_expr *piece_extent[KN_SCHED_MAX_LOOPS];
+  kn_expr *axis_value[KN_MAX_RANK]; /* O axis value over piece vars */
+  int n_stages;
+  stage stages[MAX_STAGES];
+  bool failed;
+} lower;
+
+/* ---- inlining ---- */
+
+static kn_expr *inline_expr(lower *L, kn_expr *e);
+
+static kn_expr *inline_load(lower *L, kn_expr *e) {
+  kn_te_tensor *t = e->u.load.tensor;
+  kn_expr *idx[KN_TE_MAX_RANK];
+  bool changed = false;
+  for (int i = 0; i < e->u.load.n; i++) {
+    idx[i] = inline_expr(L, e->u.load.indices[i]);
+    changed |= idx[i] != e->u.load.indices[i];
+  }
+  if (t->kind == KN_TE_PLACEHOLDER || t->body->kind == KN_E_REDUCE)
+    return changed ? kn_e_tload(L->ec, t, idx, e->u.load.n) : e;
+  kn_expr *body = t->body;
+  for (int i = 0; i < t->rank; i++) body = kn_e_substitute(L->ec, body, t->axes[i], idx[i]);
+  return inline_expr(L, body);
+}
+
+/* Rebuilds e with every load of an injective compute replaced by its body. */
+static kn_expr *inline_expr(lower *L, kn_expr *e) {
+  switch (e->kind) {
+  case KN_E_INT:
+  case KN_E_FLOAT:
+  case KN_E_VAR: return e;
+  case KN_E_LOAD: return e->u.load.tensor ? inline_load(L, e) : e;
+  case KN_E_NOT: {
+    kn_expr *a = inline_expr(L, e->u.un.a);
+    return a == e->u.un.a ? e : kn_e_not(L->ec, a);
+  }
+  case KN_E_CAST: {
+    kn_expr *a = inline_expr(L, e->u.un.a);
+    return a == e->u.un.a ? e : kn_e_cast(L->ec, e->dtype, a);
+  }
+  case KN_E_SELECT: {
+    kn_expr *c = inline_expr(L, e->u.sel.cond), *t = inline_expr(L, e->u.sel.t),
+            *f = inline_expr(L, e->u.sel.f);
+    if (c == e->u.sel.cond && t == e->u.sel.t && f == e->u.sel.f) return e;
+    return kn_e_select(L->ec, c, t, f);
+  }
+  case KN_E_CALL: {
+    kn_expr *args[4];
+    bool changed = false;
+    for (int i = 0; i < e->u.call.n; i++) {
+      args[i] = inline_expr(L, e->u.call.args[i]);
+      changed |= args[i] != e->u.call.args[i];
+    }
+    return changed ? kn_e_call(L->ec, e->u.call.fn, args, e->u.call.n) : e;
+  }
+  case KN_E_REDUCE:
+  case KN_E_RAMP:
+  case KN_E_BROADCAST: KN_UNREACHABLE("unexpected node in TE body"); return e;
+  default: {
+    kn_expr *a = inline_expr(L, e->u.bin.a), *b = inline_expr(L, e->u.bin.b);
+    if (a == e->u.bin.a && b == e->u.bin.b) return e;
+    return kn_e_bin(L->ec, e->kind, a, b);
+  }
+  }
+}
+
+/* ---- stage discovery ---- */
+
+static stage *find_stage(lower *L, const kn_te_tensor *t) {
+  for (int i = 0; i < L->n_stages; i++)
+    if (L->stages[i].t == t) return &L->stages[i];
+  return NULL;
+}
+
+static int o_axis_of(lower *L, const kn_expr *e) {
+  if (e->kind != KN_E_VAR) return -2;
+  for (int i = 0; i < L->out->rank; i++)
+    if (L->out->axes[i] == e->u.var) return i;
+  return -2;
+}
+
+/* Walks e (an inlined expression over O axes when `in_out` is set) and
+ * registers every reduction stage it reads; records the axis map from loads
+ * found in O's body. */
+static void collect_stages(lower *L, kn_expr *e, bool in_out);
+
+static void add_stage(lower *L, kn_expr *load, bool in_out) {
+  kn_te_tensor *t = load->u.load.tensor;
+  stage *st = find_stage(L, t);
+  if (!st) {
+    if (L->n_stages == MAX_STAGES) {
+      L->failed = true;
+      kn_diag_error(L->d, "kernel '%s': too many reduction stages", L->out->name);
+      return;
+    }
+    st = &L->stages[L->n_stages++];
+    memset(st, 0, sizeof *st);
+    st->t = t;
+    for (int i = 0; i < KN_MAX_RANK; i++) st->map[i] = -3; /* unknown */
+    st->source = inline_expr(L, t->body->u.reduce.source);
+    collect_stages(L, st->source, false);
+    /* dependencies were appended before? keep order: move t after its deps */
+    stage tmp = *find_stage(L, t);
+    int at = (int)(find_stage(L, t) - L->stages);
+    memmove(&L->stages[at], &L->stages[at + 1], sizeof(stage) * (size_t)(L->n_stages - at - 1));
+    L->stages[L->n_stages - 1] = tmp;
+    st = &L->stages[L->n_stages - 1];
+  }
+  if (!in_out) return;
+  for (int i = 0; i < t->rank; i++) {
+    kn_expr *ix = load->u.load.indices[i];
+    int64_t k;
+    int m = o_axis_of(L, ix);
+    if (m == -2 && kn_e_is_const_int(ix, &k) && k == 0) m = -1;
+    if (m == -2 || (st->map[i] != -3 && st->map[i] != m)) {
+      L->failed = true;
+      kn_diag_error(L->d, "kernel '%s': stage '%s' is read with an index Kiln cannot fuse",
+                    L->out->name, t->name);
+      return;
+    }
+    st->map[i] = m;
+  }
+}
+
+static void collect_stages(lower *L, kn_expr *e, bool in_out) {
+  switch (e->kind) {
+  case KN_E_INT:
+  case KN_E_FLOAT:
+  case KN_E_VAR: return;
+  case KN_E_LOAD:
+    if (e->u.load.tensor && e->u.load.tensor->kind == KN_TE_COMPUTE &&
+        e->u.load.tensor->body->kind == KN_E_REDUCE)
+      add_stage(L, e, in_out);
+    for (int i = 0; i < e->u.load.n; i++) collect_stages(L, e->u.load.indices[i], false);
+    return;
+  case KN_E_NOT:
+  case KN_E_CAST: collect_stages(L, e->u.un.a, in_out); return;
+  case KN_E_SELECT:
+    collect_stages(L, e->u.sel.cond, in_out);
+    collect_stages(L, e->u.sel.t, in_out);
+    collect_stages(L, e->u.sel.f, in_out);
+    return;
+  case KN_E_CALL:
+    for (int i = 0; i < e->u.call.n; i++) collect_stages(L, e->u.call.args[i], in_out);
+    return;
+  default:
+    collect_stages(L, e->u.bin.a, in_out);
+    collect_stages(L, e->u.bin.b, in_out);
+    return;
+  }
+}
+
+/* ---- loop pieces ---- */
+
+static kn_expr *axis_extent(lower *L, int axis) { return L->out->shape[axis]; }
+
+static int64_t inner_product(const kn_schedule *s, int axis, int from_piece) {
+  int64_t p = 1;
+  for (int k = from_piece; k <= s->n_factors[axis]; k++)
+    if (k >= 1) p *= s->factors[axis][k - 1];
+  return p;
+}
+
+static int loop_of(const kn_schedule *s, int axis, int piece) {
+  for (int i = 0; i < s->n_loops; i++)
+    if (s->loops[i].axis == axis && s->loops[i].piece == piece) return i;
+  return -1;
+}
+
+static void make_pieces(lower *L) {
+  const kn_schedule *s = L->s;
+  kn_expr_ctx *ec = L->ec;
+  for (int i = 0; i < s->n_loops; i++) {
+    const kn_sched_loop *lp = &s->loops[i];
+    L->piece_var[i] = kn_var_new(ec, kn_arena_printf(ec->arena, "%s_%c%d",
+                                                     L->out->axes[lp->axis]->name,
+                                                     lp->piece ? 'i' : 'o', lp->piece));
+    if (lp->piece == 0) {
+      int64_t total = inner_product(s, lp->axis, 1), e;
+      kn_expr *E = axis_extent(L, lp->axis);
+      if (kn_e_is_const_int(E, &e))
+        L->piece_extent[i] = kn_e_int(ec, (e + total - 1) / total);
+      else {
+        KN_ASSERT(total == 1, "split of a symbolic axis");
+        L->piece_extent[i] = E;
+      }
+    } else {
+      L->piece_extent[i] = kn_e_int(ec, s->factors[lp->axis][lp->piece - 1]);
+    }
+  }
+  for (int a = 0; a < L->out->rank; a++) {
+    int64_t total = inner_product(s, a, 1), e = 0;
+    kn_expr *inner = kn_e_int(ec, 0);
+    for (int k = 1; k <= s->n_factors[a]; k++) {
+      int li = loop_of(s, a, k);
+      KN_ASSERT(li >= 0, "schedule misses a piece");
+      int64_t stride = inner_product(s, a, k + 1);
+      inner = kn_e_add(ec, inner, kn_e_mul(ec, kn_e_var(ec, L->piece_var[li]), kn_e_int(ec, stride)));
+    }
+    int lo = loop_of(s, a, 0);
+    KN_ASSERT(lo >= 0, "schedule misses an axis");
+    kn_expr *base = kn_e_mul(ec, kn_e_var(ec, L->piece_var[lo]), kn_e_int(ec, total));
+    if (total > 1 && kn_e_is_const_int(axis_extent(L, a), &e) && e % total != 0) {
+      KN_ASSERT(e >= total, "split factor larger than the axis");
+      base = kn_e_min(ec, base, kn_e_int(ec, e - total));
+    }
+    L->axis_value[a] = kn_e_add(ec, base, inner);
+  }
+}
+
+/* ---- rewriting stage loads and placeholder loads ---- */
+
+typedef kn_expr *(*load_fn)(lower *L, kn_expr *load, void *ctx);
+
+static kn_expr *map_loads(lower *L, kn_expr *e, load_fn fn, void *ctx) {
+  switch (e->kind) {
+  case KN_E_INT:
+  case KN_E_FLOAT:
+  case KN_E_VAR: return e;
+  case KN_E_LOAD: {
+    if (!e->u.load.tensor) return e;
+    kn_expr *idx[KN_TE_MAX_RANK];
+    for (int i = 0; i < e->u.load.n; i++) idx[i] = map_loads(L, e->u.load.indices[i], fn, ctx);
+    return fn(L, kn_e_tload(L->ec, e->u.load.tensor, idx, e->u.load.n), ctx);
+  }
+  case KN_E_NOT: return kn_e_not(L->ec, map_loads(L, e->u.un.a, fn, ctx));
+  case KN_E_CAST: return kn_e_cast(L->ec, e->dtype, map_loads(L, e->u.un.a, fn, ctx));
+  case KN_E_SELECT:
+    return kn_e_select(L->ec, map_loads(L, e->u.sel.cond, fn, ctx),
+                       map_loads(L, e->u.sel.t, fn, ctx), map_loads(L, e->u.sel.f, fn, ctx));
+  case KN_E_CALL: {
+    kn_expr *args[4];
+    for (int i = 0; i < e->u.call.n; i++) args[i] = map_loads(L, e->u.call.args[i], fn, ctx);
+    return kn_e_call(L->ec, e->u.call.fn, args, e->u.call.n);
+  }
+  default:
+    return kn_e_bin(L->ec, e->kind, map_loads(L, e->u.bin.a, fn, ctx),
+                    map_loads(L, e->u.bin.b, fn, ctx));
+  }
+}
+
+/* Flat index of acc for stage st, over its tile loops. */
+static kn_expr *acc_index(lower *L, const stage *st) {
+  kn_expr *ix = kn_e_int(L->ec, 0);
+  for (int k = 0; k < st->n_tile; k++) {
+    int li = st->tile[k];
+    ix = kn_e_add(L->ec, kn_e_mul(L->ec, ix, L->piece_extent[li]), kn_e_var(L->ec, L->piece_var[li]));
+  }
+  return ix;
+}
+
+static kn_expr *stage_to_acc(lower *L, kn_expr *load, void *ctx) {
+  (void)ctx;
+  stage *st = find_stage(L, load->u.load.tensor);
+  if (!st) return load;
+  return kn_e_load(L->ec, st->acc, acc_index(L, st));
+}
+
+static kn_expr *placeholder_to_buffer(lower *L, kn_expr *load, void *ctx) {
+  (void)ctx;
+  kn_te_tensor *t = load->u.load.tensor;
+  KN_ASSERT(t->kind == KN_TE_PLACEHOLDER, "stage load survived lowering");
+  for (int p = 0; p < L->params->n; p++) {
+    if (L->params->tensors[p] != t) continue;
+    kn_expr *flat = kn_e_int(L->ec, 0);
+    for (int i = 0; i < t->rank; i++)
+      flat = kn_e_add(L->ec, kn_e_mul(L->ec, flat, t->shape[i]), load->u.load.indices[i]);
+    return kn_e_load(L->ec, L->params->buffers[p], flat);
+  }
+  KN_UNREACHABLE("placeholder without a parameter buffer");
+  return load;
+}
+
+static kn_expr *subst_axes(lower *L, kn_expr *e, kn_var *const *axes, int n, kn_expr **values) {
+  for (int i = 0; i < n; i++) e = kn_e_substitute(L->ec, e, axes[i], values[i]);
+  return e;
+}
+
+/* Final form of an expression: stage loads -> accumulators, O axes -> piece
+ * arithmetic, placeholders -> flat buffer loads. */
+static kn_expr *finish(lower *L, kn_expr *e) {
+  e = map_loads(L, e, stage_to_acc, NULL);
+  e = subst_axes(L, e, L->out->axes, L->out->rank, L->axis_value);
+  return map_loads(L, e, placeholder_to_buffer, NULL);
+}
+
+/* ---- statements ---- */
+
+static kn_stmt *wrap_loop(lower *L, int li, kn_for_kind kind, kn_stmt *body) {
+  return kn_s_for(L->ec, L->piece_var[li], kn_e_int(L->ec, 0), L->piece_extent[li], kind, body);
+}
+
+static kn_stmt *wrap_tile(lower *L, const stage *st, kn_stmt *body) {
+  for (int k = st->n_tile - 1; k >= 0; k--)
+    body = wrap_loop(L, st->tile[k], L->s->loops[st->tile[k]].kind, body);
+  return body;
+}
+
+static kn_expr *reduce_init(lower *L, kn_reduce_op op, kn_dtype t) {
+  double v = op == KN_RED_SUM ? 0.0 : op == KN_RED_PROD ? 1.0 : op == KN_RED_MAX ? -INFINITY : INFINITY;
+  if (kn_dtype_is_float(t)) return kn_e_float(L->ec, t, v);
+  int64_t iv = op == KN_RED_SUM ? 0 : op == KN_RED_PROD ? 1 : op == KN_RED_MAX ? INT64_MIN : INT64_MAX;
+  if (t == KN_DT_I32) iv = op == KN_RED_MAX ? INT32_MIN : op == KN_RED_MIN ? INT32_MAX : iv;
+  return kn_e_const_int(L->ec, t, iv);
+}
+
+static kn_expr *combine(lower *L, kn_reduce_op op, kn_expr *acc, kn_expr *v) {
+  switch (op) {
+  case KN_RED_SUM: return kn_e_add(L->ec, acc, v);
+  case KN_RED_PROD: return kn_e_mul(L->ec, acc, v);
+  case KN_RED_MAX: return kn_e_max(L->ec, acc, v);
+  case KN_RED_MIN: return kn_e_min(L->ec, acc, v);
+  }
+  return acc;
+}
+
+/* init + update loops of one stage, computed at the attach depth. */
+static kn_stmt *stage_code(lower *L, stage *st) {
+  kn_expr_ctx *ec = L->ec;
+  kn_expr *red = st->t->body;
+  kn_stmt *init = kn_s_store(ec, st->acc, acc_index(L, st), reduce_init(L, red->u.reduce.op, st->t->dtype));
+  /* source: stage axes -> O axes (then O axes -> pieces in finish) */
+  kn_expr *src = st->source;
+  for (int i = 0; i < st->t->rank; i++) {
+    kn_expr *v = st->map[i] >= 0 ? kn_e_var(ec, L->out->axes[st->map[i]]) : kn_e_int(ec, 0);
+    src = kn_e_substitute(ec, src, st->t->axes[i], v);
+  }
+  kn_var *rvars[KN_MAX_RANK * 2];
+  int nr = red->u.reduce.n_axes;
+  for (int i = 0; i < nr; i++) {
+    rvars[i] = kn_var_new(ec, red->u.reduce.axes[i]->name);
+    src = kn_e_substitute(ec, src, red->u.reduce.axes[i], kn_e_var(ec, rvars[i]));
+  }
+  /* loads of earlier stages inside src are over O axes: map them too */
+  src = finish(L, src);
+  kn_expr *ai = acc_index(L, st);
+  kn_stmt *update = kn_s_store(ec, st->acc, ai, combine(L, red->u.reduce.op, kn_e_load(ec, st->acc, ai), src));
+  update = wrap_tile(L, st, update);
+  for (int i = nr - 1; i >= 0; i--) {
+    kn_expr *ext = red->u.reduce.extents[i];
+    ext = subst_axes(L, ext, L->out->axes, L->out->rank, L->axis_value);
+    update = kn_s_for(ec, rvars[i], kn_e_int(ec, 0), ext, KN_FOR_SERIAL, update);
+  }
+  return kn_s_seq2(ec, wrap_tile(L, st, init), update);
+}
+
+static kn_expr *out_index(lower *L) {
+  kn_expr *flat = kn_e_int(L->ec, 0);
+  for (int i = 0; i < L->out->rank; i++)
+    flat = kn_e_add(L->ec, kn_e_mul(L->ec, flat, L->out->shape[i]), L->axis_value[i]);
+  return flat;
+}
+
+/* Wraps loops [from, n_loops) around body, with their scheduled kinds. */
+static kn_stmt *wrap_from(lower *L, int from, kn_stmt *body) {
+  for (int i = L->s->n_loops - 1; i >= from; i--) body = wrap_loop(L, i, L->s->loops[i].kind, body);
+  return body;
+}
+
+/* Inlines O's body and registers its stages (shared by analyze and lower). */
+static kn_expr *prepare(lower *L) {
+  kn_te_tensor *out = L->out;
+  kn_expr *body;
+  if (out->body->kind == KN_E_REDUCE) {
+    /* O is itself a reduction: split it into a stage and an identity epilogue. */
+    kn_te_tensor *st = KN_NEW(L->ec->arena, kn_te_tensor);
+    *st = *out;
+    st->name = kn_arena_printf(L->ec->arena, "%s_acc", out->name);
+    kn_expr *idx[KN_TE_MAX_RANK];
+    for (int i = 0; i < out->rank; i++) idx[i] = kn_e_var(L->ec, out->axes[i]);
+    body = kn_e_tload(L->ec, st, idx, out->rank);
+  } else {
+    body = inline_expr(L, out->body);
+  }
+  collect_stages(L, body, true);
+  for (int i = 0; i < L->n_stages && !L->failed; i++)
+    for (int a = 0; a < L->stages[i].t->rank; a++)
+      if (L->stages[i].map[a] == -3) {
+        L->failed = true;
+        kn_diag_error(L->d, "kernel '%s': stage '%s' is not read by the output", out->name,
+                      L->stages[i].t->name);
+      }
+  return L->failed ? NULL : body;
+}
+
+int kn_sched_analyze(kn_expr_ctx *ec, kn_te_tensor *out, uint32_t *stage_axes, int *n_stages,
+                     kn_diag *d) {
+  lower L = {.ec = ec, .d = d, .out = out};
+  if (!prepare(&L)) return -1;
+  *stage_axes = 0;
+  for (int i = 0; i < L.n_stages; i++)
+    for (int a = 0; a < L.stages[i].t->rank; a++)
+      if (L.stages[i].map[a] >= 0) *stage_axes |= 1u << L.stages[i].map[a];
+  *n_stages = L.n_stages;
+  return 0;
+}
+
+kn_stmt *kn_sched_lower(kn_expr_ctx *ec, kn_te_tensor *out, const kn_schedule *s,
+                        kn_buffer *out_buf, const kn_lower_params *params, kn_diag *d) {
+  lower L = {.ec = ec, .d = d, .s = s, .out = out, .params = params};
+  KN_ASSERT(out->kind == KN_TE_COMPUTE && s->n_axes == out->rank, "schedule does not fit O");
+  kn_expr *body = prepare(&L);
+  if (!body) return NULL;
+  make_pieces(&L);
+
+  int attach = s->attach > s->n_loops ? s->n_loops : s->attach;
+  for (int i = 0; i < L.n_stages; i++) {
+    stage *st = &L.stages[i];
+    int64_t size = 1;
+    for (int li = attach; li < s->n_loops; li++) {
+      bool mapped = false;
+      for (int a = 0; a < st->t->rank; a++) mapped |= st->map[a] == s->loops[li].axis;
+      if (!mapped) continue;
+      int64_t e;
+      if (!kn_e_is_const_int(L.piece_extent[li], &e)) {
+        kn_diag_error(d, "kernel '%s': symbolic extent inside a tile", out->name);
+        return NULL;
+      }
+      st->tile[st->n_tile++] = li;
+      size *= e;
+    }
+    st->acc = kn_buffer_new(ec, kn_arena_printf(ec->arena, "acc%d", i), st->t->dtype, KN_BUF_LOCAL, size);
+  }
+
+  KN_ASSERT(L.n_stages == 0 || attach >= s->n_parallel, "stages attached inside the parallel loop");
+  kn_stmt *inner = kn_s_store(ec, out_buf, out_index(&L), finish(&L, body));
+  int from = L.n_stages ? attach : s->n_parallel;
+  kn_stmt *nest = wrap_from(&L, from, inner);
+  if (L.n_stages) {
+    kn_stmt *parts[MAX_STAGES + 1];
+    for (int i = 0; i < L.n_stages; i++) parts[i] = stage_code(&L, &L.stages[i]);
+    parts[L.n_stages] = nest;
+    nest = kn_s_seq(ec, parts, L.n_stages + 1);
+    for (int i = L.n_stages - 1; i >= 0; i--) nest = kn_s_alloc(ec, L.stages[i].acc, nest);
+  }
+  /* loops between the parallel prefix and the attach depth */
+  for (int i = from - 1; i >= s->n_parallel; i--) nest = wrap_loop(&L, i, s->loops[i].kind, nest);
+  /* the parallel prefix: one fused loop, pieces recovered by div/mod */
+  if (s->n_parallel > 0) {
+    kn_var *f = kn_var_new(ec, "fused");
+    kn_expr *ext = kn_e_int(ec, 1);
+    for (int i = 0; i < s->n_parallel; i++) ext = kn_e_mul(ec, ext, L.piece_extent[i]);
+    kn_expr *rest = kn_e_var(ec, f);
+    kn_stmt *body = nest;
+    /* innermost piece = rest % e_last; rest /= e_last; ... emitted as lets */
+    kn_var *lets[KN_SCHED_MAX_LOOPS];
+    kn_expr *vals[KN_SCHED_MAX_LOOPS];
+    for (int i = s->n_parallel - 1; i >= 0; i--) {
+      lets[i] = L.piece_var[i];
+      vals[i] = i == 0 ? rest : kn_e_mod(ec, rest, L.piece_extent[i]);
+      if (i > 0) rest = kn_e_div(ec, rest, L.piece_extent[i]);
+    }
+    for (int i = s->n_parallel - 1; i >= 0; i--) body = kn_s_let(ec, lets[i], vals[i], body);
+    nest = kn_s_for(ec, f, kn_e_int(ec, 0), ext, KN_FOR_PARALLEL, body);
+  }
+  return nest;
+}

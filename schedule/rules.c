@@ -1,0 +1,121 @@
+/* rules.c — the rule-based default schedule of a kernel.
+ *
+ * Contractions (conv NHWC, matmul): the last two O axes are the register
+ * tile: rows (ow / i) unrolled, columns (output channels / j) vectorized,
+ * sized so that rows x column-vectors accumulators fit the vector register
+ * file; every outer piece is fused into one parallel loop; the reduction is
+ * computed at the tile.
+ * Everything else: the innermost axis is vectorized with native vectors, the
+ * outer axes are fused into one parallel loop; reductions are computed per
+ * vector of the innermost axis when they keep that axis (pooling), else per
+ * row (softmax, layer norm). */
+#include <string.h>
+
+#include "schedule.h"
+
+static bool const_extent(const kn_te_tensor *t, int axis, int64_t *e) {
+  return kn_e_is_const_int(t->shape[axis], e);
+}
+
+/* Column (vector) factor: full vectors, little overlap waste. */
+static int64_t pick_cols(int64_t cols, int lanes) {
+  int64_t cand[] = {2 * (int64_t)lanes, lanes, lanes / 2, lanes / 4};
+  int64_t best = 1;
+  double best_waste = 1e9;
+  for (int i = 0; i < 4; i++) {
+    int64_t f = cand[i];
+    if (f < 4 || f > cols) continue;
+    double waste = (double)(((cols + f - 1) / f) * f - cols) / (double)cols;
+    if (waste <= 0.15) return f;
+    if (waste < best_waste) {
+      best_waste = waste;
+      best = f;
+    }
+  }
+  return best;
+}
+
+/* Row (unroll) factor: the largest count of rows whose accumulators fit,
+ * preferring one that divides the extent exactly. */
+static int64_t pick_rows(int64_t rows, int64_t vecs_per_row, int regs) {
+  int64_t max_rows = (regs - 4) / (vecs_per_row > 0 ? vecs_per_row : 1);
+  if (max_rows > 14) max_rows = 14;
+  if (max_rows < 1) max_rows = 1;
+  if (rows <= max_rows) return rows;
+  for (int64_t r = max_rows; r >= (max_rows + 1) / 2; r--)
+    if (rows % r == 0) return r;
+  return max_rows;
+}
+
+static void add_loop(kn_schedule *s, int axis, int piece, kn_for_kind kind) {
+  s->loops[s->n_loops++] = (kn_sched_loop){axis, piece, kind};
+}
+
+static void split(kn_schedule *s, int axis, int64_t factor) {
+  s->factors[axis][s->n_factors[axis]++] = factor;
+}
+
+void kn_sched_default(const kn_te_tensor *out, uint32_t stage_axes, bool has_stages,
+                      bool is_contraction, const kn_target *t, kn_schedule *s) {
+  memset(s, 0, sizeof *s);
+  int rank = out->rank;
+  s->n_axes = rank;
+  int lanes = kn_target_lanes(t, out->dtype);
+  int64_t rows = 0, cols = 0;
+  if (is_contraction && rank >= 2 && const_extent(out, rank - 1, &cols) &&
+      const_extent(out, rank - 2, &rows)) {
+    int64_t cf = pick_cols(cols, lanes);
+    int64_t vecs = cf >= lanes ? cf / lanes : 1;
+    int64_t rf = pick_rows(rows, vecs, t->vector_regs);
+    if (rf > 1) split(s, rank - 2, rf);
+    if (cf > 1) split(s, rank - 1, cf);
+    for (int a = 0; a < rank - 2; a++) add_loop(s, a, 0, KN_FOR_SERIAL);
+    add_loop(s, rank - 2, 0, KN_FOR_SERIAL);
+    add_loop(s, rank - 1, 0, KN_FOR_SERIAL);
+    s->n_parallel = s->n_loops;
+    s->attach = s->n_loops;
+    if (rf > 1) add_loop(s, rank - 2, 1, KN_FOR_UNROLLED);
+    if (cf > 1) add_loop(s, rank - 1, 1, cf >= 4 ? KN_FOR_VECTORIZED : KN_FOR_UNROLLED);
+    return;
+  }
+  if (rank == 0) return;
+  int64_t last = 0, vf = 1;
+  if (const_extent(out, rank - 1, &last)) {
+    if (last >= lanes)
+      vf = lanes;
+    else
+      for (int64_t f = lanes / 2; f >= 4; f /= 2)
+        if (last >= f) {
+          vf = f;
+          break;
+        }
+  }
+  if (vf > 1) split(s, rank - 1, vf);
+  bool stages_keep_last = (stage_axes >> (rank - 1)) & 1u;
+  for (int a = 0; a < rank; a++) add_loop(s, a, 0, KN_FOR_SERIAL);
+  if (has_stages && !stages_keep_last) {
+    /* reduce per row: the row loops are parallel, stages at the row */
+    s->n_parallel = rank - 1;
+    s->attach = rank - 1;
+  } else {
+    s->n_parallel = rank;
+    s->attach = rank;
+  }
+  if (vf > 1) add_loop(s, rank - 1, 1, KN_FOR_VECTORIZED);
+}
+
+void kn_sched_print(const kn_schedule *s, FILE *out) {
+  for (int a = 0; a < s->n_axes; a++)
+    for (int k = 0; k < s->n_factors[a]; k++)
+      fprintf(out, "split(axis=%d, factor=%lld)\n", a, (long long)s->factors[a][k]);
+  fputs("reorder(", out);
+  for (int i = 0; i < s->n_loops; i++)
+    fprintf(out, "%s%d.%d", i ? ", " : "", s->loops[i].axis, s->loops[i].piece);
+  fputs(")\n", out);
+  if (s->n_parallel) fprintf(out, "fuse_parallel(loops=%d)\n", s->n_parallel);
+  fprintf(out, "compute_at(stages, depth=%d)\n", s->attach);
+  static const char *kinds[] = {"serial", "parallel", "vectorize", "unroll"};
+  for (int i = 0; i < s->n_loops; i++)
+    if (s->loops[i].kind != KN_FOR_SERIAL)
+      fprintf(out, "%s(%d.%d)\n", kinds[s->loops[i].kind], s->loops[i].axis, s->loops[i].piece);
+}

@@ -1,0 +1,106 @@
+/* schedule.h — *how* a kernel computes its TE: fusion groups, the schedule
+ * of one kernel, the rules that pick a default schedule, and the lowering of
+ * TE + schedule to loop IR.
+ *
+ * A kernel has one output tensor O (materialised into the output buffer)
+ * and zero or more reduction stages R (computes whose body is a reduce),
+ * each read by O's body with indices that are O axes (or 0 for size-1
+ * dims). Everything else is inlined.
+ *
+ * The schedule splits each O axis into pieces (outer piece first); the outer
+ * piece of a split axis of extent E with inner product T runs over
+ * ceil(E/T) tiles starting at min(tile*T, E-T), so the last tile overlaps its
+ * neighbour instead of needing a tail loop (recomputing an element writes the
+ * same value). The loop order is a permutation of the pieces; the first
+ * `n_parallel` loops are fused into one PARALLEL loop; reduction stages are
+ * computed at depth `attach` into LOCAL accumulators covering the tile formed
+ * by the deeper loops; the deeper loops then run the epilogue that stores O.
+ * The innermost loop may be VECTORIZED, loops below `attach` UNROLLED. */
+#ifndef KN_SCHEDULE_H
+#define KN_SCHEDULE_H
+
+#include "../ir/graph.h"
+#include "../ir/loop.h"
+#include "../ir/target.h"
+#include "../ir/te.h"
+
+#define KN_SCHED_MAX_SPLIT 3
+#define KN_SCHED_MAX_LOOPS (KN_MAX_RANK * (KN_SCHED_MAX_SPLIT + 1))
+
+typedef struct kn_sched_loop {
+  int axis;  /* O axis */
+  int piece; /* 0 = outer piece; k = the k-th split factor */
+  kn_for_kind kind;
+} kn_sched_loop;
+
+typedef struct kn_schedule {
+  int n_axes;
+  int n_factors[KN_MAX_RANK];
+  int64_t factors[KN_MAX_RANK][KN_SCHED_MAX_SPLIT]; /* inner pieces, outer to inner */
+  int n_loops;
+  kn_sched_loop loops[KN_SCHED_MAX_LOOPS]; /* outer to inner */
+  int n_parallel; /* leading loops fused into one PARALLEL loop */
+  int attach;     /* depth at which reduction stages are computed */
+} kn_schedule;
+
+/* Prints the schedule as a replayable trace of primitives. */
+void kn_sched_print(const kn_schedule *s, FILE *out);
+
+/* ---- fusion: which graph nodes share a kernel ---- */
+typedef struct kn_group {
+  int anchor;   /* node whose op gives the kernel its shape (first node) */
+  int n_nodes;  /* nodes in topological order; the last one's output is O */
+  int *nodes;
+  int output;   /* graph value written by the kernel */
+  int output_index; /* which output of the anchor the kernel computes */
+} kn_group;
+
+typedef struct kn_groups {
+  int n;
+  kn_group *groups;
+} kn_groups;
+
+/* Partitions the live non-view, non-constant nodes of g (shapes inferred,
+ * topologically sorted) into fusion groups, arena-allocated in `arena`. */
+int kn_sched_fuse(const kn_graph *g, kn_arena *arena, kn_groups *out, kn_diag *d);
+
+/* ---- kernels ---- */
+typedef struct kn_kernel_build {
+  kn_kernel *kernel;
+  int n_inputs;   /* graph values passed as params 1..n_inputs (param 0 is O) */
+  int *inputs;
+  int output;
+} kn_kernel_build;
+
+/* Builds the TE of a group, picks its schedule (rules.c), lowers and
+ * finalizes it. Params: [0] = output, then each external input value. */
+int kn_sched_build_kernel(const kn_graph *g, const kn_group *grp, const kn_target *t,
+                          kn_expr_ctx *ec, const char *name, kn_kernel_build *out,
+                          FILE *dump_te, FILE *dump_loops, kn_diag *d);
+
+/* ---- pieces used by kn_sched_build_kernel ---- */
+/* Default schedule for output O of the given stages (rules.c). */
+void kn_sched_default(const kn_te_tensor *out, uint32_t stage_axes, bool has_stages,
+                      bool is_contraction, const kn_target *t, kn_schedule *s);
+
+/* Finds O's reduction stages: their count and the O axes they keep (bit i
+ * set: some stage varies with O axis i). Returns -1 with a diagnostic when O
+ * reads a stage in a way the lowering cannot fuse. */
+int kn_sched_analyze(kn_expr_ctx *ec, kn_te_tensor *out, uint32_t *stage_axes, int *n_stages,
+                     kn_diag *d);
+
+typedef struct kn_lower_params {
+  int n;
+  kn_te_tensor **tensors; /* placeholders */
+  kn_buffer **buffers;    /* their param buffers */
+} kn_lower_params;
+
+/* Lowers O (+ its stages) under schedule s into a loop nest storing into
+ * out_buf; placeholder loads become loads of the matching params. */
+kn_stmt *kn_sched_lower(kn_expr_ctx *ec, kn_te_tensor *out, const kn_schedule *s,
+                        kn_buffer *out_buf, const kn_lower_params *params, kn_diag *d);
+
+/* Removes VECTORIZED and UNROLLED loops (vectorize, unroll, simplify). */
+kn_stmt *kn_loop_finalize(kn_expr_ctx *ec, kn_stmt *s);
+
+#endif
