@@ -143,6 +143,10 @@ int kn_graph_toposort(kn_graph *g, kn_diag *d);
 /* Checks the invariants above; returns 0 or -1 with diagnostics. */
 int kn_graph_verify(const kn_graph *g, kn_diag *d);
 
+/* Floating-point operations of one node at N = 1 (multiply-add = 2) for
+ * contractions, one per output element otherwise (ir/flops.c). */
+double kn_node_flops(const kn_graph *g, int node);
+
 /* Prints the graph as text (one node per line with shapes). */
 #include <stdio.h>
 void kn_graph_print(const kn_graph *g, FILE *out);

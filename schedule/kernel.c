@@ -7,32 +7,6 @@
 
 #include "schedule.h"
 
-static double node_flops(const kn_graph *g, int node) {
-  const kn_node *n = &g->nodes[node];
-  if (n->n_out < 1 || n->out[0] < 0) return 0;
-  const kn_value *o = &g->values[n->out[0]];
-  double out_elems = 1;
-  for (int i = 0; i < o->shape.rank; i++) out_elems *= (double)o->shape.dim[i];
-  switch (n->op) {
-  case KN_OP_CONV_NHWC:
-  case KN_OP_CONV: {
-    const kn_value *w = &g->values[n->in[1]];
-    double k = 1; /* reduction size = weights / output channels */
-    for (int i = 0; i < w->shape.rank; i++) k *= (double)w->shape.dim[i];
-    int64_t m = n->op == KN_OP_CONV ? w->shape.dim[0] : w->shape.dim[w->shape.rank - 1];
-    return 2.0 * out_elems * k / (double)(m > 0 ? m : 1);
-  }
-  case KN_OP_MATMUL:
-  case KN_OP_GEMM: {
-    const kn_value *a = &g->values[n->in[0]];
-    int64_t k = a->shape.dim[a->shape.rank - 1];
-    if (n->op == KN_OP_GEMM && kn_node_attr_int(n, "transA", 0)) k = a->shape.dim[0];
-    return 2.0 * out_elems * (double)k;
-  }
-  default: return out_elems;
-  }
-}
-
 static int find_index(const int *arr, int n, int v) {
   for (int i = 0; i < n; i++)
     if (arr[i] == v) return i;
@@ -106,7 +80,7 @@ int kn_sched_build_kernel(const kn_graph *g, const kn_group *grp, const kn_targe
   for (int i = 0; i < grp->n_nodes; i++) {
     const kn_node *n = &g->nodes[grp->nodes[i]];
     nodes = nodes ? kn_arena_printf(A, "%s,%s", nodes, n->name) : kn_arena_strdup(A, n->name);
-    k->flops += node_flops(g, grp->nodes[i]);
+    k->flops += kn_node_flops(g, grp->nodes[i]);
   }
   k->nodes = nodes;
   if (dump_te) {

@@ -1,0 +1,118 @@
+/* cmd_compile.c — `kiln compile`: argument parsing around kn_compile. */
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmds.h"
+#include "pipeline.h"
+
+static void usage(FILE *out) {
+  fprintf(out,
+          "usage: kiln compile MODEL.onnx -o OUT.so|OUT.o [options]\n"
+          "  -o, --output PATH      artifact to write (.so shared library or .o object);\n"
+          "                         the header is written beside it as OUT.h\n"
+          "  --target STRING        \"TRIPLE [-mcpu=CPU] [-mattr=+f,-g]\" (default: the host)\n"
+          "  --max-batch B          largest batch the artifact accepts (default 1)\n"
+          "  --prefix NAME          C prefix of the artifact's symbols (default \"model\")\n"
+          "  --dump-after=STAGE     print the IR after STAGE to stdout; stages:");
+  for (int i = 0; kn_pipeline_stages[i]; i++) fprintf(out, " %s", kn_pipeline_stages[i]);
+  fprintf(out, "\n  -v, --verbose          print a summary line\n");
+}
+
+static bool valid_prefix(const char *p) {
+  if (!*p || isdigit((unsigned char)*p)) return false;
+  for (; *p; p++)
+    if (!isalnum((unsigned char)*p) && *p != '_') return false;
+  return true;
+}
+
+static bool has_suffix(const char *s, const char *suffix) {
+  size_t n = strlen(s), k = strlen(suffix);
+  return n > k && !strcmp(s + n - k, suffix);
+}
+
+int kn_cmd_compile(int argc, char **argv) {
+  kn_compile_opts o = {.prefix = "model", .max_batch = 1};
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    const char *val = NULL;
+#define TAKE(flag)                                                                              \
+  (!strcmp(a, flag) ? (i + 1 < argc ? (val = argv[++i], 1) : -1)                              \
+                    : (!strncmp(a, flag "=", strlen(flag) + 1) ? (val = a + strlen(flag) + 1, 1) : 0))
+    int r;
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      usage(stdout);
+      return 0;
+    } else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) {
+      o.verbose = true;
+    } else if ((r = TAKE("-o")) || (r = TAKE("--output"))) {
+      if (r < 0) goto missing;
+      o.output = val;
+    } else if ((r = TAKE("--target"))) {
+      if (r < 0) goto missing;
+      o.target = val;
+    } else if ((r = TAKE("--prefix"))) {
+      if (r < 0) goto missing;
+      o.prefix = val;
+    } else if ((r = TAKE("--dump-after"))) {
+      if (r < 0) goto missing;
+      o.dump_after = val;
+    } else if ((r = TAKE("--max-batch"))) {
+      if (r < 0) goto missing;
+      char *end;
+      errno = 0;
+      long long b = strtoll(val, &end, 10);
+      if (errno || *end || b < 1 || b > (1 << 20)) {
+        fprintf(stderr, "kiln: error: --max-batch: '%s' is not a batch size in [1, 1048576]\n", val);
+        return 2;
+      }
+      o.max_batch = b;
+    } else if (a[0] == '-' && a[1]) {
+      fprintf(stderr, "kiln: error: compile: unknown option '%s' (see 'kiln compile --help')\n", a);
+      return 2;
+    } else if (!o.model) {
+      o.model = a;
+    } else {
+      fprintf(stderr, "kiln: error: compile: unexpected argument '%s' (one model at a time)\n", a);
+      return 2;
+    }
+    continue;
+  missing:
+    fprintf(stderr, "kiln: error: compile: option '%s' needs a value\n", a);
+    return 2;
+#undef TAKE
+  }
+  if (!o.model) {
+    fprintf(stderr, "kiln: error: compile: no model given (see 'kiln compile --help')\n");
+    return 2;
+  }
+  if (!o.output) {
+    fprintf(stderr, "kiln: error: compile: no output given: add -o OUT.so or -o OUT.o\n");
+    return 2;
+  }
+  if (!has_suffix(o.output, ".so") && !has_suffix(o.output, ".o")) {
+    fprintf(stderr, "kiln: error: compile: output '%s' must end in .so or .o\n", o.output);
+    return 2;
+  }
+  if (!valid_prefix(o.prefix)) {
+    fprintf(stderr, "kiln: error: compile: --prefix '%s' is not a C identifier\n", o.prefix);
+    return 2;
+  }
+  if (o.dump_after && !kn_pipeline_stage_valid(o.dump_after)) {
+    fprintf(stderr, "kiln: error: compile: unknown stage '%s' for --dump-after; stages:", o.dump_after);
+    for (int i = 0; kn_pipeline_stages[i]; i++) fprintf(stderr, " %s", kn_pipeline_stages[i]);
+    fprintf(stderr, "\n");
+    return 2;
+  }
+  kn_diag d;
+  kn_diag_init(&d);
+  int status = kn_compile(&o, &d) < 0 ? 1 : 0;
+  if (status) {
+    if (d.count == 0) kn_diag_error(&d, "compile of '%s' failed", o.model);
+    kn_diag_print(&d, "kiln");
+  }
+  kn_diag_free(&d);
+  return status;
+}

@@ -1,0 +1,106 @@
+/* cmd_inspect.c — `kiln inspect`: what is in an ONNX model, and what Kiln
+ * cannot compile yet (every unsupported op, in one run). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../frontend/onnx_load.h"
+#include "../ir/shape_infer.h"
+#include "cmds.h"
+
+typedef struct census_row {
+  const char *op_type;
+  int count;
+  bool supported;
+} census_row;
+
+static int cmp_rows(const void *a, const void *b) {
+  const census_row *x = a, *y = b;
+  if (x->count != y->count) return y->count - x->count;
+  return strcmp(x->op_type, y->op_type);
+}
+
+int kn_cmd_inspect(int argc, char **argv) {
+  const char *model = NULL;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+      printf("usage: kiln inspect MODEL.onnx\n"
+             "  prints the op census, parameter count, FLOPs (batch 1) and every unsupported op\n");
+      return 0;
+    }
+    if (argv[i][0] == '-') {
+      fprintf(stderr, "kiln: error: inspect: unknown option '%s' (see 'kiln inspect --help')\n", argv[i]);
+      return 2;
+    }
+    if (model) {
+      fprintf(stderr, "kiln: error: inspect: unexpected argument '%s'\n", argv[i]);
+      return 2;
+    }
+    model = argv[i];
+  }
+  if (!model) {
+    fprintf(stderr, "kiln: error: inspect: no model given (see 'kiln inspect --help')\n");
+    return 2;
+  }
+  kn_graph g;
+  kn_graph_init(&g);
+  kn_diag d;
+  kn_diag_init(&d);
+  int status = 0;
+  int loaded = kn_fe_load_onnx(model, &g, &d);
+  int unsupported = kn_fe_unsupported_count(&g);
+  if (loaded < 0 && unsupported == 0) {
+    kn_diag_print(&d, "kiln");
+    status = 1;
+    goto done;
+  }
+  census_row *rows = calloc((size_t)g.n_nodes + 1, sizeof(census_row));
+  int n_rows = 0;
+  for (int i = 0; i < g.n_nodes; i++) {
+    int r = 0;
+    while (r < n_rows && strcmp(rows[r].op_type, g.nodes[i].op_type)) r++;
+    if (r == n_rows) rows[n_rows++] = (census_row){g.nodes[i].op_type, 0, g.nodes[i].op != KN_OP_UNKNOWN};
+    rows[r].count++;
+  }
+  qsort(rows, (size_t)n_rows, sizeof(census_row), cmp_rows);
+  int64_t params = 0;
+  for (int v = 0; v < g.n_values; v++)
+    if (g.values[v].data && g.values[v].producer < 0) params += kn_value_numel(&g, v);
+  printf("model: %s\nopset: %lld\nnodes: %d\nparameters: %lld\n", model, (long long)g.opset, g.n_nodes,
+         (long long)params);
+  for (int i = 0; i < g.n_inputs; i++) {
+    const kn_value *v = &g.values[g.inputs[i]];
+    printf("input: %s %s [", v->name, kn_dtype_name(v->dtype));
+    for (int k = 0; k < v->shape.rank; k++)
+      printf("%s%s%lld", k ? ", " : "", (v->shape.batch_mask >> k) & 1 ? "N*" : "", (long long)v->shape.dim[k]);
+    printf("]\n");
+  }
+  kn_diag shape_diag;
+  kn_diag_init(&shape_diag);
+  if (unsupported == 0 && kn_infer_shapes(&g, &shape_diag) == 0) {
+    double flops = 0;
+    for (int i = 0; i < g.n_nodes; i++) flops += kn_node_flops(&g, i);
+    printf("flops: %.3f GFLOP (batch 1)\n", flops / 1e9);
+  } else {
+    printf("flops: unknown (%s)\n", unsupported ? "unsupported ops" : "shape inference failed");
+    if (shape_diag.count) kn_diag_print(&shape_diag, "kiln");
+    status = 1;
+  }
+  kn_diag_free(&shape_diag);
+  printf("ops:\n");
+  for (int r = 0; r < n_rows; r++)
+    printf("  %-24s %5d%s\n", rows[r].op_type, rows[r].count, rows[r].supported ? "" : "  UNSUPPORTED");
+  if (unsupported) {
+    printf("unsupported: %d node(s)\n", unsupported);
+    for (int i = 0; i < g.n_nodes; i++)
+      if (g.nodes[i].op == KN_OP_UNKNOWN)
+        printf("  %s (op '%s', domain '%s', opset %lld)\n", g.nodes[i].name, g.nodes[i].op_type,
+               g.nodes[i].domain && *g.nodes[i].domain ? g.nodes[i].domain : "ai.onnx", (long long)g.opset);
+    status = 1;
+  }
+  free(rows);
+done:
+  kn_diag_free(&d);
+  kn_graph_free(&g);
+  return status;
+}

@@ -1,0 +1,116 @@
+/* pipeline.c — the compiler's pipeline, top to bottom, as one list of calls:
+ *
+ *   ONNX -> graph IR -> shape inference -> graph passes -> fusion groups
+ *        -> per group: TE -> schedule -> loop IR -> plan -> LLVM -> artifact
+ *
+ * Each stage can be printed with --dump-after=STAGE. */
+#include "pipeline.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "../codegen/package.h"
+#include "../frontend/onnx_load.h"
+#include "../ir/passes.h"
+#include "../ir/shape_infer.h"
+#include "../schedule/schedule.h"
+#include "plan_build.h"
+
+const char *const kn_pipeline_stages[] = {"import", "fold_constants", "dce", "fold_conv_bn", "layout",
+                                          "cleanup", "fuse", "te", "loops", NULL};
+
+static bool dump_is(const kn_compile_opts *o, const char *stage) {
+  return o->dump_after && !strcmp(o->dump_after, stage);
+}
+
+static void dump_graph(const kn_compile_opts *o, const char *stage, const kn_graph *g) {
+  if (!dump_is(o, stage)) return;
+  fprintf(stdout, "# after %s\n", stage);
+  kn_graph_print(g, stdout);
+}
+
+bool kn_pipeline_stage_valid(const char *name) {
+  for (int i = 0; kn_pipeline_stages[i]; i++)
+    if (!strcmp(kn_pipeline_stages[i], name)) return true;
+  return false;
+}
+
+/* One graph pass followed by re-inference of shapes, so every pass may rely
+ * on inferred shapes on entry. */
+static int run_pass(const kn_compile_opts *o, const char *stage, int (*pass)(kn_graph *, kn_diag *),
+                    kn_graph *g, kn_diag *d) {
+  if (pass(g, d) < 0) return -1;
+  if (kn_infer_shapes(g, d) < 0) return -1;
+  dump_graph(o, stage, g);
+  return 0;
+}
+
+int kn_pipeline_load(const char *model, int64_t max_batch, kn_graph *g, kn_diag *d) {
+  if (kn_fe_load_onnx(model, g, d) < 0) return -1;
+  if (max_batch < 1) return kn_diag_error(d, "--max-batch must be at least 1");
+  g->max_batch = max_batch;
+  if (kn_infer_shapes(g, d) < 0) return -1;
+  return 0;
+}
+
+int kn_pipeline_optimize(const kn_compile_opts *o, kn_graph *g, kn_diag *d) {
+  dump_graph(o, "import", g);
+  if (run_pass(o, "fold_constants", kn_pass_fold_constants, g, d) < 0) return -1;
+  if (run_pass(o, "dce", kn_pass_dce, g, d) < 0) return -1;
+  if (run_pass(o, "fold_conv_bn", kn_pass_fold_conv_bn, g, d) < 0) return -1;
+  if (run_pass(o, "layout", kn_pass_layout, g, d) < 0) return -1;
+  if (kn_pass_fold_constants(g, d) < 0 || kn_pass_dce(g, d) < 0) return -1;
+  if (kn_infer_shapes(g, d) < 0 || kn_graph_toposort(g, d) < 0 || kn_graph_verify(g, d) < 0) return -1;
+  dump_graph(o, "cleanup", g);
+  return 0;
+}
+
+int kn_compile(const kn_compile_opts *o, kn_diag *d) {
+  clock_t start = clock();
+  kn_target target;
+  if (kn_target_parse(o->target, &target, d) < 0) return -1;
+
+  int status = -1;
+  kn_graph g;
+  kn_graph_init(&g);
+  kn_arena arena;
+  kn_arena_init(&arena);
+  kn_expr_ctx ec = {.arena = &arena};
+  if (kn_pipeline_load(o->model, o->max_batch, &g, d) < 0) goto done;
+  if (kn_pipeline_optimize(o, &g, d) < 0) goto done;
+
+  kn_groups groups;
+  if (kn_sched_fuse(&g, &arena, &groups, d) < 0) goto done;
+  if (dump_is(o, "fuse")) {
+    for (int i = 0; i < groups.n; i++) {
+      printf("kernel k%d:", i);
+      for (int k = 0; k < groups.groups[i].n_nodes; k++)
+        printf(" %s(%s)", g.nodes[groups.groups[i].nodes[k]].name, g.nodes[groups.groups[i].nodes[k]].op_type);
+      printf("\n");
+    }
+  }
+
+  kn_kernel_build *kernels = KN_NEW_ARRAY(&arena, kn_kernel_build, groups.n > 0 ? groups.n : 1);
+  int failures = 0;
+  for (int i = 0; i < groups.n; i++) {
+    const char *name = kn_arena_printf(&arena, "%s_k%d", o->prefix, i);
+    FILE *te = dump_is(o, "te") ? stdout : NULL, *loops = dump_is(o, "loops") ? stdout : NULL;
+    if (kn_sched_build_kernel(&g, &groups.groups[i], &target, &ec, name, &kernels[i], te, loops, d) < 0)
+      failures++;
+  }
+  if (failures) goto done;
+
+  kn_plan plan;
+  if (kn_plan_build(&g, kernels, groups.n, o->prefix, &arena, &plan, d) < 0) goto done;
+  if (kn_cg_package(&plan, &target, o->output, d) < 0) goto done;
+  if (o->verbose)
+    fprintf(stderr, "kiln: compiled %s -> %s: %d kernels, workspace %lld bytes, %.2f s cpu\n", o->model,
+            o->output, plan.n_steps, (long long)plan.workspace_bytes,
+            (double)(clock() - start) / CLOCKS_PER_SEC);
+  status = 0;
+done:
+  kn_graph_free(&g);
+  kn_arena_free(&arena);
+  return status;
+}

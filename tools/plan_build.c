@@ -1,0 +1,151 @@
+/* plan_build.c — storage for every value, and the step list.
+ *
+ * A value's storage is its root: views (Reshape, Flatten, Squeeze,
+ * Unsqueeze) share the bytes of their input. Roots are graph inputs,
+ * constants, graph outputs (the kernel producing an output's root writes
+ * straight into the caller's buffer) or intermediates, which live in the
+ * workspace. Intermediates are placed first-fit, largest first, so that two
+ * whose lifetimes [producing step, last reading step] intersect never
+ * overlap; a kernel's output never shares bytes with its inputs because both
+ * are live at that step. Sizes are for N = max_batch. */
+#include "plan_build.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+enum { ROOT_NONE, ROOT_INPUT, ROOT_OUTPUT, ROOT_CONST, ROOT_WORK };
+
+typedef struct storage {
+  int kind, index; /* ROOT_*, index of the input / output / const */
+  int64_t bytes, offset;
+  int first, last; /* lifetime in steps (ROOT_WORK) */
+} storage;
+
+static int root_of(const kn_graph *g, int v) {
+  for (int guard = 0; guard < g->n_values; guard++) {
+    int p = g->values[v].producer;
+    if (g->values[v].data || p < 0 || kn_op_class_of(g->nodes[p].op) != KN_CLASS_VIEW) return v;
+    v = g->nodes[p].in[0];
+  }
+  KN_UNREACHABLE("cycle of views");
+  return v;
+}
+
+static int cmp_size_desc(const void *a, const void *b, void *ctx) {
+  const storage *s = ctx;
+  int x = *(const int *)a, y = *(const int *)b;
+  return s[x].bytes < s[y].bytes ? 1 : s[x].bytes > s[y].bytes ? -1 : x - y;
+}
+
+/* First-fit placement of workspace buffers; returns the workspace size. */
+static int64_t place(storage *st, int n_values) {
+  int *order = malloc(sizeof(int) * (size_t)(n_values + 1)), n = 0;
+  KN_ASSERT(order, "out of memory");
+  for (int v = 0; v < n_values; v++)
+    if (st[v].kind == ROOT_WORK) order[n++] = v;
+  qsort_r(order, (size_t)n, sizeof(int), cmp_size_desc, st);
+  int64_t total = 0;
+  for (int i = 0; i < n; i++) {
+    storage *s = &st[order[i]];
+    int64_t offset = 0;
+    for (bool moved = true; moved;) {
+      moved = false;
+      for (int j = 0; j < i; j++) {
+        storage *o = &st[order[j]];
+        bool live_together = s->first <= o->last && o->first <= s->last;
+        bool overlap = offset < o->offset + o->bytes && o->offset < offset + s->bytes;
+        if (live_together && overlap) {
+          offset = (o->offset + o->bytes + 63) & ~(int64_t)63;
+          moved = true;
+        }
+      }
+    }
+    s->offset = offset;
+    if (offset + s->bytes > total) total = offset + s->bytes;
+  }
+  free(order);
+  return (total + 63) & ~(int64_t)63;
+}
+
+int kn_plan_build(const kn_graph *g, const kn_kernel_build *kernels, int n_kernels,
+                  const char *prefix, kn_arena *arena, kn_plan *plan, kn_diag *d) {
+  memset(plan, 0, sizeof *plan);
+  plan->arena = arena;
+  plan->prefix = prefix;
+  plan->max_batch = g->max_batch;
+  storage *st = calloc((size_t)g->n_values + 1, sizeof(storage));
+  KN_ASSERT(st, "out of memory");
+  int status = 0;
+
+  plan->n_inputs = g->n_inputs;
+  plan->inputs = KN_NEW_ARRAY(arena, kn_plan_tensor, g->n_inputs + 1);
+  for (int i = 0; i < g->n_inputs; i++) {
+    int v = g->inputs[i];
+    plan->inputs[i] = (kn_plan_tensor){g->values[v].name, g->values[v].dtype, g->values[v].shape};
+    st[v].kind = ROOT_INPUT;
+    st[v].index = i;
+  }
+  plan->n_outputs = g->n_outputs;
+  plan->outputs = KN_NEW_ARRAY(arena, kn_plan_tensor, g->n_outputs + 1);
+  for (int i = 0; i < g->n_outputs; i++) {
+    int v = g->outputs[i], r = root_of(g, v);
+    plan->outputs[i] = (kn_plan_tensor){g->values[v].name, g->values[v].dtype, g->values[v].shape};
+    if (st[r].kind != ROOT_NONE || g->values[r].data || g->values[r].producer < 0) {
+      status = kn_diag_error(d, "graph output '%s' is a copy of an input, a constant or another output; "
+                                "Kiln does not support such outputs yet", g->values[v].name);
+      continue;
+    }
+    st[r].kind = ROOT_OUTPUT;
+    st[r].index = i;
+  }
+  if (status < 0) goto done;
+
+  plan->consts = KN_NEW_ARRAY(arena, kn_plan_const, g->n_values + 1);
+  plan->steps = KN_NEW_ARRAY(arena, kn_plan_step, n_kernels + 1);
+  for (int k = 0; k < n_kernels; k++) {
+    const kn_kernel_build *kb = &kernels[k];
+    int out = root_of(g, kb->output);
+    if (st[out].kind == ROOT_NONE) {
+      st[out].kind = ROOT_WORK;
+      st[out].first = k;
+      st[out].bytes = kn_value_numel(g, out) * (int64_t)kn_dtype_size(g->values[out].dtype);
+    }
+    st[out].last = k;
+    for (int i = 0; i < kb->n_inputs; i++) {
+      int r = root_of(g, kb->inputs[i]);
+      if (st[r].kind == ROOT_NONE && g->values[r].data) {
+        st[r].kind = ROOT_CONST;
+        st[r].index = plan->n_consts;
+        plan->consts[plan->n_consts++] = (kn_plan_const){
+            g->values[r].name, kn_value_numel(g, r) * (int64_t)kn_dtype_size(g->values[r].dtype),
+            g->values[r].data};
+      }
+      KN_ASSERT(st[r].kind != ROOT_NONE, "kernel reads a value nobody wrote");
+      st[r].last = k;
+    }
+  }
+  plan->workspace_bytes = place(st, g->n_values);
+
+  for (int k = 0; k < n_kernels; k++) {
+    const kn_kernel_build *kb = &kernels[k];
+    kn_plan_step *step = &plan->steps[plan->n_steps++];
+    step->kernel = kb->kernel;
+    step->n_args = kb->n_inputs + 1;
+    step->args = KN_NEW_ARRAY(arena, kn_plan_arg, step->n_args);
+    for (int i = 0; i < step->n_args; i++) {
+      storage *s = &st[root_of(g, i == 0 ? kb->output : kb->inputs[i - 1])];
+      static const int kinds[] = {[ROOT_INPUT] = KILN_ARG_INPUT, [ROOT_OUTPUT] = KILN_ARG_OUTPUT,
+                                  [ROOT_CONST] = KILN_ARG_CONST, [ROOT_WORK] = KILN_ARG_WORKSPACE};
+      step->args[i] = (kn_plan_arg){kinds[s->kind], s->index, s->kind == ROOT_WORK ? s->offset : 0};
+    }
+  }
+  for (int i = 0; i < g->n_outputs; i++) {
+    int r = root_of(g, g->outputs[i]);
+    bool written = false;
+    for (int k = 0; k < n_kernels; k++) written |= root_of(g, kernels[k].output) == r;
+    if (!written) status = kn_diag_error(d, "graph output '%s' is never computed", g->values[g->outputs[i]].name);
+  }
+done:
+  free(st);
+  return status;
+}
