@@ -1,0 +1,255 @@
+/* test_schedule.c — every default schedule, checked without LLVM.
+ *
+ * Each case builds a small graph, runs the graph passes, fusion, TE
+ * construction, the default schedule, lowering and finalization, then
+ * executes the resulting plan with the loop-IR interpreter (2 tasks, so the
+ * parallel split is exercised) and compares every output with the naive
+ * reference interpreter run on the original graph. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "ir/loop_eval.h"
+#include "ir/passes.h"
+#include "ir/ref_eval.h"
+#include "ir/shape_infer.h"
+#include "schedule/schedule.h"
+#include "tools/pipeline.h"
+#include "tools/plan_build.h"
+
+static const kn_target avx512 = {.arch = KN_ARCH_X86_64, .vector_bits = 512, .vector_regs = 32, .has_fma = true};
+
+/* ---- graph building helpers ---- */
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static float frand(void) {
+  rng ^= rng << 13;
+  rng ^= rng >> 7;
+  rng ^= rng << 17;
+  return (float)((rng >> 11) * (1.0 / 9007199254740992.0)) * 2.0f - 1.0f;
+}
+
+static int input(kn_graph *g, const char *name, int rank, const int64_t *dims, uint32_t batch_mask) {
+  int v = kn_graph_add_value(g, name);
+  g->values[v].dtype = KN_DT_F32;
+  g->values[v].shape_known = true;
+  g->values[v].shape.rank = rank;
+  memcpy(g->values[v].shape.dim, dims, sizeof(int64_t) * (size_t)rank);
+  g->values[v].shape.batch_mask = batch_mask;
+  g->inputs = realloc(g->inputs, sizeof(int) * (size_t)(g->n_inputs + 1));
+  g->inputs[g->n_inputs++] = v;
+  return v;
+}
+
+static int weight(kn_graph *g, const char *name, int rank, const int64_t *dims) {
+  kn_shape s = {.rank = rank};
+  memcpy(s.dim, dims, sizeof(int64_t) * (size_t)rank);
+  int64_t n = 1;
+  for (int i = 0; i < rank; i++) n *= dims[i];
+  float *data = malloc(sizeof(float) * (size_t)n);
+  for (int64_t i = 0; i < n; i++) data[i] = frand() * 0.5f;
+  int v = kn_graph_add_const(g, name, KN_DT_F32, &s, data);
+  free(data);
+  return v;
+}
+
+static int ints(kn_graph *g, const char *name, int n, const int64_t *vals) {
+  kn_shape s = {.rank = 1, .dim = {n}};
+  return kn_graph_add_const(g, name, KN_DT_I64, &s, vals);
+}
+
+static int node(kn_graph *g, kn_op op, const char *name, const int *in, int n_in) {
+  int out = kn_graph_add_value(g, name);
+  kn_graph_add_node(g, op, name, in, n_in, &out, 1);
+  g->nodes[g->n_nodes - 1].op_type = kn_op_name(op);
+  g->nodes[g->n_nodes - 1].domain = "";
+  return out;
+}
+
+static void attr_ints(kn_graph *g, const char *name, int n, const int64_t *v) {
+  kn_attr a = {.name = name, .kind = KN_ATTR_INTS, .n = n};
+  a.ints = kn_arena_alloc(&g->arena, sizeof(int64_t) * (size_t)n);
+  memcpy(a.ints, v, sizeof(int64_t) * (size_t)n);
+  kn_node_add_attr(g, &g->nodes[g->n_nodes - 1], a);
+}
+
+static void attr_int(kn_graph *g, const char *name, int64_t v) {
+  kn_node_add_attr(g, &g->nodes[g->n_nodes - 1], (kn_attr){.name = name, .kind = KN_ATTR_INT, .i = v});
+}
+
+static void output(kn_graph *g, int v) {
+  g->outputs = realloc(g->outputs, sizeof(int) * (size_t)(g->n_outputs + 1));
+  g->outputs[g->n_outputs++] = v;
+}
+
+/* ---- the check ---- */
+
+static int64_t numel_at(const kn_shape *s, int64_t batch) {
+  int64_t n = 1;
+  for (int i = 0; i < s->rank; i++) n *= s->dim[i] * ((s->batch_mask >> i) & 1 ? batch : 1);
+  return n;
+}
+
+static void run_plan(const kn_plan *plan, void **inputs, void **outputs, int64_t batch) {
+  void *ws = aligned_alloc(64, (size_t)((plan->workspace_bytes + 64) & ~63));
+  for (int s = 0; s < plan->n_steps; s++) {
+    const kn_plan_step *st = &plan->steps[s];
+    void *args[32];
+    for (int a = 0; a < st->n_args; a++) {
+      const kn_plan_arg *pa = &st->args[a];
+      char *base = pa->kind == KILN_ARG_WORKSPACE ? ws
+                   : pa->kind == KILN_ARG_INPUT   ? inputs[pa->index]
+                   : pa->kind == KILN_ARG_OUTPUT  ? outputs[pa->index]
+                                                  : (char *)plan->consts[pa->index].data;
+      args[a] = base + pa->offset;
+    }
+    kn_loop_eval(st->kernel, args, batch, 2);
+  }
+  free(ws);
+}
+
+/* Compiles g down to loop IR, runs it at `batch`, compares with the reference. */
+static void check(kn_graph *g, int64_t batch, double tol) {
+  kn_diag d;
+  kn_diag_init(&d);
+  g->max_batch = batch;
+  kn_compile_opts o = {0};
+  int rc = kn_infer_shapes(g, &d);
+  if (rc == 0) rc = kn_graph_toposort(g, &d);
+  /* reference on the original graph */
+  void *inputs[8], *ref[8], *got[8];
+  for (int i = 0; i < g->n_inputs; i++) {
+    int64_t n = numel_at(&g->values[g->inputs[i]].shape, batch);
+    float *p = malloc(sizeof(float) * (size_t)n);
+    for (int64_t k = 0; k < n; k++) p[k] = frand();
+    inputs[i] = p;
+  }
+  int64_t out_n[8];
+  for (int i = 0; i < g->n_outputs; i++) {
+    out_n[i] = numel_at(&g->values[g->outputs[i]].shape, batch);
+    ref[i] = calloc((size_t)out_n[i], sizeof(float));
+    got[i] = calloc((size_t)out_n[i], sizeof(float));
+  }
+  if (rc == 0) rc = kn_ref_run_graph(g, (const void *const *)inputs, ref, batch, &d);
+  if (rc == 0) rc = kn_pipeline_optimize(&o, g, &d);
+  kn_arena arena;
+  kn_arena_init(&arena);
+  kn_expr_ctx ec = {.arena = &arena};
+  kn_groups groups = {0};
+  if (rc == 0) rc = kn_sched_fuse(g, &arena, &groups, &d);
+  kn_kernel_build *kb = kn_arena_alloc(&arena, sizeof(kn_kernel_build) * (size_t)(groups.n + 1));
+  for (int i = 0; rc == 0 && i < groups.n; i++)
+    rc = kn_sched_build_kernel(g, &groups.groups[i], &avx512, &ec, kn_arena_printf(&arena, "k%d", i), &kb[i],
+                               NULL, getenv("KN_TEST_DUMP") ? stderr : NULL, &d);
+  kn_plan plan;
+  if (rc == 0) rc = kn_plan_build(g, kb, groups.n, "t", &arena, &plan, &d);
+  if (rc != 0) kn_diag_print(&d, "test");
+  assert_int_equal(rc, 0);
+  run_plan(&plan, inputs, got, batch);
+  for (int i = 0; i < g->n_outputs; i++) {
+    const float *r = ref[i], *x = got[i];
+    double max_ref = 1, max_err = 0;
+    for (int64_t k = 0; k < out_n[i]; k++) {
+      max_ref = fmax(max_ref, fabs(r[k]));
+      max_err = fmax(max_err, fabs((double)r[k] - x[k]));
+      if (isnan(x[k]) != isnan(r[k])) max_err = INFINITY;
+    }
+    if (max_err > tol * max_ref) fprintf(stderr, "output %d: max error %g (max |ref| %g)\n", i, max_err, max_ref);
+    assert_true(max_err <= tol * max_ref);
+  }
+  for (int i = 0; i < g->n_inputs; i++) free(inputs[i]);
+  for (int i = 0; i < g->n_outputs; i++) {
+    free(ref[i]);
+    free(got[i]);
+  }
+  kn_arena_free(&arena);
+  kn_diag_free(&d);
+}
+
+/* ---- cases ---- */
+
+/* conv3x3(pad 1) + bias + relu, conv3x3 stride 2, residual-style add, pools */
+static void test_cnn_block(void **state) {
+  (void)state;
+  kn_graph g;
+  kn_graph_init(&g);
+  int x = input(&g, "x", 4, (int64_t[]){1, 5, 9, 11}, 1);
+  int w1 = weight(&g, "w1", 4, (int64_t[]){24, 5, 3, 3}), b1 = weight(&g, "b1", 1, (int64_t[]){24});
+  int c1 = node(&g, KN_OP_CONV, "conv1", (int[]){x, w1, b1}, 3);
+  attr_ints(&g, "pads", 4, (int64_t[]){1, 1, 1, 1});
+  int r1 = node(&g, KN_OP_RELU, "relu1", (int[]){c1}, 1);
+  int w2 = weight(&g, "w2", 4, (int64_t[]){24, 24, 3, 3});
+  int c2 = node(&g, KN_OP_CONV, "conv2", (int[]){r1, w2}, 2);
+  attr_ints(&g, "pads", 4, (int64_t[]){1, 1, 1, 1});
+  attr_ints(&g, "strides", 2, (int64_t[]){2, 2});
+  int wd = weight(&g, "wd", 4, (int64_t[]){24, 1, 3, 3});
+  int dw = node(&g, KN_OP_CONV, "dwconv", (int[]){r1, wd}, 2);
+  attr_ints(&g, "pads", 4, (int64_t[]){0, 1, 2, 1});
+  attr_ints(&g, "strides", 2, (int64_t[]){2, 2});
+  attr_int(&g, "group", 24);
+  int add = node(&g, KN_OP_ADD, "add", (int[]){c2, dw}, 2);
+  int mp = node(&g, KN_OP_MAX_POOL, "pool", (int[]){add}, 1);
+  attr_ints(&g, "kernel_shape", 2, (int64_t[]){3, 3});
+  attr_ints(&g, "pads", 4, (int64_t[]){1, 1, 1, 1});
+  attr_ints(&g, "strides", 2, (int64_t[]){2, 2});
+  int gap = node(&g, KN_OP_GLOBAL_AVERAGE_POOL, "gap", (int[]){mp}, 1);
+  output(&g, gap);
+  output(&g, add);
+  check(&g, 2, 1e-5);
+  kn_graph_free(&g);
+}
+
+/* matmul + bias + relu; gemm with transB; softmax; layer norm */
+static void test_dense_block(void **state) {
+  (void)state;
+  kn_graph g;
+  kn_graph_init(&g);
+  int x = input(&g, "x", 3, (int64_t[]){1, 13, 40}, 1);
+  int w = weight(&g, "w", 2, (int64_t[]){40, 37}), b = weight(&g, "b", 1, (int64_t[]){37});
+  int mm = node(&g, KN_OP_MATMUL, "mm", (int[]){x, w}, 2);
+  int add = node(&g, KN_OP_ADD, "bias", (int[]){mm, b}, 2);
+  int relu = node(&g, KN_OP_RELU, "relu", (int[]){add}, 1);
+  int sm = node(&g, KN_OP_SOFTMAX, "softmax", (int[]){relu}, 1);
+  attr_int(&g, "axis", -1);
+  int scale = weight(&g, "scale", 1, (int64_t[]){37}), shift = weight(&g, "shift", 1, (int64_t[]){37});
+  int ln = node(&g, KN_OP_LAYER_NORM, "ln", (int[]){relu, scale, shift}, 3);
+  attr_int(&g, "axis", -1);
+  int erf = node(&g, KN_OP_ERF, "erf", (int[]){ln}, 1);
+  output(&g, sm);
+  output(&g, erf);
+  check(&g, 3, 1e-5);
+  kn_graph_free(&g);
+}
+
+static void test_gemm_transpose_reshape(void **state) {
+  (void)state;
+  kn_graph g;
+  kn_graph_init(&g);
+  int x = input(&g, "x", 2, (int64_t[]){1, 50}, 1);
+  int w = weight(&g, "w", 2, (int64_t[]){19, 50}), c = weight(&g, "c", 1, (int64_t[]){19});
+  int gm = node(&g, KN_OP_GEMM, "gemm", (int[]){x, w, c}, 3);
+  attr_int(&g, "transB", 1);
+  int shape = ints(&g, "shape", 3, (int64_t[]){-1, 1, 19});
+  int rs = node(&g, KN_OP_RESHAPE, "reshape", (int[]){gm, shape}, 2);
+  int tr = node(&g, KN_OP_TRANSPOSE, "transpose", (int[]){rs}, 1);
+  attr_ints(&g, "perm", 3, (int64_t[]){2, 1, 0});
+  int sig = node(&g, KN_OP_SIGMOID, "sigmoid", (int[]){tr}, 1);
+  output(&g, sig);
+  check(&g, 2, 1e-5);
+  kn_graph_free(&g);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_cnn_block),
+      cmocka_unit_test(test_dense_block),
+      cmocka_unit_test(test_gemm_transpose_reshape),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
