@@ -55,12 +55,17 @@ int kn_sched_build_kernel(const kn_graph *g, const kn_group *grp, const kn_targe
   if (result->kind == KN_TE_PLACEHOLDER)
     return kn_diag_error(d, "kernel '%s': output is an unmodified input", name);
 
-  uint32_t stage_axes = 0;
+  kn_sched_hints hints = {0};
   int n_stages = 0;
-  if (kn_sched_analyze(ec, result, &stage_axes, &n_stages, d) < 0) return -1;
-  kn_op_class cls = kn_op_class_of(g->nodes[grp->anchor].op);
+  if (kn_sched_analyze(ec, result, &hints.stage_axes, &n_stages, d) < 0) return -1;
+  hints.has_stages = n_stages > 0;
+  const kn_node *anchor = &g->nodes[grp->anchor];
+  hints.is_contraction = kn_op_class_of(anchor->op) == KN_CLASS_CONTRACTION;
+  if (hints.is_contraction && anchor->n_in >= 2 && anchor->in[0] >= 0 && anchor->in[1] >= 0 &&
+      g->values[anchor->in[1]].data)
+    hints.weights_heavy = kn_value_numel(g, anchor->in[1]) > kn_value_numel(g, anchor->in[0]);
   kn_schedule sched;
-  kn_sched_default(result, stage_axes, n_stages > 0, cls == KN_CLASS_CONTRACTION, t, &sched);
+  kn_sched_default(result, &hints, t, &sched);
 
   kn_kernel *k = KN_NEW(A, kn_kernel);
   k->name = kn_arena_strdup(A, name);

@@ -55,23 +55,24 @@ static void split(kn_schedule *s, int axis, int64_t factor) {
   s->factors[axis][s->n_factors[axis]++] = factor;
 }
 
-void kn_sched_default(const kn_te_tensor *out, uint32_t stage_axes, bool has_stages,
-                      bool is_contraction, const kn_target *t, kn_schedule *s) {
+void kn_sched_default(const kn_te_tensor *out, const kn_sched_hints *h, const kn_target *t,
+                      kn_schedule *s) {
   memset(s, 0, sizeof *s);
   int rank = out->rank;
   s->n_axes = rank;
   int lanes = kn_target_lanes(t, out->dtype);
   int64_t rows = 0, cols = 0;
-  if (is_contraction && rank >= 2 && const_extent(out, rank - 1, &cols) &&
+  if (h->is_contraction && rank >= 2 && const_extent(out, rank - 1, &cols) &&
       const_extent(out, rank - 2, &rows)) {
     int64_t cf = pick_cols(cols, lanes);
     int64_t vecs = cf >= lanes ? cf / lanes : 1;
     int64_t rf = pick_rows(rows, vecs, t->vector_regs);
     if (rf > 1) split(s, rank - 2, rf);
     if (cf > 1) split(s, rank - 1, cf);
+    if (h->weights_heavy) add_loop(s, rank - 1, 0, KN_FOR_SERIAL);
     for (int a = 0; a < rank - 2; a++) add_loop(s, a, 0, KN_FOR_SERIAL);
     add_loop(s, rank - 2, 0, KN_FOR_SERIAL);
-    add_loop(s, rank - 1, 0, KN_FOR_SERIAL);
+    if (!h->weights_heavy) add_loop(s, rank - 1, 0, KN_FOR_SERIAL);
     s->n_parallel = s->n_loops;
     s->attach = s->n_loops;
     if (rf > 1) add_loop(s, rank - 2, 1, KN_FOR_UNROLLED);
@@ -91,9 +92,9 @@ void kn_sched_default(const kn_te_tensor *out, uint32_t stage_axes, bool has_sta
         }
   }
   if (vf > 1) split(s, rank - 1, vf);
-  bool stages_keep_last = (stage_axes >> (rank - 1)) & 1u;
+  bool stages_keep_last = (h->stage_axes >> (rank - 1)) & 1u;
   for (int a = 0; a < rank; a++) add_loop(s, a, 0, KN_FOR_SERIAL);
-  if (has_stages && !stages_keep_last) {
+  if (h->has_stages && !stages_keep_last) {
     /* reduce per row: the row loops are parallel, stages at the row */
     s->n_parallel = rank - 1;
     s->attach = rank - 1;

@@ -80,8 +80,17 @@ int kn_sched_build_kernel(const kn_graph *g, const kn_group *grp, const kn_targe
 
 /* ---- pieces used by kn_sched_build_kernel ---- */
 /* Default schedule for output O of the given stages (rules.c). */
-void kn_sched_default(const kn_te_tensor *out, uint32_t stage_axes, bool has_stages,
-                      bool is_contraction, const kn_target *t, kn_schedule *s);
+typedef struct kn_sched_hints {
+  uint32_t stage_axes;  /* O axes the reduction stages keep (kn_sched_analyze) */
+  bool has_stages;
+  bool is_contraction;  /* conv / matmul: register-tile the last two axes */
+  bool weights_heavy;   /* contraction whose constant operand outweighs its
+                           activation: iterate column tiles outermost so each
+                           weight tile stays in cache across rows */
+} kn_sched_hints;
+
+void kn_sched_default(const kn_te_tensor *out, const kn_sched_hints *h, const kn_target *t,
+                      kn_schedule *s);
 
 /* Finds O's reduction stages: their count and the O axes they keep (bit i
  * set: some stage varies with O axis i). Returns -1 with a diagnostic when O
