@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-void kn_internal_error(const char *file, int line, const char *cond, const char *msg) {
+_Noreturn void kn_internal_error(const char *file, int line, const char *cond, const char *msg) {
   fprintf(stderr, "kiln: internal error at %s:%d: %s (%s)\n", file, line, msg ? msg : "", cond);
   abort();
 }

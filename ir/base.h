@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 /* ---- internal assert: a bug in Kiln, never bad input ---- */
-void kn_internal_error(const char *file, int line, const char *cond, const char *msg);
+_Noreturn void kn_internal_error(const char *file, int line, const char *cond, const char *msg);
 #define KN_ASSERT(cond, msg)                                                   \
   do {                                                                         \
     if (!(cond)) kn_internal_error(__FILE__, __LINE__, #cond, (msg));          \

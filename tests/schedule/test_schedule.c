@@ -42,8 +42,10 @@ static int input(kn_graph *g, const char *name, int rank, const int64_t *dims, u
   g->values[v].shape.rank = rank;
   memcpy(g->values[v].shape.dim, dims, sizeof(int64_t) * (size_t)rank);
   g->values[v].shape.batch_mask = batch_mask;
-  g->inputs = realloc(g->inputs, sizeof(int) * (size_t)(g->n_inputs + 1));
-  g->inputs[g->n_inputs++] = v;
+  int *grown = kn_arena_alloc(&g->arena, sizeof(int) * (size_t)(g->n_inputs + 1));
+  if (g->n_inputs) memcpy(grown, g->inputs, sizeof(int) * (size_t)g->n_inputs);
+  grown[g->n_inputs++] = v;
+  g->inputs = grown;
   return v;
 }
 
@@ -84,8 +86,10 @@ static void attr_int(kn_graph *g, const char *name, int64_t v) {
 }
 
 static void output(kn_graph *g, int v) {
-  g->outputs = realloc(g->outputs, sizeof(int) * (size_t)(g->n_outputs + 1));
-  g->outputs[g->n_outputs++] = v;
+  int *grown = kn_arena_alloc(&g->arena, sizeof(int) * (size_t)(g->n_outputs + 1));
+  if (g->n_outputs) memcpy(grown, g->outputs, sizeof(int) * (size_t)g->n_outputs);
+  grown[g->n_outputs++] = v;
+  g->outputs = grown;
 }
 
 /* ---- the check ---- */
