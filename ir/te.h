@@ -55,6 +55,10 @@ kn_expr *kn_te_dim(kn_te_ctx *c, int v, int i);
  * inputs (NULL for omitted optional inputs); returns its (first) output
  * tensor, or NULL with a diagnostic when the op/config is unsupported. */
 kn_te_tensor *kn_te_op(kn_te_ctx *c, int node, kn_te_tensor **inputs, kn_diag *d);
+/* As kn_te_op, for output `output_index` of the node (Split, LayerNorm's
+ * Mean/InvStdDev, Dropout's mask); kn_te_op(c, n, in, d) is output 0. */
+kn_te_tensor *kn_te_op_output(kn_te_ctx *c, int node, int output_index, kn_te_tensor **inputs,
+                              kn_diag *d);
 
 /* Loads `t` at the index of an output of rank `out_rank` with numpy
  * broadcasting (t's dims align to the right; size-1 dims read index 0). */

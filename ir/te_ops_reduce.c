@@ -1,0 +1,209 @@
+/* te_ops_reduce.c — reductions and normalisations: ReduceMean/Sum/Max/Min,
+ * Softmax, LogSoftmax, LayerNormalization; plus the reduction-stage helper
+ * (kn_te_red_*) the pools use too.
+ *
+ * Shape of every definition: one or more reduction stages (a compute whose
+ * body is a single KN_E_REDUCE, indexed by the kept axes in order), then an
+ * injective epilogue compute that reads them. A later stage may read an
+ * earlier one (softmax's sum reads the max; layernorm's variance reads the
+ * sum). Reductions are never nested inside larger expressions. */
+#include "te_ops.h"
+
+void kn_te_red_begin(kn_te_ctx *c, const kn_node *n, const char *suffix, kn_dtype t, int rank,
+                     kn_expr *const *shape, const bool *reduced, kn_te_red *r) {
+  static const char *names[KN_TE_MAX_RANK] = {"r0", "r1", "r2", "r3", "r4", "r5", "r6", "r7"};
+  kn_expr *kept_shape[KN_TE_MAX_RANK] = {0};
+  int nk = 0;
+  r->rank = rank;
+  r->n_red = 0;
+  for (int i = 0; i < rank; i++) {
+    r->reduced[i] = reduced[i];
+    if (!reduced[i]) kept_shape[nk++] = shape[i];
+  }
+  r->stage = kn_te_stage(c, n, suffix, t, nk, kept_shape);
+  int k = 0;
+  for (int i = 0; i < rank; i++) {
+    if (reduced[i]) {
+      r->vars[r->n_red] = kn_var_new(c->ec, names[r->n_red]);
+      r->extents[r->n_red] = shape[i];
+      r->src[i] = kn_e_var(c->ec, r->vars[r->n_red]);
+      r->n_red++;
+    } else {
+      r->src[i] = kn_e_var(c->ec, r->stage->axes[k++]);
+    }
+  }
+}
+
+void kn_te_red_end(kn_te_ctx *c, kn_te_red *r, kn_reduce_op op, kn_expr *source) {
+  r->stage->body = kn_e_reduce(c->ec, op, r->vars, r->extents, r->n_red, source);
+}
+
+kn_expr *kn_te_red_at(kn_te_ctx *c, const kn_te_red *r, kn_expr *const *idx) {
+  kn_expr *si[KN_TE_MAX_RANK];
+  int k = 0;
+  for (int i = 0; i < r->rank; i++)
+    if (!r->reduced[i]) si[k++] = idx[i];
+  return kn_te_at(c, r->stage, si);
+}
+
+kn_expr *kn_te_red_count(kn_te_ctx *c, const kn_te_red *r) {
+  kn_expr *n = kn_te_ix(c, 1);
+  for (int i = 0; i < r->n_red; i++) n = kn_te_ix_mul(c, n, r->extents[i]);
+  return n;
+}
+
+/* count as a float of dtype t */
+static kn_expr *count_f(kn_te_ctx *c, const kn_te_red *r, kn_dtype t) {
+  return kn_e_cast(c->ec, t, kn_te_red_count(c, r));
+}
+
+/* ReduceMean / Sum / Max / Min. */
+static kn_te_tensor *reduce_def(kn_te_ctx *c, const kn_node *n, kn_te_tensor *x, kn_diag *d) {
+  int r = x->rank;
+  int64_t axes[KN_TE_MAX_RANK + 1];
+  int na = 0;
+  int av = kn_te_in_value(n, 1);
+  if (av >= 0) {
+    if (!kn_te_const_ints(c, av, axes, KN_TE_MAX_RANK + 1, &na))
+      return kn_te_unsupported(d, n, "non-constant axes");
+  } else {
+    const int64_t *a = kn_node_attr_ints(n, "axes", &na);
+    if (na > KN_TE_MAX_RANK) return kn_te_unsupported(d, n, "axes of length %d", na);
+    for (int i = 0; i < na; i++) axes[i] = a[i];
+  }
+  bool keep = kn_node_attr_int(n, "keepdims", 1) != 0;
+  bool red[KN_TE_MAX_RANK] = {0};
+  for (int i = 0; i < na; i++) {
+    int a = kn_te_norm_axis(axes[i], r);
+    if (a < 0) return kn_te_unsupported(d, n, "axis %lld", (long long)axes[i]);
+    red[a] = true;
+  }
+  kn_te_tensor *o = kn_te_out_compute(c, n, 0, NULL);
+  kn_expr *idx[KN_TE_MAX_RANK];
+  kn_te_axis_exprs(c, o, idx);
+  if (na == 0 && kn_node_attr_int(n, "noop_with_empty_axes", 0)) {
+    if (o->rank != r) return kn_te_unsupported(d, n, "output rank");
+    o->body = kn_te_at(c, x, idx);
+    return o;
+  }
+  if (na == 0)
+    for (int i = 0; i < r; i++) red[i] = true;
+  int nred = 0;
+  for (int i = 0; i < r; i++) nred += red[i];
+  if (o->rank != (keep ? r : r - nred) || o->dtype != x->dtype)
+    return kn_te_unsupported(d, n, "output shape/dtype");
+  kn_reduce_op op = n->op == KN_OP_REDUCE_MAX   ? KN_RED_MAX
+                    : n->op == KN_OP_REDUCE_MIN ? KN_RED_MIN
+                                                : KN_RED_SUM;
+  bool mean = n->op == KN_OP_REDUCE_MEAN;
+  if (x->dtype == KN_DT_BOOL || (mean && !kn_dtype_is_float(x->dtype)))
+    return kn_te_unsupported(d, n, "dtype %s", kn_dtype_name(x->dtype));
+  kn_te_red rs;
+  bool direct = !keep && !mean;
+  kn_te_red_begin(c, n, direct ? NULL : "red", x->dtype, r, x->shape, red, &rs);
+  kn_te_red_end(c, &rs, op, kn_te_at(c, x, rs.src));
+  if (direct) return rs.stage;
+  /* epilogue: keepdims re-indexing and/or the mean's division */
+  kn_expr *full[KN_TE_MAX_RANK];
+  for (int i = 0, k = 0; i < r; i++) full[i] = keep ? idx[i] : red[i] ? kn_te_ix(c, 0) : idx[k++];
+  kn_expr *v = kn_te_red_at(c, &rs, full);
+  o->body = mean ? kn_e_div(c->ec, v, count_f(c, &rs, x->dtype)) : v;
+  return o;
+}
+
+/* Softmax / LogSoftmax: max stage, sum-of-exp stage, epilogue. Opset >= 13
+ * normalises over one axis (default -1); older opsets over all axes from
+ * `axis` (default 1) on, as if flattened to 2-D. */
+static kn_te_tensor *softmax_def(kn_te_ctx *c, const kn_node *n, kn_te_tensor *x, kn_diag *d) {
+  kn_expr_ctx *ec = c->ec;
+  int r = x->rank;
+  bool v13 = c->g->opset >= 13;
+  int axis = kn_te_norm_axis(kn_node_attr_int(n, "axis", v13 ? -1 : 1), r);
+  if (axis < 0) return kn_te_unsupported(d, n, "axis");
+  if (!kn_dtype_is_float(x->dtype))
+    return kn_te_unsupported(d, n, "dtype %s", kn_dtype_name(x->dtype));
+  bool red[KN_TE_MAX_RANK] = {0};
+  for (int i = axis; i < (v13 ? axis + 1 : r); i++) red[i] = true;
+  kn_te_red mx, sm;
+  kn_te_red_begin(c, n, "max", x->dtype, r, x->shape, red, &mx);
+  kn_te_red_end(c, &mx, KN_RED_MAX, kn_te_at(c, x, mx.src));
+  kn_te_red_begin(c, n, "sum", x->dtype, r, x->shape, red, &sm);
+  kn_expr *shifted = kn_e_sub(ec, kn_te_at(c, x, sm.src), kn_te_red_at(c, &mx, sm.src));
+  kn_te_red_end(c, &sm, KN_RED_SUM, kn_e_call1(ec, KN_FN_EXP, shifted));
+  kn_te_tensor *o = kn_te_out_compute(c, n, 0, NULL);
+  if (o->rank != r || o->dtype != x->dtype) return kn_te_unsupported(d, n, "output shape/dtype");
+  kn_expr *idx[KN_TE_MAX_RANK];
+  kn_te_axis_exprs(c, o, idx);
+  kn_expr *z = kn_e_sub(ec, kn_te_at(c, x, idx), kn_te_red_at(c, &mx, idx));
+  kn_expr *s = kn_te_red_at(c, &sm, idx);
+  if (n->op == KN_OP_LOG_SOFTMAX)
+    o->body = kn_e_sub(ec, z, kn_e_call1(ec, KN_FN_LOG, s));
+  else
+    o->body = kn_e_div(ec, kn_e_call1(ec, KN_FN_EXP, z), s);
+  return o;
+}
+
+/* LayerNormalization over axes [axis, rank): stage 1 sums x, stage 2 sums
+ * (x - mean)^2 reading stage 1; outputs Y, Mean, InvStdDev. */
+static kn_te_tensor *layer_norm_def(kn_te_ctx *c, const kn_node *n, int out, kn_te_tensor **in,
+                                    kn_diag *d) {
+  kn_expr_ctx *ec = c->ec;
+  kn_te_tensor *x = in[0];
+  int r = x->rank;
+  int axis = kn_te_norm_axis(kn_node_attr_int(n, "axis", -1), r);
+  if (axis < 0) return kn_te_unsupported(d, n, "axis");
+  kn_dtype t = x->dtype;
+  if (!kn_dtype_is_float(t)) return kn_te_unsupported(d, n, "dtype %s", kn_dtype_name(t));
+  kn_te_tensor *scale = n->n_in > 1 ? in[1] : NULL;
+  kn_te_tensor *bias = n->n_in > 2 ? in[2] : NULL;
+  if (!scale) return kn_te_unsupported(d, n, "missing scale");
+  if (scale->rank > r || (bias && bias->rank > r) || scale->dtype != t ||
+      (bias && bias->dtype != t))
+    return kn_te_unsupported(d, n, "scale/bias of this shape/dtype");
+  bool red[KN_TE_MAX_RANK] = {0};
+  for (int i = axis; i < r; i++) red[i] = true;
+  kn_te_red s1, s2;
+  kn_te_red_begin(c, n, "sum", t, r, x->shape, red, &s1);
+  kn_te_red_end(c, &s1, KN_RED_SUM, kn_te_at(c, x, s1.src));
+  kn_expr *count = count_f(c, &s1, t);
+  kn_te_red_begin(c, n, "sqsum", t, r, x->shape, red, &s2);
+  kn_expr *dev =
+      kn_e_sub(ec, kn_te_at(c, x, s2.src), kn_e_div(ec, kn_te_red_at(c, &s1, s2.src), count));
+  kn_te_red_end(c, &s2, KN_RED_SUM, kn_e_mul(ec, dev, dev));
+
+  kn_te_tensor *o = kn_te_out_compute(c, n, out, out == 0 ? NULL : out == 1 ? "mean" : "invstd");
+  if (o->rank != r || o->dtype != t) return kn_te_unsupported(d, n, "output %d shape/dtype", out);
+  kn_expr *idx[KN_TE_MAX_RANK];
+  kn_te_axis_exprs(c, o, idx);
+  kn_expr *mean = kn_e_div(ec, kn_te_red_at(c, &s1, idx), count);
+  float eps = kn_node_attr_float(n, "epsilon", 1e-5f);
+  kn_expr *var = kn_e_div(ec, kn_te_red_at(c, &s2, idx), count);
+  kn_expr *stddev = kn_e_call1(ec, KN_FN_SQRT, kn_e_add(ec, var, kn_te_num(c, t, eps)));
+  if (out == 1) {
+    o->body = mean;
+  } else if (out == 2) {
+    o->body = kn_e_div(ec, kn_te_num(c, t, 1), stddev);
+  } else {
+    kn_expr *y = kn_e_div(ec, kn_e_sub(ec, kn_te_at(c, x, idx), mean), stddev);
+    y = kn_e_mul(ec, y, kn_te_bcast_at(c, scale, idx, r));
+    if (bias) y = kn_e_add(ec, y, kn_te_bcast_at(c, bias, idx, r));
+    o->body = y;
+  }
+  return o;
+}
+
+kn_te_tensor *kn_te_reduce_op(kn_te_ctx *c, const kn_node *n, int out, kn_te_tensor **in,
+                              kn_diag *d) {
+  if (n->n_in < 1 || !in[0]) return kn_te_unsupported(d, n, "missing input 0");
+  if (out != 0 && n->op != KN_OP_LAYER_NORM) return kn_te_unsupported(d, n, "output %d", out);
+  switch (n->op) {
+  case KN_OP_REDUCE_MEAN:
+  case KN_OP_REDUCE_SUM:
+  case KN_OP_REDUCE_MAX:
+  case KN_OP_REDUCE_MIN: return reduce_def(c, n, in[0], d);
+  case KN_OP_SOFTMAX:
+  case KN_OP_LOG_SOFTMAX: return softmax_def(c, n, in[0], d);
+  case KN_OP_LAYER_NORM: return layer_norm_def(c, n, out, in, d);
+  default: return kn_te_unsupported(d, n, "operator in the reduction library");
+  }
+}
