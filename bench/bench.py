@@ -1,0 +1,184 @@
+#!/usr/bin/env python3
+"""bench.py — Kiln and ONNX Runtime side by side on the model set.
+
+    python3 bench/bench.py [--models resnet18,resnet50,...] [--threads 1,2] [--repeats 50]
+                           [--warmup 5] [--mode ctypes|cli] [--kiln PATH] [--json FILE]
+
+For every model: `kiln compile` it once (the compile time is reported), make one
+random input at batch 1 (the same generator as the tests: tests/models/common.py),
+then for every thread count time both engines on that input:
+  * Kiln, --mode ctypes (default): the .so is loaded in this process through
+    its `kiln_artifact_v1` descriptor (bench/kiln_artifact.py); set_threads(T),
+    then each timed call is one `run` on prebound buffers, so the time
+    excludes process start, file I/O and Python-side allocation.
+    --mode cli: `kiln run --bench N --warmup W --threads T`, parsing its
+    "latency: median X ms, p90 Y ms" line (the same loop, timed in C).
+  * ONNX Runtime: CPUExecutionProvider, ORT_ENABLE_ALL, intra_op_num_threads=T,
+    inter_op_num_threads=1, sequential execution; each timed call is one
+    session.run on the same input.
+Each engine runs `warmup` untimed calls, then `repeats` timed ones; the table
+reports the median and p90 in milliseconds and kiln/ort (median over median;
+below 1 means Kiln is faster). The max |kiln - ort| of the outputs is shown as
+a sanity check. Run on an otherwise idle machine.
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(REPO, "tests", "models"))
+sys.path.insert(0, HERE)
+
+from common import make_inputs, model_inputs, ort_session  # noqa: E402
+from kiln_artifact import Artifact  # noqa: E402
+
+DEFAULT_MODELS = "resnet18,resnet50,mobilenet_v2,efficientnet_b0,bert"
+LATENCY_RE = re.compile(r"latency: median ([\d.]+) ms, p90 ([\d.]+) ms")
+
+
+def stats(times_s):
+    ms = np.asarray(times_s) * 1e3
+    return float(np.median(ms)), float(np.percentile(ms, 90))
+
+
+def time_calls(fn, warmup, repeats):
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return stats(times)
+
+
+def bench_ort(model_path, feeds, threads, warmup, repeats):
+    sess = ort_session(model_path, threads=threads, optimize=True)
+    names = [o.name for o in sess.get_outputs()]
+    outs = sess.run(names, feeds)
+    med, p90 = time_calls(lambda: sess.run(names, feeds), warmup, repeats)
+    return med, p90, outs
+
+
+def bench_kiln_ctypes(artifact, feeds, threads, warmup, repeats):
+    call, outs = artifact.prepare(*[feeds[t.name] for t in artifact.inputs], threads=threads)
+    call()
+    med, p90 = time_calls(call, warmup, repeats)
+    return med, p90, [o.copy() for o in outs]
+
+
+def bench_kiln_cli(kiln, so_path, feeds, out_names, threads, warmup, repeats, tmp):
+    args = []
+    for i, (name, arr) in enumerate(feeds.items()):
+        p = os.path.join(tmp, f"bench_in{i}.npy")
+        np.save(p, arr)
+        args += ["--input", f"{name}={p}"]
+    outdir = os.path.join(tmp, f"bench_out_t{threads}")
+    os.makedirs(outdir, exist_ok=True)
+    proc = subprocess.run([kiln, "run", so_path, *args, "--output-dir", outdir,
+                           "--threads", str(threads), "--bench", str(repeats),
+                           "--warmup", str(warmup)],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"kiln run failed: {proc.stderr.strip()[-2000:]}")
+    m = LATENCY_RE.search(proc.stdout + proc.stderr)
+    if not m:
+        raise RuntimeError(f"no 'latency:' line in kiln run's output:\n{proc.stdout[-2000:]}")
+    # kiln run names files after outputs, [^A-Za-z0-9._-] -> '_'
+    outs = [np.load(os.path.join(outdir, re.sub(r"[^A-Za-z0-9._-]", "_", n) + ".npy"))
+            for n in out_names]
+    return float(m.group(1)), float(m.group(2)), outs
+
+
+def max_err(kiln_outs, ort_outs):
+    errs = [float(np.max(np.abs(k.astype(np.float64) - o.astype(np.float64))))
+            for k, o in zip(kiln_outs, ort_outs) if k.shape == o.shape]
+    return max(errs) if len(errs) == len(ort_outs) else float("nan")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="Benchmark Kiln against ONNX Runtime.")
+    ap.add_argument("--models", default=DEFAULT_MODELS, help=f"comma list (default {DEFAULT_MODELS})")
+    ap.add_argument("--threads", default="1,2", help="comma list of thread counts (default 1,2)")
+    ap.add_argument("--repeats", type=int, default=50, help="timed runs per engine (default 50)")
+    ap.add_argument("--warmup", type=int, default=5, help="untimed runs first (default 5)")
+    ap.add_argument("--mode", choices=["ctypes", "cli"], default="ctypes")
+    ap.add_argument("--kiln", default=os.environ.get("KILN") or os.path.join(REPO, "build", "kiln"))
+    ap.add_argument("--models-dir", default=os.path.join(REPO, "models"))
+    ap.add_argument("--compile-flags", default="", help="extra kiln compile flags, e.g. \"--target ...\"")
+    ap.add_argument("--json", default=None, help="also write the results to this file")
+    args = ap.parse_args(argv)
+
+    threads = [int(t) for t in args.threads.split(",") if t]
+    rows, compiles, failures = [], [], []
+    with tempfile.TemporaryDirectory(prefix="kiln-bench-") as tmp:
+        for name in [m for m in args.models.split(",") if m]:
+            path = os.path.join(args.models_dir, name + ".onnx")
+            if not os.path.isfile(path):
+                print(f"bench: {path} missing (run /usr/bin/python3 models/export.py)", file=sys.stderr)
+                return 1
+            so = os.path.join(tmp, name + ".so")
+            t0 = time.perf_counter()
+            proc = subprocess.run([args.kiln, "compile", path, "-o", so, *args.compile_flags.split()],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            compile_s = time.perf_counter() - t0
+            if proc.returncode != 0:
+                print(f"bench: kiln compile {name} failed:\n{proc.stderr.strip()[-2000:]}", file=sys.stderr)
+                compiles.append({"model": name, "compile_s": None, "size_mb": None})
+                continue
+            compiles.append({"model": name, "compile_s": compile_s,
+                             "size_mb": os.path.getsize(so) / 1e6})
+            print(f"{name}: compiled in {compile_s:.2f} s", file=sys.stderr)
+            feeds = make_inputs(model_inputs(path), batch=1, seed=0)
+            for t in threads:
+                try:
+                    if args.mode == "ctypes":
+                        k_med, k_p90, k_outs = bench_kiln_ctypes(Artifact(so), feeds, t,
+                                                                 args.warmup, args.repeats)
+                    else:
+                        out_names = [o.name for o in ort_session(path).get_outputs()]
+                        k_med, k_p90, k_outs = bench_kiln_cli(args.kiln, so, feeds, out_names, t,
+                                                              args.warmup, args.repeats, tmp)
+                except (OSError, ValueError, RuntimeError) as e:
+                    print(f"bench: {name}: running the artifact failed: {e}", file=sys.stderr)
+                    failures.append(name)
+                    break
+                o_med, o_p90, o_outs = bench_ort(path, feeds, t, args.warmup, args.repeats)
+                row = {"model": name, "threads": t, "kiln_ms": k_med, "kiln_p90_ms": k_p90,
+                       "ort_ms": o_med, "ort_p90_ms": o_p90, "ratio": k_med / o_med,
+                       "max_err": max_err(k_outs, o_outs)}
+                rows.append(row)
+                print(f"{name} threads {t}: kiln {k_med:.3f} ms, ort {o_med:.3f} ms, "
+                      f"ratio {row['ratio']:.2f}", file=sys.stderr)
+
+    print(f"\nbatch 1, {args.repeats} timed runs after {args.warmup} warm-up, kiln via {args.mode}, "
+          "ORT with ORT_ENABLE_ALL\n")
+    print("| model | threads | kiln ms | ort ms | kiln/ort | kiln p90 | ort p90 | max err |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        print(f"| {r['model']} | {r['threads']} | {r['kiln_ms']:.3f} | {r['ort_ms']:.3f} | "
+              f"{r['ratio']:.2f} | {r['kiln_p90_ms']:.3f} | {r['ort_p90_ms']:.3f} | {r['max_err']:.2g} |")
+    print("\n| model | kiln compile s | artifact MB |")
+    print("|---|---:|---:|")
+    for c in compiles:
+        if c["compile_s"] is None:
+            print(f"| {c['model']} | failed | - |")
+        else:
+            print(f"| {c['model']} | {c['compile_s']:.2f} | {c['size_mb']:.1f} |")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"rows": rows, "compiles": compiles, "mode": args.mode,
+                       "repeats": args.repeats, "warmup": args.warmup}, f, indent=1)
+    return 0 if all(c["compile_s"] is not None for c in compiles) and not failures else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,309 @@
+#!/usr/bin/env python3
+"""bad_input.py — must-fail tests: every kind of bad input to `kiln compile` and
+`kiln run` gets a diagnostic, never a crash or a half-written file.
+
+    bad_input.py [--case NAME ...] [--list] [--kiln PATH] [--models DIR] [--keep DIR]
+
+For every case the contract is:
+  * exit status != 0 and not death by a signal, and no sanitizer report;
+  * stderr starts with "kiln: error:", is short (at most 3 lines, or one line
+    more per culprit when several are named), and names the culprit(s): the
+    file, the flag, the tensor, the node or op — each case lists the strings
+    that must appear;
+  * no output is left behind: the folder `-o` points into, and the
+    --output-dir of `kiln run`, hold no new file afterwards.
+The cases that feed `kiln run` use tiny_cnn compiled once with --max-batch 2.
+"""
+import argparse
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper
+
+from common import REPO, TempDir, default_kiln, describe_failure, run, sanitizer_report
+
+
+class CaseFailure(Exception):
+    pass
+
+
+class Ctx:
+    def __init__(self, kiln, models, tmp):
+        self.kiln, self.models, self.tmp = kiln, models, tmp
+        self._artifact = None
+        self.serial = 0
+
+    def path(self, name):
+        return os.path.join(self.tmp, name)
+
+    def model(self, name):
+        path = os.path.join(self.models, name + ".onnx")
+        if not os.path.isfile(path):
+            raise CaseFailure(f"{path} missing (run models/export.py)")
+        return path
+
+    def fresh_dir(self, tag):
+        """An empty folder for one case's outputs."""
+        self.serial += 1
+        d = self.path(f"{tag}_{self.serial}")
+        os.makedirs(d)
+        return d
+
+    def artifact(self):
+        """tiny_cnn compiled once (--max-batch 2), for the `kiln run` cases."""
+        if self._artifact is None:
+            out = self.path("good/tiny_cnn.so")
+            os.makedirs(os.path.dirname(out), exist_ok=True)
+            proc = run([self.kiln, "compile", self.model("tiny_cnn"), "-o", out, "--max-batch", "2"])
+            if proc.returncode != 0:
+                raise CaseFailure(f"setup: kiln compile tiny_cnn failed: {describe_failure(proc)}")
+            self._artifact = out
+        return self._artifact
+
+    def npy(self, name, array):
+        p = self.path(name)
+        np.save(p, array)
+        return p
+
+    def expect_error(self, args, culprits, out_dir, extra_lines=0):
+        """Runs kiln ARGS; checks the must-fail contract; returns stderr."""
+        before = set(os.listdir(out_dir)) if os.path.isdir(out_dir) else set()
+        proc = run([self.kiln, *args], timeout=120)
+        shown = "kiln " + " ".join(args)
+        err = proc.stderr
+        if proc.returncode < 0:
+            raise CaseFailure(f"{shown}: killed by signal {-proc.returncode}\n{err[-2000:]}")
+        if sanitizer_report(err):
+            raise CaseFailure(f"{shown}: sanitizer report\n{err[-3000:]}")
+        if proc.returncode == 0:
+            raise CaseFailure(f"{shown}: exit status 0, expected failure\n{err[-1000:]}")
+        lines = [ln for ln in err.splitlines() if ln.strip()]
+        if not lines or not lines[0].startswith("kiln: error:"):
+            raise CaseFailure(f"{shown}: stderr does not start with 'kiln: error:':\n{err[-1000:]!r}")
+        if len(lines) > 3 + extra_lines:
+            raise CaseFailure(f"{shown}: {len(lines)} lines of diagnostics, expected a short one:\n"
+                              + "\n".join(lines[:12]))
+        missing = [c for c in culprits if c not in err]
+        if missing:
+            raise CaseFailure(f"{shown}: the diagnostic does not name {missing}:\n{err.strip()}")
+        after = set(os.listdir(out_dir)) if os.path.isdir(out_dir) else set()
+        left = sorted(after - before)
+        if left:
+            raise CaseFailure(f"{shown}: left files behind in {out_dir}: {left}")
+        print(f"  exit {proc.returncode}: {lines[0]}")
+        return err
+
+
+# ---- graphs built by hand ----------------------------------------------------------------
+
+def save_model(path, nodes, inputs, outputs, initializers=(), opset=17):
+    graph = helper.make_graph(nodes, "bad", inputs, outputs, list(initializers))
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
+                              producer_name="kiln-bad-input")
+    model.ir_version = 8
+    with open(path, "wb") as f:
+        f.write(model.SerializeToString())
+    return path
+
+
+def f32(name, shape):
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+
+
+def const(name, shape, value=0.5):
+    arr = np.full(shape, value, dtype=np.float32)
+    return helper.make_tensor(name, TensorProto.FLOAT, shape, arr.ravel().tolist())
+
+
+# ---- compile cases ---------------------------------------------------------------------------
+
+def compile_case(c, model_path, culprits, *flags, extra_lines=0):
+    out_dir = c.fresh_dir("out")
+    c.expect_error(["compile", model_path, "-o", os.path.join(out_dir, "m.so"), *flags],
+                   culprits, out_dir, extra_lines)
+
+
+def case_truncated_onnx(c):
+    data = open(c.model("tiny_cnn"), "rb").read()
+    p = c.path("truncated.onnx")
+    with open(p, "wb") as f:
+        f.write(data[: len(data) * 3 // 5])
+    compile_case(c, p, ["truncated.onnx"])
+
+
+def case_corrupt_onnx(c):
+    p = c.path("garbage.onnx")
+    with open(p, "wb") as f:
+        f.write(np.random.default_rng(7).integers(0, 256, 4096, dtype=np.uint8).tobytes())
+    compile_case(c, p, ["garbage.onnx"])
+
+
+def case_not_a_model(c):
+    p = c.path("empty.onnx")  # an empty protobuf: a ModelProto with no graph
+    open(p, "wb").close()
+    compile_case(c, p, ["empty.onnx"])
+
+
+def case_missing_model(c):
+    compile_case(c, c.path("no_such_model.onnx"), ["no_such_model.onnx"])
+
+
+def case_missing_initializer(c):
+    p = save_model(c.path("missing_init.onnx"),
+                   [helper.make_node("MatMul", ["x", "W_missing"], ["y"], name="mm0")],
+                   [f32("x", [1, 4])], [f32("y", [1, 3])])
+    compile_case(c, p, ["W_missing"])
+
+
+def case_shape_mismatch_add(c):
+    p = save_model(c.path("bad_add.onnx"),
+                   [helper.make_node("Add", ["x", "b"], ["y"], name="bad_add")],
+                   [f32("x", [1, 3])], [f32("y", [1, 3])], [const("b", [1, 4])])
+    compile_case(c, p, ["bad_add"])
+
+
+def case_shape_mismatch_matmul(c):
+    p = save_model(c.path("bad_matmul.onnx"),
+                   [helper.make_node("MatMul", ["x", "w"], ["y"], name="bad_matmul")],
+                   [f32("x", [2, 3])], [f32("y", [2, 5])], [const("w", [4, 5])])
+    compile_case(c, p, ["bad_matmul"])
+
+
+def case_unsupported_ops(c):
+    # Two unsupported ops: both must be reported at once, by op type and node name.
+    p = save_model(c.path("unsupported.onnx"),
+                   [helper.make_node("Det", ["x"], ["d"], name="my_det"),
+                    helper.make_node("FrobnicateOp", ["x"], ["f"], name="my_frob",
+                                     domain="com.example")],
+                   [f32("x", [3, 3])], [f32("d", []), f32("f", [3, 3])])
+    m = onnx.load(p)
+    m.opset_import.append(helper.make_opsetid("com.example", 1))
+    onnx.save(m, p)
+    compile_case(c, p, ["Det", "my_det", "FrobnicateOp", "my_frob"], extra_lines=2)
+
+
+def case_compile_unknown_flag(c):
+    compile_case(c, c.model("tiny_mlp"), ["--bogus-flag"], "--bogus-flag")
+
+
+def case_compile_bad_max_batch(c):
+    compile_case(c, c.model("tiny_mlp"), ["--max-batch"], "--max-batch", "zero")
+
+
+def case_compile_bad_target(c):
+    compile_case(c, c.model("tiny_mlp"), ["nonsense-arch"], "--target", "nonsense-arch-linux")
+
+
+def case_compile_bad_dump_pass(c):
+    compile_case(c, c.model("tiny_mlp"), ["no_such_pass"], "--dump-after=no_such_pass")
+
+
+def case_compile_unwritable_output(c):
+    out = os.path.join(c.path("no_such_dir"), "m.so")
+    c.expect_error(["compile", c.model("tiny_mlp"), "-o", out], ["no_such_dir"], c.tmp)
+
+
+# ---- run cases -------------------------------------------------------------------------------
+
+def run_case(c, args, culprits):
+    out_dir = c.fresh_dir("run")
+    c.expect_error(["run", *args, "--output-dir", out_dir], culprits, out_dir)
+
+
+def good_input(c, batch=1):
+    x = np.random.default_rng(0).standard_normal((batch, 3, 32, 32)).astype(np.float32)
+    return c.npy(f"good_b{batch}.npy", x)
+
+
+def case_run_missing_artifact(c):
+    run_case(c, [c.path("no_such.so"), "--input", f"input={good_input(c)}"], ["no_such.so"])
+
+
+def case_run_not_an_artifact(c):
+    p = c.path("not_an_artifact.so")
+    with open(p, "w") as f:
+        f.write("this is not a shared object\n")
+    run_case(c, [p, "--input", f"input={good_input(c)}"], ["not_an_artifact.so"])
+
+
+def case_run_unknown_flag(c):
+    run_case(c, [c.artifact(), "--input", f"input={good_input(c)}", "--bogus-flag"], ["--bogus-flag"])
+
+
+def case_run_missing_input_file(c):
+    run_case(c, [c.artifact(), "--input", f"input={c.path('no_such_input.npy')}"],
+             ["no_such_input.npy"])
+
+
+def case_run_corrupt_npy(c):
+    p = c.path("corrupt.npy")
+    with open(p, "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00garbage")
+    run_case(c, [c.artifact(), "--input", f"input={p}"], ["corrupt.npy"])
+
+
+def case_run_wrong_shape(c):
+    p = c.npy("wrong_shape.npy", np.zeros((1, 3, 16, 16), np.float32))
+    run_case(c, [c.artifact(), "--input", f"input={p}"], ["input"])
+
+
+def case_run_wrong_dtype(c):
+    p = c.npy("wrong_dtype.npy", np.zeros((1, 3, 32, 32), np.float64))
+    run_case(c, [c.artifact(), "--input", f"input={p}"], ["input"])
+
+
+def case_run_unknown_input_name(c):
+    run_case(c, [c.artifact(), "--input", f"input={good_input(c)}",
+                 "--input", f"no_such_tensor={good_input(c)}"], ["no_such_tensor"])
+
+
+def case_run_missing_input(c):
+    run_case(c, [c.artifact()], ["input"])
+
+
+def case_run_batch_too_large(c):
+    # batch 3 > --max-batch 2: the diagnostic names the input whose batch is out of range
+    run_case(c, [c.artifact(), "--input", f"input={good_input(c, 3)}"], ["input"])
+
+
+def case_run_bad_threads(c):
+    run_case(c, [c.artifact(), "--input", f"input={good_input(c)}", "--threads", "0"], ["--threads"])
+
+
+CASES = {name[5:]: fn for name, fn in list(globals().items()) if name.startswith("case_")}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="Must-fail tests for kiln compile / kiln run.")
+    ap.add_argument("--case", action="append", choices=list(CASES), help="run only this case")
+    ap.add_argument("--list", action="store_true", help="list the cases and exit")
+    ap.add_argument("--kiln", default=default_kiln())
+    ap.add_argument("--models", default=os.path.join(REPO, "models"))
+    ap.add_argument("--keep", default=None, help="work in this folder and keep it")
+    args = ap.parse_args(argv)
+    if args.list:
+        print("\n".join(CASES))
+        return 0
+    if not os.access(args.kiln, os.X_OK):
+        print(f"bad_input: {args.kiln}: no kiln binary (build first)", file=sys.stderr)
+        return 1
+    passed = failed = 0
+    with TempDir(args.keep, prefix="kiln-bad-") as tmp:
+        ctx = Ctx(args.kiln, args.models, tmp)
+        for name in args.case or list(CASES):
+            print(f"{name}:")
+            try:
+                CASES[name](ctx)
+                print(f"PASS {name}")
+                passed += 1
+            except CaseFailure as e:
+                print(f"FAIL {name}: {e}")
+                failed += 1
+    print(f"bad_input: {passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
