@@ -306,6 +306,39 @@ kn_expr *kn_e_substitute(kn_expr_ctx *c, kn_expr *e, const kn_var *var, kn_expr 
   }
 }
 
+kn_expr *kn_e_map_loads(kn_expr_ctx *c, kn_expr *e, kn_load_map_fn fn, void *ctx) {
+  switch (e->kind) {
+  case KN_E_INT:
+  case KN_E_FLOAT:
+  case KN_E_VAR: return e;
+  case KN_E_LOAD: {
+    if (!e->u.load.tensor) return e;
+    kn_expr *idx[KN_TE_MAX_RANK];
+    for (int i = 0; i < e->u.load.n; i++) idx[i] = kn_e_map_loads(c, e->u.load.indices[i], fn, ctx);
+    return fn(c, kn_e_tload(c, e->u.load.tensor, idx, e->u.load.n), ctx);
+  }
+  case KN_E_NOT: return kn_e_not(c, kn_e_map_loads(c, e->u.un.a, fn, ctx));
+  case KN_E_CAST: return kn_e_cast(c, e->dtype, kn_e_map_loads(c, e->u.un.a, fn, ctx));
+  case KN_E_BROADCAST: return kn_e_broadcast(c, kn_e_map_loads(c, e->u.un.a, fn, ctx), e->lanes);
+  case KN_E_RAMP:
+    return kn_e_ramp(c, kn_e_map_loads(c, e->u.ramp.base, fn, ctx), kn_e_map_loads(c, e->u.ramp.stride, fn, ctx),
+                     e->lanes);
+  case KN_E_SELECT:
+    return kn_e_select(c, kn_e_map_loads(c, e->u.sel.cond, fn, ctx), kn_e_map_loads(c, e->u.sel.t, fn, ctx),
+                       kn_e_map_loads(c, e->u.sel.f, fn, ctx));
+  case KN_E_CALL: {
+    kn_expr *args[4];
+    for (int i = 0; i < e->u.call.n; i++) args[i] = kn_e_map_loads(c, e->u.call.args[i], fn, ctx);
+    return kn_e_call(c, e->u.call.fn, args, e->u.call.n);
+  }
+  case KN_E_REDUCE:
+    return kn_e_reduce(c, e->u.reduce.op, e->u.reduce.axes, e->u.reduce.extents, e->u.reduce.n_axes,
+                       kn_e_map_loads(c, e->u.reduce.source, fn, ctx));
+  default:
+    return kn_e_bin(c, e->kind, kn_e_map_loads(c, e->u.bin.a, fn, ctx), kn_e_map_loads(c, e->u.bin.b, fn, ctx));
+  }
+}
+
 static const char *bin_symbol(kn_expr_kind k) {
   switch (k) {
   case KN_E_ADD: return "+";

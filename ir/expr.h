@@ -168,6 +168,11 @@ bool kn_e_equal(const kn_expr *a, const kn_expr *b);
  * re-typed with broadcasting where a vector meets a scalar). */
 kn_expr *kn_e_substitute(kn_expr_ctx *c, kn_expr *e, const kn_var *var, kn_expr *value);
 
+/* Rebuilds e with every TE load (tensor != NULL) replaced by fn(load), the
+ * load's indices already mapped; reductions map their source. */
+typedef kn_expr *(*kn_load_map_fn)(kn_expr_ctx *c, kn_expr *load, void *ctx);
+kn_expr *kn_e_map_loads(kn_expr_ctx *c, kn_expr *e, kn_load_map_fn fn, void *ctx);
+
 void kn_expr_print(const kn_expr *e, FILE *out);
 
 #endif

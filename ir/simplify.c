@@ -9,6 +9,19 @@
 #include "simplify.h"
 
 #include <math.h>
+#include <stdlib.h>
+
+/* Known ranges of loop and let variables, innermost last. */
+typedef struct range {
+  const kn_var *var;
+  int64_t lo, hi;
+} range;
+
+typedef struct simp {
+  kn_expr_ctx *c;
+  range *r;
+  int n, cap;
+} simp;
 
 static int64_t floor_div(int64_t a, int64_t b) {
   int64_t q = a / b;
@@ -53,7 +66,79 @@ static kn_expr *fold_int(kn_expr_ctx *c, kn_expr_kind k, kn_dtype t, int64_t a, 
   return NULL;
 }
 
-static kn_expr *simplify_bin(kn_expr_ctx *c, kn_expr *e, kn_expr *a, kn_expr *b) {
+/* Conservative value range of an int64 scalar expression. */
+static void range_of(const simp *S, const kn_expr *e, int64_t *lo, int64_t *hi) {
+  const int64_t big = (int64_t)1 << 40;
+  *lo = -big;
+  *hi = big;
+  int64_t x, y, p, q;
+  if (e->lanes != 1 || e->dtype != KN_DT_I64) return;
+  switch (e->kind) {
+  case KN_E_INT: *lo = *hi = e->u.ival; return;
+  case KN_E_VAR:
+    for (int i = S->n - 1; i >= 0; i--)
+      if (S->r[i].var == e->u.var) {
+        *lo = S->r[i].lo;
+        *hi = S->r[i].hi;
+        return;
+      }
+    return;
+  case KN_E_ADD:
+  case KN_E_SUB:
+  case KN_E_MUL:
+  case KN_E_MIN:
+  case KN_E_MAX:
+    range_of(S, e->u.bin.a, &x, &y);
+    range_of(S, e->u.bin.b, &p, &q);
+    if (x <= -big || y >= big || p <= -big || q >= big) return;
+    if (e->kind == KN_E_ADD) *lo = x + p, *hi = y + q;
+    if (e->kind == KN_E_SUB) *lo = x - q, *hi = y - p;
+    if (e->kind == KN_E_MIN) *lo = x < p ? x : p, *hi = y < q ? y : q;
+    if (e->kind == KN_E_MAX) *lo = x > p ? x : p, *hi = y > q ? y : q;
+    if (e->kind == KN_E_MUL && p == q && p >= 0) *lo = x * p, *hi = y * p;
+    return;
+  case KN_E_DIV:
+  case KN_E_MOD:
+    range_of(S, e->u.bin.a, &x, &y);
+    if (!cint(e->u.bin.b, &p) || p <= 0) return;
+    if (e->kind == KN_E_MOD) {
+      *lo = 0;
+      *hi = p - 1;
+    } else if (x > -big && y < big) {
+      *lo = floor_div(x, p);
+      *hi = floor_div(y, p);
+    }
+    return;
+  default: return;
+  }
+}
+
+/* Splits e into x*k + y with y's range inside [0, k): then e/k = x and
+ * e%k = y. Handles the shapes the lowering produces: (x*k + y), (y + x*k),
+ * and x*k alone. */
+static bool split_multiple(const simp *S, kn_expr *e, int64_t k, kn_expr **x, kn_expr **y) {
+  int64_t m, lo, hi;
+  if (e->kind == KN_E_MUL && cint(e->u.bin.b, &m) && m == k) {
+    *x = e->u.bin.a;
+    *y = NULL;
+    return true;
+  }
+  if (e->kind != KN_E_ADD) return false;
+  for (int side = 0; side < 2; side++) {
+    kn_expr *mul = side ? e->u.bin.b : e->u.bin.a, *rest = side ? e->u.bin.a : e->u.bin.b;
+    if (mul->kind != KN_E_MUL || !cint(mul->u.bin.b, &m) || m != k) continue;
+    range_of(S, rest, &lo, &hi);
+    if (lo >= 0 && hi < k) {
+      *x = mul->u.bin.a;
+      *y = rest;
+      return true;
+    }
+  }
+  return false;
+}
+
+static kn_expr *simplify_bin(simp *S, kn_expr *e, kn_expr *a, kn_expr *b) {
+  kn_expr_ctx *c = S->c;
   kn_expr_kind k = e->kind;
   int64_t x, y;
   bool integer = a->dtype == KN_DT_I64;
@@ -67,29 +152,37 @@ static kn_expr *simplify_bin(kn_expr_ctx *c, kn_expr *e, kn_expr *a, kn_expr *b)
       if (is_int(a, 0)) return b;
       if (is_int(b, 0)) return a;
       /* (p + c1) + c2 -> p + (c1 + c2);  c + p -> p + c */
-      if (cint(a, &x) && !cint(b, NULL)) return simplify_bin(c, e, b, a);
+      if (cint(a, &x) && !cint(b, NULL)) return simplify_bin(S, e, b, a);
       if (cint(b, &y) && a->kind == KN_E_ADD && cint(a->u.bin.b, &x))
         return kn_e_add(c, a->u.bin.a, kn_e_int(c, x + y));
       if (b->kind == KN_E_ADD && cint(b->u.bin.b, &y))
-        return simplify_bin(c, e, simplify_bin(c, e, a, b->u.bin.a), b->u.bin.b);
+        return simplify_bin(S, e, simplify_bin(S, e, a, b->u.bin.a), b->u.bin.b);
     } else if (k == KN_E_SUB) {
       if (is_int(b, 0)) return a;
-      if (cint(b, &y)) return simplify_bin(c, &(kn_expr){.kind = KN_E_ADD}, a, kn_e_int(c, -y));
+      if (cint(b, &y)) return simplify_bin(S, &(kn_expr){.kind = KN_E_ADD}, a, kn_e_int(c, -y));
       if (kn_e_equal(a, b)) return kn_e_int(c, 0);
     } else if (k == KN_E_MUL) {
       if (is_int(a, 0) || is_int(b, 0)) return kn_e_int(c, 0);
       if (is_int(a, 1)) return b;
       if (is_int(b, 1)) return a;
-      if (cint(a, &x) && !cint(b, NULL)) return simplify_bin(c, e, b, a);
+      if (cint(a, &x) && !cint(b, NULL)) return simplify_bin(S, e, b, a);
       /* (p + c1) * c2 -> p*c2 + c1*c2 ; (p * c1) * c2 -> p * (c1*c2) */
       if (cint(b, &y) && a->kind == KN_E_ADD && cint(a->u.bin.b, &x)) {
-        kn_expr *pm = simplify_bin(c, e, a->u.bin.a, b);
-        return simplify_bin(c, &(kn_expr){.kind = KN_E_ADD}, pm, kn_e_int(c, x * y));
+        kn_expr *pm = simplify_bin(S, e, a->u.bin.a, b);
+        return simplify_bin(S, &(kn_expr){.kind = KN_E_ADD}, pm, kn_e_int(c, x * y));
       }
       if (cint(b, &y) && a->kind == KN_E_MUL && cint(a->u.bin.b, &x))
         return kn_e_mul(c, a->u.bin.a, kn_e_int(c, x * y));
     } else if (k == KN_E_DIV || k == KN_E_MOD) {
       if (is_int(b, 1)) return k == KN_E_DIV ? a : kn_e_int(c, 0);
+      kn_expr *q, *r;
+      int64_t lo, hi;
+      if (cint(b, &y) && y > 0) {
+        range_of(S, a, &lo, &hi);
+        if (lo >= 0 && hi < y) return k == KN_E_DIV ? kn_e_int(c, 0) : a;
+        if (split_multiple(S, a, y, &q, &r))
+          return k == KN_E_DIV ? q : r ? r : kn_e_int(c, 0);
+      }
     } else if (k == KN_E_MIN || k == KN_E_MAX) {
       if (kn_e_equal(a, b)) return a;
     }
@@ -97,47 +190,48 @@ static kn_expr *simplify_bin(kn_expr_ctx *c, kn_expr *e, kn_expr *a, kn_expr *b)
   /* vector forms */
   if (integer && (k == KN_E_ADD || k == KN_E_SUB)) {
     if (a->kind == KN_E_RAMP && b->lanes == 1 && k == KN_E_ADD)
-      return kn_e_ramp(c, simplify_bin(c, e, a->u.ramp.base, b), a->u.ramp.stride, a->lanes);
+      return kn_e_ramp(c, simplify_bin(S, e, a->u.ramp.base, b), a->u.ramp.stride, a->lanes);
     if (b->kind == KN_E_RAMP && a->lanes == 1 && k == KN_E_ADD)
-      return kn_e_ramp(c, simplify_bin(c, e, a, b->u.ramp.base), b->u.ramp.stride, b->lanes);
+      return kn_e_ramp(c, simplify_bin(S, e, a, b->u.ramp.base), b->u.ramp.stride, b->lanes);
     if (a->kind == KN_E_RAMP && b->kind == KN_E_BROADCAST)
-      return kn_e_ramp(c, simplify_bin(c, e, a->u.ramp.base, b->u.un.a), a->u.ramp.stride, a->lanes);
+      return kn_e_ramp(c, simplify_bin(S, e, a->u.ramp.base, b->u.un.a), a->u.ramp.stride, a->lanes);
     if (b->kind == KN_E_RAMP && a->kind == KN_E_BROADCAST && k == KN_E_ADD)
-      return kn_e_ramp(c, simplify_bin(c, e, a->u.un.a, b->u.ramp.base), b->u.ramp.stride, b->lanes);
+      return kn_e_ramp(c, simplify_bin(S, e, a->u.un.a, b->u.ramp.base), b->u.ramp.stride, b->lanes);
   }
   if (a->kind == KN_E_BROADCAST && b->kind == KN_E_BROADCAST)
-    return kn_e_broadcast(c, simplify_bin(c, e, a->u.un.a, b->u.un.a), a->lanes);
+    return kn_e_broadcast(c, simplify_bin(S, e, a->u.un.a, b->u.un.a), a->lanes);
   if (a == e->u.bin.a && b == e->u.bin.b) return e;
   return kn_e_bin(c, k, a, b);
 }
 
-kn_expr *kn_simplify(kn_expr_ctx *c, kn_expr *e) {
+static kn_expr *simp_expr(simp *S, kn_expr *e) {
+  kn_expr_ctx *c = S->c;
   switch (e->kind) {
   case KN_E_INT:
   case KN_E_FLOAT:
   case KN_E_VAR: return e;
   case KN_E_NOT: {
-    kn_expr *a = kn_simplify(c, e->u.un.a);
+    kn_expr *a = simp_expr(S, e->u.un.a);
     int64_t x;
     if (cint(a, &x)) return kn_e_const_int(c, KN_DT_BOOL, !x);
     return a == e->u.un.a ? e : kn_e_not(c, a);
   }
   case KN_E_CAST: {
-    kn_expr *a = kn_simplify(c, e->u.un.a);
+    kn_expr *a = simp_expr(S, e->u.un.a);
     return a == e->u.un.a ? e : kn_e_cast(c, e->dtype, a);
   }
   case KN_E_BROADCAST: {
-    kn_expr *a = kn_simplify(c, e->u.un.a);
+    kn_expr *a = simp_expr(S, e->u.un.a);
     return a == e->u.un.a ? e : kn_e_broadcast(c, a, e->lanes);
   }
   case KN_E_RAMP: {
-    kn_expr *b = kn_simplify(c, e->u.ramp.base), *s = kn_simplify(c, e->u.ramp.stride);
+    kn_expr *b = simp_expr(S, e->u.ramp.base), *s = simp_expr(S, e->u.ramp.stride);
     if (is_int(s, 0)) return kn_e_broadcast(c, b, e->lanes);
     return b == e->u.ramp.base && s == e->u.ramp.stride ? e : kn_e_ramp(c, b, s, e->lanes);
   }
   case KN_E_SELECT: {
-    kn_expr *k = kn_simplify(c, e->u.sel.cond), *t = kn_simplify(c, e->u.sel.t),
-            *f = kn_simplify(c, e->u.sel.f);
+    kn_expr *k = simp_expr(S, e->u.sel.cond), *t = simp_expr(S, e->u.sel.t),
+            *f = simp_expr(S, e->u.sel.f);
     int64_t x;
     if (cint(k, &x)) return x ? t : f;
     if (k == e->u.sel.cond && t == e->u.sel.t && f == e->u.sel.f) return e;
@@ -147,65 +241,96 @@ kn_expr *kn_simplify(kn_expr_ctx *c, kn_expr *e) {
     kn_expr *args[4];
     bool changed = false;
     for (int i = 0; i < e->u.call.n; i++) {
-      args[i] = kn_simplify(c, e->u.call.args[i]);
+      args[i] = simp_expr(S, e->u.call.args[i]);
       changed |= args[i] != e->u.call.args[i];
     }
     return changed ? kn_e_call(c, e->u.call.fn, args, e->u.call.n) : e;
   }
   case KN_E_LOAD: {
     if (!e->u.load.buffer) return e;
-    kn_expr *i = kn_simplify(c, e->u.load.index);
+    kn_expr *i = simp_expr(S, e->u.load.index);
     return i == e->u.load.index ? e : kn_e_load(c, e->u.load.buffer, i);
   }
   case KN_E_REDUCE: return e;
-  default: return simplify_bin(c, e, kn_simplify(c, e->u.bin.a), kn_simplify(c, e->u.bin.b));
+  default: return simplify_bin(S, e, simp_expr(S, e->u.bin.a), simp_expr(S, e->u.bin.b));
   }
 }
 
-kn_stmt *kn_simplify_stmt(kn_expr_ctx *c, kn_stmt *s) {
+static void push_range(simp *S, const kn_var *v, int64_t lo, int64_t hi) {
+  if (S->n == S->cap) {
+    S->cap = S->cap ? 2 * S->cap : 16;
+    S->r = realloc(S->r, sizeof(range) * (size_t)S->cap);
+    KN_ASSERT(S->r, "out of memory");
+  }
+  S->r[S->n++] = (range){v, lo, hi};
+}
+
+static kn_stmt *simp_stmt(simp *S, kn_stmt *s) {
+  kn_expr_ctx *c = S->c;
   if (!s) return s;
   switch (s->kind) {
   case KN_S_FOR: {
-    kn_expr *mn = kn_simplify(c, s->u.loop.min), *ext = kn_simplify(c, s->u.loop.extent);
-    kn_stmt *body = kn_simplify_stmt(c, s->u.loop.body);
+    kn_expr *mn = simp_expr(S, s->u.loop.min), *ext = simp_expr(S, s->u.loop.extent);
+    int64_t e_lo, e_hi, m_lo, m_hi;
+    range_of(S, ext, &e_lo, &e_hi);
+    range_of(S, mn, &m_lo, &m_hi);
+    push_range(S, s->u.loop.var, m_lo, m_hi + e_hi - 1);
+    kn_stmt *body = simp_stmt(S, s->u.loop.body);
+    S->n--;
     if (is_int(ext, 0)) return kn_s_seq(c, NULL, 0);
     if (mn == s->u.loop.min && ext == s->u.loop.extent && body == s->u.loop.body) return s;
     return kn_s_for(c, s->u.loop.var, mn, ext, s->u.loop.kind, body);
   }
   case KN_S_STORE: {
-    kn_expr *i = kn_simplify(c, s->u.store.index), *v = kn_simplify(c, s->u.store.value);
+    kn_expr *i = simp_expr(S, s->u.store.index), *v = simp_expr(S, s->u.store.value);
     if (i == s->u.store.index && v == s->u.store.value) return s;
     return kn_s_store(c, s->u.store.buffer, i, v);
   }
   case KN_S_ALLOC: {
-    kn_stmt *b = kn_simplify_stmt(c, s->u.alloc.body);
+    kn_stmt *b = simp_stmt(S, s->u.alloc.body);
     return b == s->u.alloc.body ? s : kn_s_alloc(c, s->u.alloc.buffer, b);
   }
   case KN_S_SEQ: {
     kn_stmt **parts = KN_NEW_ARRAY(c->arena, kn_stmt *, s->u.seq.n > 0 ? s->u.seq.n : 1);
     bool changed = false;
     for (int i = 0; i < s->u.seq.n; i++) {
-      parts[i] = kn_simplify_stmt(c, s->u.seq.stmts[i]);
+      parts[i] = simp_stmt(S, s->u.seq.stmts[i]);
       changed |= parts[i] != s->u.seq.stmts[i];
     }
     return changed ? kn_s_seq(c, parts, s->u.seq.n) : s;
   }
   case KN_S_IF: {
-    kn_expr *k = kn_simplify(c, s->u.ifs.cond);
-    kn_stmt *t = kn_simplify_stmt(c, s->u.ifs.then_s), *f = kn_simplify_stmt(c, s->u.ifs.else_s);
+    kn_expr *k = simp_expr(S, s->u.ifs.cond);
+    kn_stmt *t = simp_stmt(S, s->u.ifs.then_s), *f = simp_stmt(S, s->u.ifs.else_s);
     int64_t x;
     if (cint(k, &x)) return x ? t : f;
     if (k == s->u.ifs.cond && t == s->u.ifs.then_s && f == s->u.ifs.else_s) return s;
     return kn_s_if(c, k, t, f);
   }
   case KN_S_LET: {
-    kn_expr *v = kn_simplify(c, s->u.let.value);
-    kn_stmt *b = kn_simplify_stmt(c, s->u.let.body);
+    kn_expr *v = simp_expr(S, s->u.let.value);
+    int64_t lo, hi;
+    range_of(S, v, &lo, &hi);
+    push_range(S, s->u.let.var, lo, hi);
+    kn_stmt *b = simp_stmt(S, s->u.let.body);
+    S->n--;
     if (v == s->u.let.value && b == s->u.let.body) return s;
     return kn_s_let(c, s->u.let.var, v, b);
   }
   }
   return s;
+}
+
+kn_expr *kn_simplify(kn_expr_ctx *c, kn_expr *e) {
+  simp S = {.c = c};
+  return simp_expr(&S, e);
+}
+
+kn_stmt *kn_simplify_stmt(kn_expr_ctx *c, kn_stmt *s) {
+  simp S = {.c = c};
+  kn_stmt *r = simp_stmt(&S, s);
+  free(S.r);
+  return r;
 }
 
 kn_stmt *kn_stmt_substitute(kn_expr_ctx *c, kn_stmt *s, const kn_var *var, kn_expr *value) {

@@ -129,9 +129,42 @@ int kn_sched_fuse(const kn_graph *g, kn_arena *arena, kn_groups *out, kn_diag *d
       count++;
     }
   }
+  /* A group that absorbed a consumer may read a value produced by a group
+   * formed later (the other operand of a residual Add): order groups by
+   * their dependencies. Fused intermediates have a single use, so the group
+   * graph has no cycle. */
   out->n = count;
   out->groups = KN_NEW_ARRAY(arena, kn_group, count > 0 ? count : 1);
-  memcpy(out->groups, groups, sizeof(kn_group) * (size_t)count);
+  bool *placed = calloc((size_t)count + 1, sizeof(bool));
+  KN_ASSERT(placed, "out of memory");
+  for (int emitted = 0; emitted < count;) {
+    int before = emitted;
+    for (int gi = 0; gi < count; gi++) {
+      if (placed[gi]) continue;
+      bool ready = true;
+      for (int m = 0; m < groups[gi].n_nodes && ready; m++) {
+        const kn_node *n = &g->nodes[groups[gi].nodes[m]];
+        for (int k = 0; k < n->n_in && ready; k++) {
+          int v = n->in[k];
+          int p = v >= 0 ? g->values[v].producer : -1;
+          /* look through views to the node that really writes the bytes */
+          while (p >= 0 && !g->values[v].data && kn_op_class_of(g->nodes[p].op) == KN_CLASS_VIEW) {
+            v = g->nodes[p].in[0];
+            p = g->values[v].producer;
+          }
+          if (p < 0 || g->values[v].data) continue;
+          int pg = F.group_of[p] >= 0 ? F.group_of[p] : F.inline_into[p] >= 0 ? F.group_of[F.inline_into[p]] : -1;
+          ready = pg < 0 || pg == gi || placed[pg];
+        }
+      }
+      if (ready) {
+        placed[gi] = true;
+        out->groups[emitted++] = groups[gi];
+      }
+    }
+    KN_ASSERT(emitted > before, "cycle between fusion groups");
+  }
+  free(placed);
   free(groups);
   free(members);
   free(F.uses);

@@ -5,7 +5,83 @@
  * Params: [0] the output value, then each distinct external input. */
 #include <string.h>
 
+#include "../ir/simplify.h"
 #include "schedule.h"
+
+static int find_index(const int *arr, int n, int v);
+
+typedef struct packing {
+  kn_te_tensor *from, *to;
+  int64_t cf;
+} packing;
+
+static kn_expr *repack_load(kn_expr_ctx *c, kn_expr *load, void *ctx) {
+  packing *p = ctx;
+  if (load->u.load.tensor != p->from) return load;
+  int r = load->u.load.n;
+  kn_expr *idx[KN_TE_MAX_RANK], *last = load->u.load.indices[r - 1], *cf = kn_e_int(c, p->cf);
+  idx[0] = kn_e_div(c, last, cf);
+  for (int i = 0; i < r - 1; i++) idx[i + 1] = load->u.load.indices[i];
+  idx[r] = kn_e_mod(c, last, cf);
+  return kn_e_tload(c, p->to, idx, r + 1);
+}
+
+static void repack_tensor(kn_expr_ctx *c, kn_te_tensor *t, packing *p, kn_te_tensor **seen, int *n_seen);
+
+static kn_expr *visit_load(kn_expr_ctx *c, kn_expr *load, void *ctx) {
+  void **args = ctx;
+  kn_te_tensor *t = load->u.load.tensor;
+  if (t->kind == KN_TE_COMPUTE) repack_tensor(c, t, args[0], args[1], args[2]);
+  return load;
+}
+
+/* Rewrites, once each, the bodies of every compute reachable from t. */
+static void repack_tensor(kn_expr_ctx *c, kn_te_tensor *t, packing *p, kn_te_tensor **seen, int *n_seen) {
+  for (int i = 0; i < *n_seen; i++)
+    if (seen[i] == t) return;
+  KN_ASSERT(*n_seen < 256, "too many tensors in one kernel");
+  seen[(*n_seen)++] = t;
+  void *args[3] = {p, seen, n_seen};
+  kn_e_map_loads(c, t->body, visit_load, args);
+  t->body = kn_e_map_loads(c, t->body, repack_load, p);
+}
+
+/* Weights repacked at compile time for the chosen schedule: the constant
+ * operand W[..., M] of a contraction whose columns are tiled by cf becomes
+ * P[M/cf][...][cf], so that the weights of one column tile are contiguous
+ * in memory (streamed once, prefetcher-friendly) instead of cf-wide slivers
+ * M elements apart. Exact for any index, so correctness never depends on it. */
+static void pack_weights(kn_graph *g, kn_te_ctx *tc, const kn_node *anchor, kn_te_tensor *result,
+                         const kn_schedule *s, int *inputs, kn_te_tensor **placeholders, int n_inputs) {
+  int rank = result->rank;
+  if (anchor->n_in < 2 || anchor->in[1] < 0 || rank < 1 || s->n_factors[rank - 1] != 1) return;
+  if (anchor->op == KN_OP_GEMM && kn_node_attr_int(anchor, "transB", 0)) return;
+  int v = anchor->in[1], slot = find_index(inputs, n_inputs, v);
+  const kn_value *w = &g->values[v];
+  int64_t cf = s->factors[rank - 1][0], m;
+  if (slot < 0 || !w->data || w->dtype != KN_DT_F32 || w->shape.batch_mask || w->shape.rank < 2 ||
+      w->shape.rank >= KN_MAX_RANK || cf < 4 || !kn_e_is_const_int(result->shape[rank - 1], &m) ||
+      w->shape.dim[w->shape.rank - 1] != m || m % cf != 0)
+    return;
+  kn_shape ps = {.rank = w->shape.rank + 1};
+  int64_t rows = 1;
+  ps.dim[0] = m / cf;
+  for (int i = 0; i < w->shape.rank - 1; i++) rows *= ps.dim[i + 1] = w->shape.dim[i];
+  ps.dim[ps.rank - 1] = cf;
+  int pv = kn_graph_add_const(g, kn_arena_printf(&g->arena, "%s.packed%lld", w->name, (long long)cf),
+                              KN_DT_F32, &ps, NULL);
+  const float *src = g->values[v].data;
+  float *dst = g->values[pv].data;
+  for (int64_t mo = 0; mo < m / cf; mo++)
+    for (int64_t r = 0; r < rows; r++)
+      for (int64_t mi = 0; mi < cf; mi++) dst[(mo * rows + r) * cf + mi] = src[r * m + mo * cf + mi];
+  packing p = {.from = placeholders[slot], .to = kn_te_placeholder_for(tc, pv), .cf = cf};
+  kn_te_tensor *seen[256];
+  int n_seen = 0;
+  repack_tensor(tc->ec, result, &p, seen, &n_seen);
+  inputs[slot] = pv;
+  placeholders[slot] = p.to;
+}
 
 static int find_index(const int *arr, int n, int v) {
   for (int i = 0; i < n; i++)
@@ -13,7 +89,7 @@ static int find_index(const int *arr, int n, int v) {
   return -1;
 }
 
-int kn_sched_build_kernel(const kn_graph *g, const kn_group *grp, const kn_target *t,
+int kn_sched_build_kernel(kn_graph *g, const kn_group *grp, const kn_target *t,
                           kn_expr_ctx *ec, const char *name, kn_kernel_build *out,
                           FILE *dump_te, FILE *dump_loops, kn_diag *d) {
   kn_arena *A = ec->arena;
@@ -66,6 +142,7 @@ int kn_sched_build_kernel(const kn_graph *g, const kn_group *grp, const kn_targe
     hints.weights_heavy = kn_value_numel(g, anchor->in[1]) > kn_value_numel(g, anchor->in[0]);
   kn_schedule sched;
   kn_sched_default(result, &hints, t, &sched);
+  if (hints.is_contraction) pack_weights(g, &tc, anchor, result, &sched, inputs, placeholders, n_inputs);
 
   kn_kernel *k = KN_NEW(A, kn_kernel);
   k->name = kn_arena_strdup(A, name);
@@ -78,7 +155,7 @@ int kn_sched_build_kernel(const kn_graph *g, const kn_group *grp, const kn_targe
   kn_lower_params lp = {.n = n_inputs, .tensors = placeholders, .buffers = k->params + 1};
   kn_stmt *body = kn_sched_lower(ec, result, &sched, k->params[0], &lp, d);
   if (!body) return -1;
-  k->body = kn_loop_finalize(ec, body);
+  k->body = kn_loop_finalize(ec, kn_simplify_stmt(ec, body));
   k->batch = tc.batch;
   k->parallel = sched.n_parallel > 0;
   char *nodes = NULL;

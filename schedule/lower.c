@@ -243,35 +243,6 @@ static void make_pieces(lower *L) {
 
 /* ---- rewriting stage loads and placeholder loads ---- */
 
-typedef kn_expr *(*load_fn)(lower *L, kn_expr *load, void *ctx);
-
-static kn_expr *map_loads(lower *L, kn_expr *e, load_fn fn, void *ctx) {
-  switch (e->kind) {
-  case KN_E_INT:
-  case KN_E_FLOAT:
-  case KN_E_VAR: return e;
-  case KN_E_LOAD: {
-    if (!e->u.load.tensor) return e;
-    kn_expr *idx[KN_TE_MAX_RANK];
-    for (int i = 0; i < e->u.load.n; i++) idx[i] = map_loads(L, e->u.load.indices[i], fn, ctx);
-    return fn(L, kn_e_tload(L->ec, e->u.load.tensor, idx, e->u.load.n), ctx);
-  }
-  case KN_E_NOT: return kn_e_not(L->ec, map_loads(L, e->u.un.a, fn, ctx));
-  case KN_E_CAST: return kn_e_cast(L->ec, e->dtype, map_loads(L, e->u.un.a, fn, ctx));
-  case KN_E_SELECT:
-    return kn_e_select(L->ec, map_loads(L, e->u.sel.cond, fn, ctx),
-                       map_loads(L, e->u.sel.t, fn, ctx), map_loads(L, e->u.sel.f, fn, ctx));
-  case KN_E_CALL: {
-    kn_expr *args[4];
-    for (int i = 0; i < e->u.call.n; i++) args[i] = map_loads(L, e->u.call.args[i], fn, ctx);
-    return kn_e_call(L->ec, e->u.call.fn, args, e->u.call.n);
-  }
-  default:
-    return kn_e_bin(L->ec, e->kind, map_loads(L, e->u.bin.a, fn, ctx),
-                    map_loads(L, e->u.bin.b, fn, ctx));
-  }
-}
-
 /* Flat index of acc for stage st, over its tile loops. */
 static kn_expr *acc_index(lower *L, const stage *st) {
   kn_expr *ix = kn_e_int(L->ec, 0);
@@ -282,15 +253,17 @@ static kn_expr *acc_index(lower *L, const stage *st) {
   return ix;
 }
 
-static kn_expr *stage_to_acc(lower *L, kn_expr *load, void *ctx) {
-  (void)ctx;
+static kn_expr *stage_to_acc(kn_expr_ctx *c, kn_expr *load, void *ctx) {
+  (void)c;
+  lower *L = ctx;
   stage *st = find_stage(L, load->u.load.tensor);
   if (!st) return load;
   return kn_e_load(L->ec, st->acc, acc_index(L, st));
 }
 
-static kn_expr *placeholder_to_buffer(lower *L, kn_expr *load, void *ctx) {
-  (void)ctx;
+static kn_expr *placeholder_to_buffer(kn_expr_ctx *c, kn_expr *load, void *ctx) {
+  (void)c;
+  lower *L = ctx;
   kn_te_tensor *t = load->u.load.tensor;
   KN_ASSERT(t->kind == KN_TE_PLACEHOLDER, "stage load survived lowering");
   for (int p = 0; p < L->params->n; p++) {
@@ -312,9 +285,9 @@ static kn_expr *subst_axes(lower *L, kn_expr *e, kn_var *const *axes, int n, kn_
 /* Final form of an expression: stage loads -> accumulators, O axes -> piece
  * arithmetic, placeholders -> flat buffer loads. */
 static kn_expr *finish(lower *L, kn_expr *e) {
-  e = map_loads(L, e, stage_to_acc, NULL);
+  e = kn_e_map_loads(L->ec, e, stage_to_acc, L);
   e = subst_axes(L, e, L->out->axes, L->out->rank, L->axis_value);
-  return map_loads(L, e, placeholder_to_buffer, NULL);
+  return kn_e_map_loads(L->ec, e, placeholder_to_buffer, L);
 }
 
 /* ---- statements ---- */

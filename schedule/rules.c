@@ -38,7 +38,9 @@ static int64_t pick_cols(int64_t cols, int lanes) {
 /* Row (unroll) factor: the largest count of rows whose accumulators fit,
  * preferring one that divides the extent exactly. */
 static int64_t pick_rows(int64_t rows, int64_t vecs_per_row, int regs) {
-  int64_t max_rows = (regs - 4) / (vecs_per_row > 0 ? vecs_per_row : 1);
+  /* leave room for the column vectors of weights, the broadcast inputs and
+   * the padding masks: more accumulators than that spill */
+  int64_t max_rows = (regs - 12) / (vecs_per_row > 0 ? vecs_per_row : 1);
   if (max_rows > 14) max_rows = 14;
   if (max_rows < 1) max_rows = 1;
   if (rows <= max_rows) return rows;

@@ -73,8 +73,8 @@ typedef struct kn_kernel_build {
 } kn_kernel_build;
 
 /* Builds the TE of a group, picks its schedule (rules.c), lowers and
- * finalizes it. Params: [0] = output, then each external input value. */
-int kn_sched_build_kernel(const kn_graph *g, const kn_group *grp, const kn_target *t,
+ * finalizes it. May add constants to g (weights repacked for the schedule). Params: [0] = output, then each external input value. */
+int kn_sched_build_kernel(kn_graph *g, const kn_group *grp, const kn_target *t,
                           kn_expr_ctx *ec, const char *name, kn_kernel_build *out,
                           FILE *dump_te, FILE *dump_loops, kn_diag *d);
 
