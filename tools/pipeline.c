@@ -10,7 +10,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "../codegen/package.h"
+#include "../codegen/codegen.h"
 #include "../frontend/onnx_load.h"
 #include "../ir/passes.h"
 #include "../ir/shape_infer.h"

@@ -1,0 +1,28 @@
+/* codegen.h — the public entry points of the CPU back end.
+ *
+ *   kn_cg_package   plan + target -> model.so / model.o and model.h
+ *   kn_cg_kernel_asm / kn_cg_kernel_ir   one kernel as assembly / LLVM IR
+ *                   text (tests, --dump, tuning diagnostics)
+ *
+ * All functions are thread-safe: each call owns its LLVM context. */
+#ifndef KN_CODEGEN_H
+#define KN_CODEGEN_H
+
+#include "../ir/target.h"
+#include "plan.h"
+
+/* Compiles every kernel of `plan`, embeds constants, the plan tables and the
+ * runtime, and writes `out_path` (".so": shared library exporting
+ * PREFIX_artifact / PREFIX_run / PREFIX_set_threads and kiln_artifact_v1;
+ * ".o": relocatable object exporting the first three only) plus the header
+ * next to it (same stem, ".h"). Both appear atomically: on any failure
+ * neither file is created or replaced. Returns 0, or -1 with a diagnostic. */
+int kn_cg_package(const kn_plan *plan, const kn_target *t, const char *out_path, kn_diag *d);
+
+/* One kernel, optimized, as target assembly / LLVM IR text (malloc'd; the
+ * caller frees). `optimized` false gives the IR as emitted, before O3. */
+int kn_cg_kernel_asm(const kn_kernel *k, const kn_target *t, char **text, kn_diag *d);
+int kn_cg_kernel_ir(const kn_kernel *k, const kn_target *t, bool optimized, char **text,
+                    kn_diag *d);
+
+#endif

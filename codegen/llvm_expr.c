@@ -1,0 +1,853 @@
+/* llvm_expr.c — loop-IR expressions -> LLVM IR values.
+ *
+ * Every expression is straight-line code in the current block (no branches),
+ * so results are memoised per statement by node pointer: a DAG is emitted
+ * once per statement, never once per path.
+ *
+ * Semantics kept here (see ir/expr.h):
+ *  - integer DIV / MOD are floor division / modulo. Cheap forms are used when
+ *    the value ranges allow: udiv/urem for a non-negative numerator and a
+ *    positive divisor, shift/mask for a power-of-two constant, else sdiv/srem
+ *    with the floor fix-up. A variable divisor of 0 gives 0 (no trap).
+ *  - float DIV is fdiv; float MOD is fmod (frem).
+ *  - float MIN / MAX are llvm.minnum / maxnum (a NaN operand yields the other).
+ *  - a*b+c on floats becomes llvm.fmuladd (contraction allowed, nothing else:
+ *    the LLVM 14 C API has no fast-math flags, and NaN / inf stay IEEE).
+ *  - int64 add / sub / mul are nsw: int64 values are indices that never wrap.
+ *  - float -> int casts truncate toward zero as in C; x -> bool is x != 0.
+ *  - a vector LOAD / STORE whose index is lane-linear with stride 1 is one
+ *    unaligned vector access; stride 0 is a scalar access + splat; any other
+ *    index uses llvm.masked.gather / scatter. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cg_llvm.h"
+
+/* ---- types and constants ---- */
+
+LLVMTypeRef kn_cg_reg_type(kn_cg_module *m, kn_dtype t, int lanes) {
+  LLVMTypeRef s;
+  switch (t) {
+  case KN_DT_F32:
+  case KN_DT_F16:
+  case KN_DT_BF16: s = LLVMFloatTypeInContext(m->ctx); break;
+  case KN_DT_F64: s = LLVMDoubleTypeInContext(m->ctx); break;
+  case KN_DT_BOOL: s = LLVMInt1TypeInContext(m->ctx); break;
+  case KN_DT_I8:
+  case KN_DT_U8: s = LLVMInt8TypeInContext(m->ctx); break;
+  case KN_DT_I16:
+  case KN_DT_U16: s = LLVMInt16TypeInContext(m->ctx); break;
+  case KN_DT_I32:
+  case KN_DT_U32: s = LLVMInt32TypeInContext(m->ctx); break;
+  case KN_DT_I64:
+  case KN_DT_U64: s = LLVMInt64TypeInContext(m->ctx); break;
+  default: KN_UNREACHABLE("invalid dtype in codegen");
+  }
+  return lanes > 1 ? LLVMVectorType(s, (unsigned)lanes) : s;
+}
+
+LLVMTypeRef kn_cg_mem_type(kn_cg_module *m, kn_dtype t, int lanes) {
+  LLVMTypeRef s;
+  if (t == KN_DT_F16 || t == KN_DT_BF16)
+    s = LLVMInt16TypeInContext(m->ctx);
+  else if (t == KN_DT_BOOL)
+    s = LLVMInt8TypeInContext(m->ctx);
+  else
+    return kn_cg_reg_type(m, t, lanes);
+  return lanes > 1 ? LLVMVectorType(s, (unsigned)lanes) : s;
+}
+
+static bool is_vector(LLVMTypeRef ty) { return LLVMGetTypeKind(ty) == LLVMVectorTypeKind; }
+
+static LLVMValueRef splat_const(LLVMTypeRef ty, LLVMValueRef scalar) {
+  if (!is_vector(ty)) return scalar;
+  unsigned n = LLVMGetVectorSize(ty);
+  LLVMValueRef *elems = malloc(sizeof *elems * n);
+  KN_ASSERT(elems, "out of memory");
+  for (unsigned i = 0; i < n; i++) elems[i] = scalar;
+  LLVMValueRef v = LLVMConstVector(elems, n);
+  free(elems);
+  return v;
+}
+
+LLVMValueRef kn_cg_const_f(LLVMTypeRef ty, double v) {
+  LLVMTypeRef s = is_vector(ty) ? LLVMGetElementType(ty) : ty;
+  return splat_const(ty, LLVMConstReal(s, v));
+}
+
+LLVMValueRef kn_cg_const_i(LLVMTypeRef ty, int64_t v) {
+  LLVMTypeRef s = is_vector(ty) ? LLVMGetElementType(ty) : ty;
+  return splat_const(ty, LLVMConstInt(s, (unsigned long long)v, 1));
+}
+
+/* <0, s, 2s, ...> as i64 */
+static LLVMValueRef lane_offsets(kn_cg_fn *f, int lanes, int64_t stride) {
+  LLVMTypeRef i64 = LLVMInt64TypeInContext(f->m->ctx);
+  LLVMValueRef *elems = malloc(sizeof *elems * (size_t)lanes);
+  KN_ASSERT(elems, "out of memory");
+  for (int i = 0; i < lanes; i++) elems[i] = LLVMConstInt(i64, (unsigned long long)(stride * i), 1);
+  LLVMValueRef v = LLVMConstVector(elems, (unsigned)lanes);
+  free(elems);
+  return v;
+}
+
+static LLVMValueRef splat(kn_cg_fn *f, LLVMValueRef scalar, int lanes) {
+  if (lanes == 1) return scalar;
+  LLVMTypeRef vt = LLVMVectorType(LLVMTypeOf(scalar), (unsigned)lanes);
+  LLVMTypeRef i32 = LLVMInt32TypeInContext(f->m->ctx);
+  LLVMValueRef v = LLVMBuildInsertElement(f->b, LLVMGetUndef(vt), scalar, LLVMConstInt(i32, 0, 0), "");
+  LLVMValueRef mask = LLVMConstNull(LLVMVectorType(i32, (unsigned)lanes));
+  return LLVMBuildShuffleVector(f->b, v, LLVMGetUndef(vt), mask, "");
+}
+
+LLVMValueRef kn_cg_call_intrinsic(kn_cg_fn *f, const char *name, LLVMTypeRef *overloads,
+                                  int n_overloads, LLVMValueRef *args, int n_args) {
+  unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
+  KN_ASSERT(id != 0, name);
+  LLVMValueRef decl = LLVMGetIntrinsicDeclaration(f->m->mod, id, overloads, (size_t)n_overloads);
+  LLVMTypeRef fty = LLVMIntrinsicGetType(f->m->ctx, id, overloads, (size_t)n_overloads);
+  return LLVMBuildCall2(f->b, fty, decl, args, (unsigned)n_args, "");
+}
+
+LLVMValueRef kn_cg_call_libm(kn_cg_fn *f, const char *name, LLVMValueRef *args, int n_args) {
+  KN_ASSERT(n_args >= 1 && n_args <= 3, "libm call arity");
+  LLVMTypeRef ty = LLVMTypeOf(args[0]);
+  LLVMTypeRef elem = is_vector(ty) ? LLVMGetElementType(ty) : ty;
+  bool single = LLVMGetTypeKind(elem) == LLVMFloatTypeKind;
+  char fname[32];
+  snprintf(fname, sizeof fname, "%s%s", name, single ? "f" : "");
+  LLVMTypeRef params[3] = {elem, elem, elem};
+  LLVMTypeRef fty = LLVMFunctionType(elem, params, (unsigned)n_args, 0);
+  LLVMValueRef fn = LLVMGetNamedFunction(f->m->mod, fname);
+  if (!fn) fn = LLVMAddFunction(f->m->mod, fname, fty);
+  if (!is_vector(ty)) return LLVMBuildCall2(f->b, fty, fn, args, (unsigned)n_args, "");
+  unsigned lanes = LLVMGetVectorSize(ty);
+  LLVMTypeRef i32 = LLVMInt32TypeInContext(f->m->ctx);
+  LLVMValueRef out = LLVMGetUndef(ty);
+  for (unsigned i = 0; i < lanes; i++) {
+    LLVMValueRef lane_args[3];
+    LLVMValueRef idx = LLVMConstInt(i32, i, 0);
+    for (int a = 0; a < n_args; a++) lane_args[a] = LLVMBuildExtractElement(f->b, args[a], idx, "");
+    LLVMValueRef r = LLVMBuildCall2(f->b, fty, fn, lane_args, (unsigned)n_args, "");
+    out = LLVMBuildInsertElement(f->b, out, r, idx, "");
+  }
+  return out;
+}
+
+/* ---- memo: expr pointer -> value, cleared at every statement ---- */
+
+static size_t memo_hash(const kn_expr *e, int cap) {
+  uintptr_t x = (uintptr_t)e;
+  x ^= x >> 17;
+  x *= 0x9E3779B97F4A7C15ull;
+  return (size_t)(x >> 20) & (size_t)(cap - 1);
+}
+
+void kn_cg_memo_clear(kn_cg_fn *f) {
+  if (f->memo_used) memset(f->memo, 0, sizeof *f->memo * (size_t)f->memo_cap);
+  f->memo_used = 0;
+}
+
+/* The entry of e, inserted empty if absent. */
+static kn_cg_memo *memo_slot(kn_cg_fn *f, const kn_expr *e) {
+  if ((f->memo_used + 1) * 2 > f->memo_cap) {
+    kn_cg_memo *old = f->memo;
+    int old_cap = f->memo_cap;
+    f->memo_cap = old_cap ? old_cap * 2 : 256;
+    f->memo = calloc((size_t)f->memo_cap, sizeof *f->memo);
+    KN_ASSERT(f->memo, "out of memory");
+    f->memo_used = 0;
+    for (int i = 0; i < old_cap; i++)
+      if (old[i].e) *memo_slot(f, old[i].e) = old[i];
+    free(old);
+  }
+  size_t i = memo_hash(e, f->memo_cap);
+  while (f->memo[i].e && f->memo[i].e != e) i = (i + 1) & (size_t)(f->memo_cap - 1);
+  if (!f->memo[i].e) {
+    f->memo[i].e = e;
+    f->memo_used++;
+  }
+  return &f->memo[i];
+}
+
+static LLVMValueRef memo_get(kn_cg_fn *f, const kn_expr *e) {
+  if (!f->memo_used) return NULL;
+  for (size_t i = memo_hash(e, f->memo_cap);; i = (i + 1) & (size_t)(f->memo_cap - 1)) {
+    if (!f->memo[i].e) return NULL;
+    if (f->memo[i].e == e) return f->memo[i].v;
+  }
+}
+
+/* ---- value ranges (ints) ---- */
+
+static bool const_int_of(const kn_expr *e, int64_t *v) {
+  if (e->kind == KN_E_BROADCAST) e = e->u.un.a;
+  if (e->kind != KN_E_INT) return false;
+  *v = e->u.ival;
+  return true;
+}
+
+static const kn_cg_binding *find_var(kn_cg_fn *f, const kn_var *v) {
+  for (int i = f->n_vars - 1; i >= 0; i--)
+    if (f->vars[i].var == v) return &f->vars[i];
+  return NULL;
+}
+
+#define RMIN INT64_MIN
+#define RMAX INT64_MAX
+
+static int64_t radd(int64_t a, int64_t b, int64_t unknown) {
+  int64_t r;
+  if (a == RMIN || a == RMAX || b == RMIN || b == RMAX || __builtin_add_overflow(a, b, &r))
+    return unknown;
+  return r;
+}
+
+static int64_t rmul(int64_t a, int64_t b, bool *ok) {
+  int64_t r;
+  if (a == RMIN || a == RMAX || b == RMIN || b == RMAX || __builtin_mul_overflow(a, b, &r)) {
+    *ok = false;
+    return 0;
+  }
+  return r;
+}
+
+static int64_t floor_div(int64_t a, int64_t c) {
+  int64_t q = a / c;
+  return (a % c != 0 && ((a < 0) != (c < 0))) ? q - 1 : q;
+}
+
+static void dtype_range(kn_dtype t, int64_t *lo, int64_t *hi) {
+  switch (t) {
+  case KN_DT_BOOL: *lo = 0, *hi = 1; return;
+  case KN_DT_U8: *lo = 0, *hi = UINT8_MAX; return;
+  case KN_DT_U16: *lo = 0, *hi = UINT16_MAX; return;
+  case KN_DT_U32: *lo = 0, *hi = UINT32_MAX; return;
+  case KN_DT_I8: *lo = INT8_MIN, *hi = INT8_MAX; return;
+  case KN_DT_I16: *lo = INT16_MIN, *hi = INT16_MAX; return;
+  case KN_DT_I32: *lo = INT32_MIN, *hi = INT32_MAX; return;
+  default: *lo = RMIN, *hi = RMAX; return;
+  }
+}
+
+static void range(kn_cg_fn *f, const kn_expr *e, int64_t *lo, int64_t *hi);
+
+/* Memoised per statement: shared subtrees are analysed once. */
+void kn_cg_range(kn_cg_fn *f, const kn_expr *e, int64_t *lo, int64_t *hi) {
+  kn_cg_memo *m = memo_slot(f, e);
+  if (!m->has_range) {
+    int64_t l, h;
+    range(f, e, &l, &h);
+    m = memo_slot(f, e); /* the table may have grown */
+    m->lo = l;
+    m->hi = h;
+    m->has_range = true;
+  }
+  *lo = m->lo;
+  *hi = m->hi;
+}
+
+static void range(kn_cg_fn *f, const kn_expr *e, int64_t *lo, int64_t *hi) {
+  int64_t alo, ahi, blo, bhi, c;
+  *lo = RMIN;
+  *hi = RMAX;
+  switch (e->kind) {
+  case KN_E_INT: *lo = *hi = e->u.ival; return;
+  case KN_E_VAR: {
+    const kn_cg_binding *b = find_var(f, e->u.var);
+    if (b) {
+      *lo = b->lo;
+      *hi = b->hi;
+    } else if (f->kernel->batch == e->u.var) {
+      *lo = 1;
+    }
+    return;
+  }
+  case KN_E_ADD:
+    kn_cg_range(f, e->u.bin.a, &alo, &ahi);
+    kn_cg_range(f, e->u.bin.b, &blo, &bhi);
+    *lo = radd(alo, blo, RMIN);
+    *hi = radd(ahi, bhi, RMAX);
+    return;
+  case KN_E_SUB:
+    kn_cg_range(f, e->u.bin.a, &alo, &ahi);
+    kn_cg_range(f, e->u.bin.b, &blo, &bhi);
+    if (bhi != RMAX && bhi != RMIN) *lo = radd(alo, -bhi, RMIN);
+    if (blo != RMIN && blo != RMAX) *hi = radd(ahi, -blo, RMAX);
+    return;
+  case KN_E_MUL: {
+    kn_cg_range(f, e->u.bin.a, &alo, &ahi);
+    kn_cg_range(f, e->u.bin.b, &blo, &bhi);
+    bool ok = true;
+    int64_t p[4] = {rmul(alo, blo, &ok), rmul(alo, bhi, &ok), rmul(ahi, blo, &ok),
+                    rmul(ahi, bhi, &ok)};
+    if (ok) {
+      *lo = *hi = p[0];
+      for (int i = 1; i < 4; i++) {
+        *lo = p[i] < *lo ? p[i] : *lo;
+        *hi = p[i] > *hi ? p[i] : *hi;
+      }
+    } else if (alo >= 0 && blo >= 0) {
+      bool ok2 = true;
+      int64_t l = rmul(alo, blo, &ok2);
+      *lo = ok2 ? l : 0;
+    }
+    return;
+  }
+  case KN_E_DIV:
+    if (!const_int_of(e->u.bin.b, &c) || c <= 0) return;
+    kn_cg_range(f, e->u.bin.a, &alo, &ahi);
+    if (alo != RMIN) *lo = floor_div(alo, c);
+    if (ahi != RMAX) *hi = floor_div(ahi, c);
+    return;
+  case KN_E_MOD:
+    if (!const_int_of(e->u.bin.b, &c) || c <= 0) return;
+    kn_cg_range(f, e->u.bin.a, &alo, &ahi);
+    if (alo >= 0 && ahi < c) {
+      *lo = alo;
+      *hi = ahi;
+    } else {
+      *lo = 0;
+      *hi = c - 1;
+    }
+    return;
+  case KN_E_MIN:
+  case KN_E_MAX:
+    kn_cg_range(f, e->u.bin.a, &alo, &ahi);
+    kn_cg_range(f, e->u.bin.b, &blo, &bhi);
+    if (e->kind == KN_E_MIN) {
+      *lo = alo < blo ? alo : blo;
+      *hi = ahi < bhi ? ahi : bhi;
+    } else {
+      *lo = alo > blo ? alo : blo;
+      *hi = ahi > bhi ? ahi : bhi;
+    }
+    return;
+  case KN_E_SELECT:
+    kn_cg_range(f, e->u.sel.t, &alo, &ahi);
+    kn_cg_range(f, e->u.sel.f, &blo, &bhi);
+    *lo = alo < blo ? alo : blo;
+    *hi = ahi > bhi ? ahi : bhi;
+    return;
+  case KN_E_RAMP: {
+    if (!const_int_of(e->u.ramp.stride, &c)) return;
+    kn_cg_range(f, e->u.ramp.base, &alo, &ahi);
+    bool ok = true;
+    int64_t span = rmul(c, e->lanes - 1, &ok);
+    if (!ok) return;
+    *lo = radd(alo, span < 0 ? span : 0, RMIN);
+    *hi = radd(ahi, span > 0 ? span : 0, RMAX);
+    return;
+  }
+  case KN_E_BROADCAST: kn_cg_range(f, e->u.un.a, lo, hi); return;
+  case KN_E_CAST: {
+    const kn_expr *a = e->u.un.a;
+    if (!(kn_dtype_is_int(a->dtype) || a->dtype == KN_DT_BOOL) || !kn_dtype_is_int(e->dtype))
+      return;
+    if (kn_dtype_size(e->dtype) < kn_dtype_size(a->dtype)) return; /* truncation */
+    if (kn_dtype_is_signed(a->dtype) != kn_dtype_is_signed(e->dtype) &&
+        kn_dtype_size(e->dtype) == kn_dtype_size(a->dtype))
+      return; /* reinterpretation */
+    kn_cg_range(f, a, lo, hi);
+    return;
+  }
+  case KN_E_LOAD: dtype_range(e->dtype, lo, hi); return;
+  default: return;
+  }
+}
+
+/* ---- conversions between memory and register forms ---- */
+
+static LLVMValueRef round_bf16_bits(kn_cg_fn *f, LLVMValueRef v) {
+  /* float -> i32 bits of the bf16 value in the high half (round to nearest even) */
+  LLVMTypeRef ty = LLVMTypeOf(v);
+  int lanes = is_vector(ty) ? (int)LLVMGetVectorSize(ty) : 1;
+  LLVMTypeRef i32 = kn_cg_reg_type(f->m, KN_DT_I32, lanes);
+  LLVMValueRef bits = LLVMBuildBitCast(f->b, v, i32, "");
+  LLVMValueRef odd = LLVMBuildAnd(f->b, LLVMBuildLShr(f->b, bits, kn_cg_const_i(i32, 16), ""),
+                                  kn_cg_const_i(i32, 1), "");
+  LLVMValueRef r = LLVMBuildAdd(f->b, bits, LLVMBuildAdd(f->b, odd, kn_cg_const_i(i32, 0x7fff), ""), "");
+  LLVMValueRef quiet = LLVMBuildOr(f->b, bits, kn_cg_const_i(i32, 0x00400000), "");
+  LLVMValueRef nan = LLVMBuildFCmp(f->b, LLVMRealUNO, v, v, "");
+  r = LLVMBuildSelect(f->b, nan, quiet, r, "");
+  return LLVMBuildAnd(f->b, r, kn_cg_const_i(i32, (int64_t)0xffff0000u), "");
+}
+
+/* Rounds an f32 register value to the precision of f16 / bf16. */
+static LLVMValueRef round_to(kn_cg_fn *f, LLVMValueRef v, kn_dtype t) {
+  LLVMTypeRef ty = LLVMTypeOf(v);
+  int lanes = is_vector(ty) ? (int)LLVMGetVectorSize(ty) : 1;
+  if (t == KN_DT_F16) {
+    LLVMTypeRef half = LLVMHalfTypeInContext(f->m->ctx);
+    if (lanes > 1) half = LLVMVectorType(half, (unsigned)lanes);
+    LLVMValueRef h = LLVMBuildFPTrunc(f->b, v, half, "");
+    return LLVMBuildFPExt(f->b, h, kn_cg_reg_type(f->m, KN_DT_F32, lanes), "");
+  }
+  if (t == KN_DT_BF16)
+    return LLVMBuildBitCast(f->b, round_bf16_bits(f, v), kn_cg_reg_type(f->m, KN_DT_F32, lanes), "");
+  return v;
+}
+
+static LLVMValueRef mem_to_reg(kn_cg_fn *f, LLVMValueRef v, kn_dtype t, int lanes) {
+  LLVMTypeRef reg = kn_cg_reg_type(f->m, t, lanes);
+  switch (t) {
+  case KN_DT_BOOL: return LLVMBuildICmp(f->b, LLVMIntNE, v, LLVMConstNull(LLVMTypeOf(v)), "");
+  case KN_DT_F16: {
+    LLVMTypeRef half = LLVMHalfTypeInContext(f->m->ctx);
+    if (lanes > 1) half = LLVMVectorType(half, (unsigned)lanes);
+    return LLVMBuildFPExt(f->b, LLVMBuildBitCast(f->b, v, half, ""), reg, "");
+  }
+  case KN_DT_BF16: {
+    LLVMTypeRef i32 = kn_cg_reg_type(f->m, KN_DT_I32, lanes);
+    LLVMValueRef w = LLVMBuildShl(f->b, LLVMBuildZExt(f->b, v, i32, ""), kn_cg_const_i(i32, 16), "");
+    return LLVMBuildBitCast(f->b, w, reg, "");
+  }
+  default: return v;
+  }
+}
+
+static LLVMValueRef reg_to_mem(kn_cg_fn *f, LLVMValueRef v, kn_dtype t, int lanes) {
+  LLVMTypeRef mem = kn_cg_mem_type(f->m, t, lanes);
+  switch (t) {
+  case KN_DT_BOOL: return LLVMBuildZExt(f->b, v, mem, "");
+  case KN_DT_F16: {
+    LLVMTypeRef half = LLVMHalfTypeInContext(f->m->ctx);
+    if (lanes > 1) half = LLVMVectorType(half, (unsigned)lanes);
+    return LLVMBuildBitCast(f->b, LLVMBuildFPTrunc(f->b, v, half, ""), mem, "");
+  }
+  case KN_DT_BF16: {
+    LLVMTypeRef i32 = kn_cg_reg_type(f->m, KN_DT_I32, lanes);
+    LLVMValueRef hi = LLVMBuildLShr(f->b, round_bf16_bits(f, v), kn_cg_const_i(i32, 16), "");
+    return LLVMBuildTrunc(f->b, hi, mem, "");
+  }
+  default: return v;
+  }
+}
+
+/* ---- memory access ---- */
+
+LLVMValueRef kn_cg_buffer_ptr(kn_cg_fn *f, const kn_buffer *buf) {
+  for (int i = f->n_bufs - 1; i >= 0; i--)
+    if (f->bufs[i].buf == buf) return f->bufs[i].ptr;
+  KN_UNREACHABLE("buffer used outside its kernel parameters / ALLOC");
+}
+
+/* Decomposes a vector int64 index into lane i = base + i * stride, emitting
+ * the scalar base. False if the index is not of that form. */
+static bool lane_linear(kn_cg_fn *f, const kn_expr *e, LLVMValueRef *base, int64_t *stride) {
+  LLVMValueRef ba, bb;
+  int64_t sa, sb, c;
+  switch (e->kind) {
+  case KN_E_RAMP:
+    if (!const_int_of(e->u.ramp.stride, stride)) return false;
+    *base = kn_cg_expr(f, e->u.ramp.base);
+    return true;
+  case KN_E_BROADCAST:
+    *base = kn_cg_expr(f, e->u.un.a);
+    *stride = 0;
+    return true;
+  case KN_E_ADD:
+  case KN_E_SUB:
+    if (!lane_linear(f, e->u.bin.a, &ba, &sa) || !lane_linear(f, e->u.bin.b, &bb, &sb))
+      return false;
+    if (e->kind == KN_E_ADD) {
+      if (__builtin_add_overflow(sa, sb, stride)) return false;
+      *base = LLVMBuildNSWAdd(f->b, ba, bb, "");
+    } else {
+      if (__builtin_sub_overflow(sa, sb, stride)) return false;
+      *base = LLVMBuildNSWSub(f->b, ba, bb, "");
+    }
+    return true;
+  case KN_E_MUL: {
+    const kn_expr *lin = e->u.bin.a, *k = e->u.bin.b;
+    if (!const_int_of(k, &c)) {
+      lin = e->u.bin.b;
+      k = e->u.bin.a;
+      if (!const_int_of(k, &c)) return false;
+    }
+    if (!lane_linear(f, lin, &ba, &sa) || __builtin_mul_overflow(sa, c, stride)) return false;
+    *base = LLVMBuildNSWMul(f->b, ba, LLVMConstInt(LLVMTypeOf(ba), (unsigned long long)c, 1), "");
+    return true;
+  }
+  default: return false;
+  }
+}
+
+typedef struct access {
+  int kind; /* 0 scalar, 1 contiguous vector, 2 splat of a scalar, 3 gather/scatter */
+  LLVMValueRef ptr; /* scalar element pointer (kinds 0-2) or vector of pointers (3) */
+} access;
+
+static access address(kn_cg_fn *f, const kn_buffer *buf, const kn_expr *index) {
+  LLVMTypeRef elem = kn_cg_mem_type(f->m, buf->dtype, 1);
+  LLVMValueRef base_ptr = kn_cg_buffer_ptr(f, buf);
+  access a;
+  if (index->lanes == 1) {
+    LLVMValueRef idx = kn_cg_expr(f, index);
+    a.kind = 0;
+    a.ptr = LLVMBuildInBoundsGEP2(f->b, elem, base_ptr, &idx, 1, "");
+    return a;
+  }
+  LLVMValueRef base;
+  int64_t stride;
+  LLVMValueRef vidx;
+  if (lane_linear(f, index, &base, &stride)) {
+    if (stride == 1 || stride == 0) {
+      a.kind = stride == 1 ? 1 : 2;
+      a.ptr = LLVMBuildInBoundsGEP2(f->b, elem, base_ptr, &base, 1, "");
+      return a;
+    }
+    vidx = LLVMBuildNSWAdd(f->b, splat(f, base, index->lanes), lane_offsets(f, index->lanes, stride), "");
+  } else {
+    vidx = kn_cg_expr(f, index);
+  }
+  a.kind = 3;
+  a.ptr = LLVMBuildInBoundsGEP2(f->b, elem, base_ptr, &vidx, 1, "");
+  return a;
+}
+
+static LLVMValueRef all_true(kn_cg_fn *f, int lanes) {
+  return kn_cg_const_i(kn_cg_reg_type(f->m, KN_DT_BOOL, lanes), -1);
+}
+
+static LLVMValueRef emit_load(kn_cg_fn *f, const kn_expr *e) {
+  const kn_buffer *buf = e->u.load.buffer;
+  KN_ASSERT(buf, "TE load reached codegen");
+  int lanes = e->lanes;
+  unsigned align = (unsigned)kn_dtype_size(buf->dtype);
+  LLVMTypeRef elem = kn_cg_mem_type(f->m, buf->dtype, 1);
+  LLVMTypeRef vec = kn_cg_mem_type(f->m, buf->dtype, lanes);
+  access a = address(f, buf, e->u.load.index);
+  LLVMValueRef v;
+  switch (a.kind) {
+  case 0:
+  case 2:
+    v = LLVMBuildLoad2(f->b, elem, a.ptr, "");
+    LLVMSetAlignment(v, align);
+    v = mem_to_reg(f, v, buf->dtype, 1);
+    return splat(f, v, lanes);
+  case 1: {
+    LLVMValueRef p = LLVMBuildBitCast(f->b, a.ptr, LLVMPointerType(vec, 0), "");
+    v = LLVMBuildLoad2(f->b, vec, p, "");
+    LLVMSetAlignment(v, align);
+    return mem_to_reg(f, v, buf->dtype, lanes);
+  }
+  default: {
+    LLVMTypeRef i32 = LLVMInt32TypeInContext(f->m->ctx);
+    LLVMValueRef args[4] = {a.ptr, LLVMConstInt(i32, align, 0), all_true(f, lanes), LLVMGetUndef(vec)};
+    LLVMTypeRef over[2] = {vec, LLVMTypeOf(a.ptr)};
+    v = kn_cg_call_intrinsic(f, "llvm.masked.gather", over, 2, args, 4);
+    return mem_to_reg(f, v, buf->dtype, lanes);
+  }
+  }
+}
+
+void kn_cg_store(kn_cg_fn *f, const kn_buffer *buf, const kn_expr *index, LLVMValueRef value) {
+  int lanes = index->lanes;
+  unsigned align = (unsigned)kn_dtype_size(buf->dtype);
+  LLVMTypeRef vec = kn_cg_mem_type(f->m, buf->dtype, lanes);
+  LLVMValueRef mem = reg_to_mem(f, value, buf->dtype, lanes);
+  access a = address(f, buf, index);
+  LLVMValueRef st;
+  switch (a.kind) {
+  case 0:
+    st = LLVMBuildStore(f->b, mem, a.ptr);
+    LLVMSetAlignment(st, align);
+    return;
+  case 2: { /* every lane writes the same element: the last lane wins */
+    LLVMTypeRef i32 = LLVMInt32TypeInContext(f->m->ctx);
+    LLVMValueRef last = LLVMBuildExtractElement(f->b, mem, LLVMConstInt(i32, (unsigned)lanes - 1, 0), "");
+    st = LLVMBuildStore(f->b, last, a.ptr);
+    LLVMSetAlignment(st, align);
+    return;
+  }
+  case 1: {
+    LLVMValueRef p = LLVMBuildBitCast(f->b, a.ptr, LLVMPointerType(vec, 0), "");
+    st = LLVMBuildStore(f->b, mem, p);
+    LLVMSetAlignment(st, align);
+    return;
+  }
+  default: {
+    LLVMTypeRef i32 = LLVMInt32TypeInContext(f->m->ctx);
+    LLVMValueRef args[4] = {mem, a.ptr, LLVMConstInt(i32, align, 0), all_true(f, lanes)};
+    LLVMTypeRef over[2] = {vec, LLVMTypeOf(a.ptr)};
+    kn_cg_call_intrinsic(f, "llvm.masked.scatter", over, 2, args, 4);
+    return;
+  }
+  }
+}
+
+/* ---- arithmetic ---- */
+
+static bool is_float(kn_dtype t) { return kn_dtype_is_float(t); }
+static bool is_unsigned(kn_dtype t) { return !kn_dtype_is_signed(t); } /* incl. bool */
+
+/* a*b+c with contraction: fmuladd. `neg_mul` / `neg_c` flip signs. */
+static LLVMValueRef fmuladd(kn_cg_fn *f, const kn_expr *mul, LLVMValueRef c, bool neg_mul) {
+  LLVMValueRef a = kn_cg_expr(f, mul->u.bin.a), b = kn_cg_expr(f, mul->u.bin.b);
+  if (neg_mul) a = LLVMBuildFNeg(f->b, a, "");
+  LLVMTypeRef ty = LLVMTypeOf(a);
+  LLVMValueRef args[3] = {a, b, c};
+  return kn_cg_call_intrinsic(f, "llvm.fmuladd", &ty, 1, args, 3);
+}
+
+static LLVMValueRef emit_float_addsub(kn_cg_fn *f, const kn_expr *e) {
+  const kn_expr *a = e->u.bin.a, *b = e->u.bin.b;
+  bool f16ish = e->dtype == KN_DT_F16 || e->dtype == KN_DT_BF16;
+  if (!f16ish) {
+    if (e->kind == KN_E_ADD && a->kind == KN_E_MUL) return fmuladd(f, a, kn_cg_expr(f, b), false);
+    if (e->kind == KN_E_ADD && b->kind == KN_E_MUL) return fmuladd(f, b, kn_cg_expr(f, a), false);
+    if (e->kind == KN_E_SUB && b->kind == KN_E_MUL) return fmuladd(f, b, kn_cg_expr(f, a), true);
+    if (e->kind == KN_E_SUB && a->kind == KN_E_MUL)
+      return fmuladd(f, a, LLVMBuildFNeg(f->b, kn_cg_expr(f, b), ""), false);
+  }
+  LLVMValueRef va = kn_cg_expr(f, a), vb = kn_cg_expr(f, b);
+  return e->kind == KN_E_ADD ? LLVMBuildFAdd(f->b, va, vb, "") : LLVMBuildFSub(f->b, va, vb, "");
+}
+
+static int log2_exact(int64_t c) {
+  if (c <= 0 || (c & (c - 1))) return -1;
+  return __builtin_ctzll((unsigned long long)c);
+}
+
+static LLVMValueRef emit_divmod(kn_cg_fn *f, const kn_expr *e, LLVMValueRef a, LLVMValueRef b) {
+  bool div = e->kind == KN_E_DIV;
+  LLVMTypeRef ty = LLVMTypeOf(a);
+  if (is_float(e->dtype)) return div ? LLVMBuildFDiv(f->b, a, b, "") : LLVMBuildFRem(f->b, a, b, "");
+  LLVMValueRef zero = LLVMConstNull(ty), one = kn_cg_const_i(ty, 1);
+  int64_t c, alo, ahi, blo, bhi;
+  bool bconst = const_int_of(e->u.bin.b, &c);
+  if (bconst && c == 0) return zero; /* x / 0 and x % 0 are defined as 0 */
+  if (is_unsigned(e->dtype)) {
+    if (!bconst) {
+      LLVMValueRef bz = LLVMBuildICmp(f->b, LLVMIntEQ, b, zero, "");
+      LLVMValueRef safe = LLVMBuildSelect(f->b, bz, one, b, "");
+      LLVMValueRef r = div ? LLVMBuildUDiv(f->b, a, safe, "") : LLVMBuildURem(f->b, a, safe, "");
+      return LLVMBuildSelect(f->b, bz, zero, r, "");
+    }
+    return div ? LLVMBuildUDiv(f->b, a, b, "") : LLVMBuildURem(f->b, a, b, "");
+  }
+  kn_cg_range(f, e->u.bin.a, &alo, &ahi);
+  kn_cg_range(f, e->u.bin.b, &blo, &bhi);
+  if (alo >= 0 && blo > 0) /* both non-negative: floor == truncation */
+    return div ? LLVMBuildUDiv(f->b, a, b, "") : LLVMBuildURem(f->b, a, b, "");
+  int shift = bconst ? log2_exact(c) : -1;
+  if (shift >= 0)
+    return div ? LLVMBuildAShr(f->b, a, kn_cg_const_i(ty, shift), "")
+               : LLVMBuildAnd(f->b, a, kn_cg_const_i(ty, c - 1), "");
+  if (bconst && c == -1) return div ? LLVMBuildSub(f->b, zero, a, "") : zero;
+  LLVMValueRef bz = NULL, bm1 = NULL, safe = b;
+  if (!bconst && !(blo > 0)) {
+    /* guard the trapping cases: b == 0 and b == -1 (INT_MIN / -1) */
+    bz = LLVMBuildICmp(f->b, LLVMIntEQ, b, zero, "");
+    bm1 = LLVMBuildICmp(f->b, LLVMIntEQ, b, kn_cg_const_i(ty, -1), "");
+    safe = LLVMBuildSelect(f->b, LLVMBuildOr(f->b, bz, bm1, ""), one, b, "");
+  }
+  LLVMValueRef q = LLVMBuildSDiv(f->b, a, safe, ""), r = LLVMBuildSRem(f->b, a, safe, "");
+  /* floor fix-up: a non-zero remainder whose sign differs from b's */
+  LLVMValueRef nz = LLVMBuildICmp(f->b, LLVMIntNE, r, zero, "");
+  LLVMValueRef sign = LLVMBuildICmp(f->b, LLVMIntSLT, LLVMBuildXor(f->b, r, safe, ""), zero, "");
+  LLVMValueRef adj = LLVMBuildAnd(f->b, nz, sign, "");
+  LLVMValueRef res = div ? LLVMBuildSub(f->b, q, LLVMBuildZExt(f->b, adj, ty, ""), "")
+                         : LLVMBuildAdd(f->b, r, LLVMBuildSelect(f->b, adj, safe, zero, ""), "");
+  if (bz) {
+    LLVMValueRef special = div ? LLVMBuildSub(f->b, zero, a, "") : zero;
+    res = LLVMBuildSelect(f->b, bm1, special, res, "");
+    res = LLVMBuildSelect(f->b, bz, zero, res, "");
+  }
+  return res;
+}
+
+static LLVMValueRef emit_minmax(kn_cg_fn *f, const kn_expr *e, LLVMValueRef a, LLVMValueRef b) {
+  bool is_min = e->kind == KN_E_MIN;
+  if (is_float(e->dtype)) {
+    LLVMTypeRef ty = LLVMTypeOf(a);
+    LLVMValueRef args[2] = {a, b};
+    return kn_cg_call_intrinsic(f, is_min ? "llvm.minnum" : "llvm.maxnum", &ty, 1, args, 2);
+  }
+  LLVMIntPredicate p = is_unsigned(e->dtype) ? (is_min ? LLVMIntULT : LLVMIntUGT)
+                                             : (is_min ? LLVMIntSLT : LLVMIntSGT);
+  return LLVMBuildSelect(f->b, LLVMBuildICmp(f->b, p, a, b, ""), a, b, "");
+}
+
+static LLVMValueRef emit_compare(kn_cg_fn *f, const kn_expr *e) {
+  kn_dtype t = e->u.bin.a->dtype;
+  LLVMValueRef a = kn_cg_expr(f, e->u.bin.a), b = kn_cg_expr(f, e->u.bin.b);
+  if (is_float(t)) {
+    static const LLVMRealPredicate fp[] = {LLVMRealOEQ, LLVMRealUNE, LLVMRealOLT,
+                                           LLVMRealOLE, LLVMRealOGT, LLVMRealOGE};
+    return LLVMBuildFCmp(f->b, fp[e->kind - KN_E_EQ], a, b, "");
+  }
+  static const LLVMIntPredicate sp[] = {LLVMIntEQ, LLVMIntNE, LLVMIntSLT,
+                                        LLVMIntSLE, LLVMIntSGT, LLVMIntSGE};
+  static const LLVMIntPredicate up[] = {LLVMIntEQ, LLVMIntNE, LLVMIntULT,
+                                        LLVMIntULE, LLVMIntUGT, LLVMIntUGE};
+  return LLVMBuildICmp(f->b, (is_unsigned(t) ? up : sp)[e->kind - KN_E_EQ], a, b, "");
+}
+
+static LLVMValueRef emit_cast(kn_cg_fn *f, LLVMValueRef v, kn_dtype from, kn_dtype to, int lanes) {
+  if (from == to) return v;
+  LLVMTypeRef dst = kn_cg_reg_type(f->m, to, lanes);
+  if (is_float(from)) {
+    if (to == KN_DT_BOOL)
+      return LLVMBuildFCmp(f->b, LLVMRealUNE, v, LLVMConstNull(LLVMTypeOf(v)), "");
+    if (kn_dtype_is_int(to))
+      return is_unsigned(to) ? LLVMBuildFPToUI(f->b, v, dst, "") : LLVMBuildFPToSI(f->b, v, dst, "");
+    if (to == KN_DT_F64) return from == KN_DT_F64 ? v : LLVMBuildFPExt(f->b, v, dst, "");
+    if (from == KN_DT_F64 && to == KN_DT_F16) {
+      LLVMTypeRef half = LLVMHalfTypeInContext(f->m->ctx);
+      if (lanes > 1) half = LLVMVectorType(half, (unsigned)lanes);
+      return LLVMBuildFPExt(f->b, LLVMBuildFPTrunc(f->b, v, half, ""), dst, "");
+    }
+    if (from == KN_DT_F64) v = LLVMBuildFPTrunc(f->b, v, dst, "");
+    return round_to(f, v, to); /* to f32 / f16 / bf16 */
+  }
+  /* from an integer or bool */
+  if (is_float(to)) {
+    LLVMValueRef r = is_unsigned(from) ? LLVMBuildUIToFP(f->b, v, dst, "") : LLVMBuildSIToFP(f->b, v, dst, "");
+    return round_to(f, r, to);
+  }
+  if (to == KN_DT_BOOL) return LLVMBuildICmp(f->b, LLVMIntNE, v, LLVMConstNull(LLVMTypeOf(v)), "");
+  size_t sf = from == KN_DT_BOOL ? 0 : kn_dtype_size(from), st = kn_dtype_size(to);
+  if (sf == st) return v;
+  if (sf > st) return LLVMBuildTrunc(f->b, v, dst, "");
+  return is_unsigned(from) ? LLVMBuildZExt(f->b, v, dst, "") : LLVMBuildSExt(f->b, v, dst, "");
+}
+
+/* Horizontal fold of a vector by halving (the tree order of reassociation). */
+static LLVMValueRef vreduce(kn_cg_fn *f, kn_fn fn, kn_dtype t, LLVMValueRef v) {
+  LLVMTypeRef ty = LLVMTypeOf(v);
+  if (!is_vector(ty)) return v;
+  LLVMTypeRef i32 = LLVMInt32TypeInContext(f->m->ctx);
+  unsigned n = LLVMGetVectorSize(ty);
+  kn_expr_kind op = fn == KN_FN_VREDUCE_ADD ? KN_E_ADD : fn == KN_FN_VREDUCE_MAX ? KN_E_MAX : KN_E_MIN;
+  kn_expr probe = {.kind = op, .dtype = t, .lanes = 1};
+  while (n > 1 && !(n & 1)) {
+    unsigned h = n / 2;
+    LLVMValueRef lo_idx[256], hi_idx[256];
+    KN_ASSERT(h <= 256, "vector too wide");
+    for (unsigned i = 0; i < h; i++) {
+      lo_idx[i] = LLVMConstInt(i32, i, 0);
+      hi_idx[i] = LLVMConstInt(i32, h + i, 0);
+    }
+    LLVMValueRef lo = LLVMBuildShuffleVector(f->b, v, LLVMGetUndef(LLVMTypeOf(v)), LLVMConstVector(lo_idx, h), "");
+    LLVMValueRef hi = LLVMBuildShuffleVector(f->b, v, LLVMGetUndef(LLVMTypeOf(v)), LLVMConstVector(hi_idx, h), "");
+    if (op == KN_E_ADD)
+      v = is_float(t) ? LLVMBuildFAdd(f->b, lo, hi, "") : LLVMBuildAdd(f->b, lo, hi, "");
+    else
+      v = emit_minmax(f, &probe, lo, hi);
+    n = h;
+  }
+  LLVMValueRef acc = LLVMBuildExtractElement(f->b, v, LLVMConstInt(i32, 0, 0), "");
+  for (unsigned i = 1; i < n; i++) { /* odd widths: finish serially */
+    LLVMValueRef x = LLVMBuildExtractElement(f->b, v, LLVMConstInt(i32, i, 0), "");
+    if (op == KN_E_ADD)
+      acc = is_float(t) ? LLVMBuildFAdd(f->b, acc, x, "") : LLVMBuildAdd(f->b, acc, x, "");
+    else
+      acc = emit_minmax(f, &probe, acc, x);
+  }
+  return acc;
+}
+
+static LLVMValueRef emit_call(kn_cg_fn *f, const kn_expr *e) {
+  kn_fn fn = e->u.call.fn;
+  LLVMValueRef args[4];
+  int n = e->u.call.n;
+  KN_ASSERT(n >= 1 && n <= 3, "intrinsic arity");
+  for (int i = 0; i < n; i++) args[i] = kn_cg_expr(f, e->u.call.args[i]);
+  if (fn == KN_FN_VREDUCE_ADD || fn == KN_FN_VREDUCE_MAX || fn == KN_FN_VREDUCE_MIN)
+    return vreduce(f, fn, e->dtype, args[0]);
+  if (is_float(e->dtype)) {
+    LLVMValueRef r = kn_cg_math(f, fn, args, n);
+    return round_to(f, r, e->dtype);
+  }
+  /* integer intrinsics */
+  switch (fn) {
+  case KN_FN_ABS: {
+    if (is_unsigned(e->dtype)) return args[0];
+    LLVMTypeRef ty = LLVMTypeOf(args[0]);
+    LLVMValueRef a[2] = {args[0], LLVMConstInt(LLVMInt1TypeInContext(f->m->ctx), 0, 0)};
+    return kn_cg_call_intrinsic(f, "llvm.abs", &ty, 1, a, 2);
+  }
+  case KN_FN_FLOOR:
+  case KN_FN_CEIL:
+  case KN_FN_ROUND: return args[0];
+  case KN_FN_FMA: return LLVMBuildAdd(f->b, LLVMBuildMul(f->b, args[0], args[1], ""), args[2], "");
+  default: KN_UNREACHABLE("float intrinsic applied to an integer");
+  }
+}
+
+static LLVMValueRef emit(kn_cg_fn *f, const kn_expr *e) {
+  kn_cg_module *m = f->m;
+  switch (e->kind) {
+  case KN_E_INT: {
+    LLVMValueRef v = LLVMConstInt(kn_cg_reg_type(m, e->dtype, 1), (unsigned long long)e->u.ival,
+                                  kn_dtype_is_signed(e->dtype));
+    return e->lanes > 1 ? splat_const(kn_cg_reg_type(m, e->dtype, e->lanes), v) : v;
+  }
+  case KN_E_FLOAT: {
+    double v = e->u.fval;
+    if (e->dtype == KN_DT_F16) v = kn_f16_to_f32(kn_f32_to_f16((float)v));
+    if (e->dtype == KN_DT_BF16) v = kn_bf16_to_f32(kn_f32_to_bf16((float)v));
+    return kn_cg_const_f(kn_cg_reg_type(m, e->dtype, e->lanes), v);
+  }
+  case KN_E_VAR: {
+    const kn_cg_binding *b = find_var(f, e->u.var);
+    if (b) return b->value;
+    KN_ASSERT(f->kernel->batch == e->u.var, "variable used outside its loop / let");
+    return f->batch;
+  }
+  case KN_E_ADD:
+  case KN_E_SUB:
+  case KN_E_MUL: {
+    if (is_float(e->dtype) && e->kind != KN_E_MUL) return emit_float_addsub(f, e);
+    LLVMValueRef a = kn_cg_expr(f, e->u.bin.a), b = kn_cg_expr(f, e->u.bin.b);
+    if (is_float(e->dtype)) return LLVMBuildFMul(f->b, a, b, "");
+    bool nsw = e->dtype == KN_DT_I64;
+    switch (e->kind) {
+    case KN_E_ADD: return nsw ? LLVMBuildNSWAdd(f->b, a, b, "") : LLVMBuildAdd(f->b, a, b, "");
+    case KN_E_SUB: return nsw ? LLVMBuildNSWSub(f->b, a, b, "") : LLVMBuildSub(f->b, a, b, "");
+    default: return nsw ? LLVMBuildNSWMul(f->b, a, b, "") : LLVMBuildMul(f->b, a, b, "");
+    }
+  }
+  case KN_E_DIV:
+  case KN_E_MOD: return emit_divmod(f, e, kn_cg_expr(f, e->u.bin.a), kn_cg_expr(f, e->u.bin.b));
+  case KN_E_MIN:
+  case KN_E_MAX: return emit_minmax(f, e, kn_cg_expr(f, e->u.bin.a), kn_cg_expr(f, e->u.bin.b));
+  case KN_E_EQ:
+  case KN_E_NE:
+  case KN_E_LT:
+  case KN_E_LE:
+  case KN_E_GT:
+  case KN_E_GE: return emit_compare(f, e);
+  case KN_E_AND: return LLVMBuildAnd(f->b, kn_cg_expr(f, e->u.bin.a), kn_cg_expr(f, e->u.bin.b), "");
+  case KN_E_OR: return LLVMBuildOr(f->b, kn_cg_expr(f, e->u.bin.a), kn_cg_expr(f, e->u.bin.b), "");
+  case KN_E_NOT: return LLVMBuildNot(f->b, kn_cg_expr(f, e->u.un.a), "");
+  case KN_E_SELECT:
+    return LLVMBuildSelect(f->b, kn_cg_expr(f, e->u.sel.cond), kn_cg_expr(f, e->u.sel.t),
+                           kn_cg_expr(f, e->u.sel.f), "");
+  case KN_E_CAST:
+    return emit_cast(f, kn_cg_expr(f, e->u.un.a), e->u.un.a->dtype, e->dtype, e->lanes);
+  case KN_E_CALL: return emit_call(f, e);
+  case KN_E_LOAD: return emit_load(f, e);
+  case KN_E_RAMP: {
+    LLVMValueRef base = splat(f, kn_cg_expr(f, e->u.ramp.base), e->lanes);
+    int64_t s;
+    if (const_int_of(e->u.ramp.stride, &s))
+      return LLVMBuildNSWAdd(f->b, base, lane_offsets(f, e->lanes, s), "");
+    LLVMValueRef stride = splat(f, kn_cg_expr(f, e->u.ramp.stride), e->lanes);
+    return LLVMBuildNSWAdd(f->b, base, LLVMBuildNSWMul(f->b, stride, lane_offsets(f, e->lanes, 1), ""), "");
+  }
+  case KN_E_BROADCAST: return splat(f, kn_cg_expr(f, e->u.un.a), e->lanes);
+  case KN_E_REDUCE: KN_UNREACHABLE("REDUCE reached codegen (TE only)");
+  }
+  KN_UNREACHABLE("unknown expression kind");
+}
+
+LLVMValueRef kn_cg_expr(kn_cg_fn *f, const kn_expr *e) {
+  LLVMValueRef v = memo_get(f, e);
+  if (v) return v;
+  v = emit(f, e);
+  memo_slot(f, e)->v = v;
+  return v;
+}

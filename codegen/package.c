@@ -1,0 +1,387 @@
+/* package.c — plan -> artifact: one LLVM module holding every kernel, the
+ * constants (internal, 64-byte aligned, .rodata), the plan tables and the
+ * kiln_artifact descriptor, plus the generated PREFIX_run / PREFIX_set_threads
+ * wrappers; then object emission, linking with the embedded runtime, the
+ * header, and the atomic rename into place.
+ *
+ * Requires: a plan whose steps reference finalized kernels (ir/loop.h) and
+ * whose argument tables are consistent; violations of the ABI bounds (too
+ * many kernel arguments, bad indices) are reported as diagnostics.
+ * Guarantees: the descriptor layout is exactly include/kiln/artifact.h on
+ * LP64 targets (every pointer field is emitted as i8*); only PREFIX_* (and
+ * kiln_artifact_v1 in a .so) are exported. */
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../rt/runtime.h"
+#include "cg_llvm.h"
+#include "package.h"
+
+extern const unsigned char kn_rt_object_host[]; /* rt/kn_rt_blob.c (generated) */
+extern const size_t kn_rt_object_host_size;
+
+#if defined(__x86_64__)
+#define KN_BUILD_ARCH KN_ARCH_X86_64
+#elif defined(__aarch64__)
+#define KN_BUILD_ARCH KN_ARCH_AARCH64
+#else
+#define KN_BUILD_ARCH -1
+#endif
+
+void kn_cg_target_string(const kn_target *t, char *buf, size_t cap) {
+  snprintf(buf, cap, "%s -mcpu=%s%s%s", t->triple, t->cpu, t->features[0] ? " -mattr=" : "",
+           t->features);
+}
+
+/* ---- plan checks (bad plans are reported, not asserted: they may come
+ * from a tuning log or a future pipeline stage) ---- */
+
+static bool is_identifier(const char *s) {
+  if (!s || !(isalpha((unsigned char)*s) || *s == '_')) return false;
+  for (; *s; s++)
+    if (!(isalnum((unsigned char)*s) || *s == '_')) return false;
+  return true;
+}
+
+static int check_tensors(const kn_plan_tensor *t, int n, const char *what, kn_diag *d) {
+  for (int i = 0; i < n; i++) {
+    if (!t[i].name) return kn_diag_error(d, "plan %s %d has no name", what, i);
+    if (t[i].shape.rank < 0 || t[i].shape.rank > KN_MAX_RANK)
+      return kn_diag_error(d, "plan %s '%s' has rank %d", what, t[i].name, t[i].shape.rank);
+    if (kn_dtype_to_onnx(t[i].dtype) == 0)
+      return kn_diag_error(d, "plan %s '%s' has no ONNX dtype", what, t[i].name);
+  }
+  return 0;
+}
+
+static int check_plan(const kn_plan *p, kn_diag *d) {
+  if (!is_identifier(p->prefix))
+    return kn_diag_error(d, "artifact prefix '%s' is not a C identifier", p->prefix ? p->prefix : "");
+  if (p->max_batch < 1) return kn_diag_error(d, "max batch %lld must be >= 1", (long long)p->max_batch);
+  if (p->workspace_bytes < 0) return kn_diag_error(d, "negative workspace size");
+  if (check_tensors(p->inputs, p->n_inputs, "input", d) ||
+      check_tensors(p->outputs, p->n_outputs, "output", d))
+    return -1;
+  for (int c = 0; c < p->n_consts; c++) {
+    if (p->consts[c].bytes < 0 || (p->consts[c].bytes > 0 && !p->consts[c].data))
+      return kn_diag_error(d, "constant %d ('%s') has no data", c, p->consts[c].name);
+    if (p->consts[c].bytes > (int64_t)UINT32_MAX)
+      return kn_diag_error(d, "constant '%s' is larger than 4 GiB", p->consts[c].name);
+  }
+  for (int s = 0; s < p->n_steps; s++) {
+    const kn_plan_step *st = &p->steps[s];
+    const char *kname = st->kernel ? st->kernel->name : "?";
+    if (!st->kernel || !st->kernel->name) return kn_diag_error(d, "plan step %d has no kernel", s);
+    if (st->n_args != st->kernel->n_params)
+      return kn_diag_error(d, "step %d (%s): %d arguments for %d kernel parameters", s, kname,
+                           st->n_args, st->kernel->n_params);
+    if (st->n_args > KN_RT_MAX_ARGS)
+      return kn_diag_error(d, "step %d (%s): %d kernel arguments, the runtime allows %d", s, kname,
+                           st->n_args, KN_RT_MAX_ARGS);
+    for (int a = 0; a < st->n_args; a++) {
+      const kn_plan_arg *arg = &st->args[a];
+      int limit = arg->kind == KILN_ARG_CONST    ? p->n_consts
+                  : arg->kind == KILN_ARG_INPUT  ? p->n_inputs
+                  : arg->kind == KILN_ARG_OUTPUT ? p->n_outputs
+                                                 : 1;
+      if (arg->kind < KILN_ARG_WORKSPACE || arg->kind > KILN_ARG_OUTPUT || arg->index < 0 ||
+          arg->index >= limit || arg->offset < 0 ||
+          (arg->kind == KILN_ARG_WORKSPACE && arg->offset > p->workspace_bytes))
+        return kn_diag_error(d, "step %d (%s): argument %d (kind %d, index %d, offset %lld) is out of range",
+                             s, kname, a, arg->kind, arg->index, (long long)arg->offset);
+    }
+  }
+  return 0;
+}
+
+/* ---- module tables ---- */
+
+typedef struct tables {
+  kn_cg_module *m;
+  LLVMTypeRef i8p, i32, i64, f64;
+  LLVMTypeRef desc_ty, arg_ty, step_ty, art_ty;
+} tables;
+
+static LLVMValueRef i32c(tables *t, int64_t v) { return LLVMConstInt(t->i32, (unsigned long long)v, 1); }
+static LLVMValueRef i64c(tables *t, int64_t v) { return LLVMConstInt(t->i64, (unsigned long long)v, 1); }
+
+/* A private constant global; returns it as i8*. */
+static LLVMValueRef private_const(tables *t, LLVMValueRef init, const char *name, unsigned align) {
+  LLVMValueRef g = LLVMAddGlobal(t->m->mod, LLVMTypeOf(init), name);
+  LLVMSetInitializer(g, init);
+  LLVMSetGlobalConstant(g, 1);
+  LLVMSetLinkage(g, LLVMPrivateLinkage);
+  if (align) LLVMSetAlignment(g, align);
+  return LLVMConstBitCast(g, t->i8p);
+}
+
+static LLVMValueRef cstr(tables *t, const char *s) {
+  if (!s) s = "";
+  LLVMValueRef init = LLVMConstStringInContext(t->m->ctx, s, (unsigned)strlen(s), 0);
+  LLVMValueRef g = LLVMAddGlobal(t->m->mod, LLVMTypeOf(init), ".str");
+  LLVMSetInitializer(g, init);
+  LLVMSetGlobalConstant(g, 1);
+  LLVMSetLinkage(g, LLVMPrivateLinkage);
+  LLVMSetUnnamedAddress(g, LLVMGlobalUnnamedAddr);
+  return LLVMConstBitCast(g, t->i8p);
+}
+
+static LLVMValueRef array_or_null(tables *t, LLVMTypeRef elem, LLVMValueRef *vals, int n,
+                                  const char *name, unsigned align) {
+  if (n == 0) return LLVMConstPointerNull(t->i8p);
+  return private_const(t, LLVMConstArray(elem, vals, (unsigned)n), name, align);
+}
+
+static LLVMValueRef tensor_descs(tables *t, const kn_plan_tensor *ts, int n, const char *name) {
+  LLVMValueRef *descs = calloc((size_t)(n > 0 ? n : 1), sizeof *descs);
+  KN_ASSERT(descs, "out of memory");
+  for (int i = 0; i < n; i++) {
+    LLVMValueRef dims[KN_MAX_RANK];
+    for (int r = 0; r < ts[i].shape.rank; r++) dims[r] = i64c(t, ts[i].shape.dim[r]);
+    LLVMValueRef fields[5] = {
+        cstr(t, ts[i].name),
+        i32c(t, kn_dtype_to_onnx(ts[i].dtype)),
+        i32c(t, ts[i].shape.rank),
+        array_or_null(t, t->i64, dims, ts[i].shape.rank, "dims", 8),
+        i32c(t, (int64_t)ts[i].shape.batch_mask),
+    };
+    descs[i] = LLVMConstNamedStruct(t->desc_ty, fields, 5);
+  }
+  LLVMValueRef arr = array_or_null(t, t->desc_ty, descs, n, name, 8);
+  free(descs);
+  return arr;
+}
+
+static void define_types(tables *t) {
+  LLVMContextRef c = t->m->ctx;
+  t->i8p = LLVMPointerType(LLVMInt8TypeInContext(c), 0);
+  t->i32 = LLVMInt32TypeInContext(c);
+  t->i64 = LLVMInt64TypeInContext(c);
+  t->f64 = LLVMDoubleTypeInContext(c);
+  t->desc_ty = LLVMStructCreateNamed(c, "kiln_tensor_desc");
+  LLVMTypeRef desc[5] = {t->i8p, t->i32, t->i32, t->i8p, t->i32};
+  LLVMStructSetBody(t->desc_ty, desc, 5, 0);
+  t->arg_ty = LLVMStructCreateNamed(c, "kiln_arg");
+  LLVMTypeRef arg[3] = {t->i32, t->i32, t->i64};
+  LLVMStructSetBody(t->arg_ty, arg, 3, 0);
+  t->step_ty = LLVMStructCreateNamed(c, "kiln_step");
+  LLVMTypeRef step[8] = {t->i8p, t->i8p, t->i8p, t->i32, t->i32, t->i32, t->i32, t->f64};
+  LLVMStructSetBody(t->step_ty, step, 8, 0);
+  t->art_ty = LLVMStructCreateNamed(c, "kiln_artifact");
+  LLVMTypeRef art[19] = {t->i32, t->i32, t->i8p, t->i8p, t->i8p, t->i32, t->i32,
+                         t->i8p, t->i8p, t->i64, t->i64, t->i64, t->i32, t->i32,
+                         t->i8p, t->i8p, t->i8p, t->i8p, t->i8p};
+  LLVMStructSetBody(t->art_ty, art, 19, 0);
+}
+
+/* int NAME(params) { return CALLEE(extra_first, params...); } */
+static LLVMValueRef define_wrapper(tables *t, const char *name, LLVMTypeRef ret, LLVMTypeRef *params,
+                                   int n, const char *callee, LLVMValueRef first) {
+  kn_cg_module *m = t->m;
+  LLVMTypeRef fty = LLVMFunctionType(ret, params, (unsigned)n, 0);
+  LLVMValueRef fn = LLVMAddFunction(m->mod, name, fty);
+  kn_cg_set_fn_attrs(m, fn);
+  LLVMTypeRef cparams[8];
+  int cn = 0;
+  if (first) cparams[cn++] = LLVMTypeOf(first);
+  for (int i = 0; i < n; i++) cparams[cn++] = params[i];
+  LLVMTypeRef cty = LLVMFunctionType(ret, cparams, (unsigned)cn, 0);
+  LLVMValueRef cfn = LLVMAddFunction(m->mod, callee, cty);
+  LLVMSetVisibility(cfn, LLVMHiddenVisibility);
+  LLVMBuilderRef b = LLVMCreateBuilderInContext(m->ctx);
+  LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(m->ctx, fn, "entry"));
+  LLVMValueRef args[8];
+  int an = 0;
+  if (first) args[an++] = first;
+  for (int i = 0; i < n; i++) args[an++] = LLVMGetParam(fn, (unsigned)i);
+  LLVMBuildRet(b, LLVMBuildCall2(b, cty, cfn, args, (unsigned)an, ""));
+  LLVMDisposeBuilder(b);
+  return fn;
+}
+
+/* Emits kernels, constants, tables, descriptor and entry points. */
+static void build_module(tables *t, const kn_plan *p, bool shared) {
+  kn_cg_module *m = t->m;
+  define_types(t);
+  /* kernels: one function per distinct kernel */
+  LLVMValueRef *fns = calloc((size_t)(p->n_steps > 0 ? p->n_steps : 1), sizeof *fns);
+  KN_ASSERT(fns, "out of memory");
+  for (int s = 0; s < p->n_steps; s++) {
+    for (int o = 0; o < s && !fns[s]; o++)
+      if (p->steps[o].kernel == p->steps[s].kernel) fns[s] = fns[o];
+    if (!fns[s]) fns[s] = kn_cg_emit_kernel(m, p->steps[s].kernel);
+  }
+  /* constants */
+  LLVMValueRef *consts = calloc((size_t)(p->n_consts > 0 ? p->n_consts : 1), sizeof *consts);
+  KN_ASSERT(consts, "out of memory");
+  for (int c = 0; c < p->n_consts; c++) {
+    LLVMValueRef init = LLVMConstStringInContext(m->ctx, (const char *)p->consts[c].data,
+                                                 (unsigned)p->consts[c].bytes, 1);
+    consts[c] = private_const(t, init, "const", 64);
+  }
+  /* steps and args */
+  int n_args = 0;
+  for (int s = 0; s < p->n_steps; s++) n_args += p->steps[s].n_args;
+  LLVMValueRef *args = calloc((size_t)(n_args > 0 ? n_args : 1), sizeof *args);
+  LLVMValueRef *steps = calloc((size_t)(p->n_steps > 0 ? p->n_steps : 1), sizeof *steps);
+  KN_ASSERT(args && steps, "out of memory");
+  int first = 0;
+  for (int s = 0; s < p->n_steps; s++) {
+    const kn_plan_step *st = &p->steps[s];
+    for (int a = 0; a < st->n_args; a++) {
+      LLVMValueRef f[3] = {i32c(t, st->args[a].kind), i32c(t, st->args[a].index),
+                           i64c(t, st->args[a].offset)};
+      args[first + a] = LLVMConstNamedStruct(t->arg_ty, f, 3);
+    }
+    LLVMValueRef f[8] = {
+        LLVMConstBitCast(fns[s], t->i8p), cstr(t, st->kernel->name), cstr(t, st->kernel->nodes),
+        i32c(t, st->n_args), i32c(t, first), i32c(t, st->kernel->parallel ? 1 : 0), i32c(t, 0),
+        LLVMConstReal(t->f64, st->kernel->flops),
+    };
+    steps[s] = LLVMConstNamedStruct(t->step_ty, f, 8);
+    first += st->n_args;
+  }
+  char target[768];
+  kn_cg_target_string(m->target, target, sizeof target);
+  /* entry points */
+  char name[512];
+  snprintf(name, sizeof name, "%s_artifact", p->prefix);
+  LLVMValueRef art = LLVMAddGlobal(m->mod, t->art_ty, name);
+  LLVMValueRef art_p = LLVMConstBitCast(art, t->i8p);
+  LLVMTypeRef run_params[4] = {LLVMPointerType(t->i8p, 0), LLVMPointerType(t->i8p, 0), t->i8p, t->i64};
+  snprintf(name, sizeof name, "%s_run", p->prefix);
+  LLVMValueRef run = define_wrapper(t, name, t->i32, run_params, 4, "kn_rt_execute", art_p);
+  snprintf(name, sizeof name, "%s_set_threads", p->prefix);
+  LLVMValueRef set_threads = define_wrapper(t, name, t->i32, &t->i32, 1, "kn_rt_set_threads", NULL);
+  LLVMValueRef fields[19] = {
+      i32c(t, KILN_ABI_VERSION),
+      i32c(t, 0),
+      cstr(t, p->prefix),
+      cstr(t, KILN_VERSION),
+      cstr(t, target),
+      i32c(t, p->n_inputs),
+      i32c(t, p->n_outputs),
+      tensor_descs(t, p->inputs, p->n_inputs, "inputs"),
+      tensor_descs(t, p->outputs, p->n_outputs, "outputs"),
+      i64c(t, p->workspace_bytes),
+      i64c(t, 64),
+      i64c(t, p->max_batch),
+      i32c(t, p->n_steps),
+      i32c(t, p->n_consts),
+      array_or_null(t, t->step_ty, steps, p->n_steps, "steps", 8),
+      array_or_null(t, t->arg_ty, args, n_args, "args", 8),
+      array_or_null(t, t->i8p, consts, p->n_consts, "consts", 8),
+      LLVMConstBitCast(run, t->i8p),
+      LLVMConstBitCast(set_threads, t->i8p),
+  };
+  LLVMSetInitializer(art, LLVMConstNamedStruct(t->art_ty, fields, 19));
+  LLVMSetGlobalConstant(art, 1);
+  LLVMSetAlignment(art, 8);
+  if (shared) LLVMAddAlias2(m->mod, t->art_ty, 0, art, "kiln_artifact_v1");
+  free(fns);
+  free(consts);
+  free(args);
+  free(steps);
+}
+
+static const char *ext_of(const char *path) {
+  const char *slash = strrchr(path, '/'), *dot = strrchr(path, '.');
+  return dot && (!slash || dot > slash) ? dot : "";
+}
+
+int kn_cg_package(const kn_plan *plan, const kn_target *t, const char *out_path, kn_diag *d) {
+  const char *ext = ext_of(out_path);
+  bool shared = !strcmp(ext, ".so");
+  if (!shared && strcmp(ext, ".o"))
+    return kn_diag_error(d, "output '%s' must end in .so (shared library) or .o (object)", out_path);
+  if ((int)t->arch != KN_BUILD_ARCH)
+    return kn_diag_error(d,
+                         "cannot package for %s: this kiln only carries a runtime for its own "
+                         "architecture",
+                         t->triple);
+  if (check_plan(plan, d)) return -1;
+  /* header path: same stem, .h */
+  size_t stem = strlen(out_path) - strlen(ext);
+  char *header_path = malloc(stem + 3);
+  KN_ASSERT(header_path, "out of memory");
+  memcpy(header_path, out_path, stem);
+  strcpy(header_path + stem, ".h");
+
+  int status = -1;
+  kn_cg_module m;
+  kn_cg_tmpdir tmp;
+  char kobj[4200], robj[4200], out_tmp[4200], hdr_tmp[4200];
+  if (kn_cg_tmpdir_create(&tmp, out_path, d)) {
+    free(header_path);
+    return -1;
+  }
+  if (kn_cg_module_init(&m, t, plan->prefix, d)) goto fail_tmp;
+  tables tb = {.m = &m};
+  build_module(&tb, plan, shared);
+  if (kn_cg_optimize(&m, d)) goto fail_module;
+  if (kn_cg_emit_object(&m, kn_cg_tmpdir_file(&tmp, "kernels.o", kobj, sizeof kobj), d))
+    goto fail_module;
+  if (kn_cg_write_file(kn_cg_tmpdir_file(&tmp, "runtime.o", robj, sizeof robj), kn_rt_object_host,
+                       kn_rt_object_host_size, d))
+    goto fail_module;
+  kn_cg_tmpdir_file(&tmp, shared ? "artifact.so" : "artifact.o", out_tmp, sizeof out_tmp);
+  if (kn_cg_link(&tmp, kobj, robj, out_tmp, shared, d)) goto fail_module;
+  const char *base = strrchr(out_path, '/');
+  if (kn_cg_write_header(plan, t, kn_cg_tmpdir_file(&tmp, "artifact.h", hdr_tmp, sizeof hdr_tmp),
+                         base ? base + 1 : out_path, d))
+    goto fail_module;
+  if (rename(out_tmp, out_path) != 0) {
+    kn_diag_error(d, "cannot create '%s': %s", out_path, strerror(errno));
+    goto fail_module;
+  }
+  if (rename(hdr_tmp, header_path) != 0) {
+    kn_diag_error(d, "cannot create '%s': %s", header_path, strerror(errno));
+    unlink(out_path);
+    goto fail_module;
+  }
+  status = 0;
+fail_module:
+  kn_cg_module_free(&m);
+fail_tmp:
+  kn_cg_tmpdir_remove(&tmp);
+  free(header_path);
+  return status;
+}
+
+/* ---- single kernels as text ---- */
+
+static int kernel_text(const kn_kernel *k, const kn_target *t, int mode, char **text, kn_diag *d) {
+  kn_cg_module m;
+  if (kn_cg_module_init(&m, t, k->name, d)) return -1;
+  LLVMValueRef fn = kn_cg_emit_kernel(&m, k);
+  /* keep the kernel alive through O3: make the wrapper external */
+  LLVMSetLinkage(fn, LLVMExternalLinkage);
+  int status = 0;
+  if (mode != 0) status = kn_cg_optimize(&m, d);
+  if (!status) {
+    if (mode == 2) {
+      status = kn_cg_emit_asm(&m, text, d);
+    } else {
+      char *s = LLVMPrintModuleToString(m.mod);
+      *text = strdup(s);
+      LLVMDisposeMessage(s);
+      KN_ASSERT(*text, "out of memory");
+    }
+  }
+  kn_cg_module_free(&m);
+  return status;
+}
+
+int kn_cg_kernel_asm(const kn_kernel *k, const kn_target *t, char **text, kn_diag *d) {
+  return kernel_text(k, t, 2, text, d);
+}
+
+int kn_cg_kernel_ir(const kn_kernel *k, const kn_target *t, bool optimized, char **text,
+                    kn_diag *d) {
+  return kernel_text(k, t, optimized ? 1 : 0, text, d);
+}

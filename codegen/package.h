@@ -1,0 +1,35 @@
+/* package.h — internal pieces of packaging (codegen/package*.c): temp files,
+ * external tools, the header writer. The public entry is kn_cg_package in
+ * codegen.h. */
+#ifndef KN_CG_PACKAGE_H
+#define KN_CG_PACKAGE_H
+
+#include <stddef.h>
+
+#include "codegen.h"
+
+/* A private directory next to the output (same file system, so the final
+ * rename is atomic). Removing it deletes every file created in it. */
+typedef struct kn_cg_tmpdir {
+  char path[4096];
+} kn_cg_tmpdir;
+
+int kn_cg_tmpdir_create(kn_cg_tmpdir *t, const char *output_path, kn_diag *d);
+void kn_cg_tmpdir_remove(kn_cg_tmpdir *t);
+/* dir/name into buf (asserts it fits). */
+const char *kn_cg_tmpdir_file(const kn_cg_tmpdir *t, const char *name, char *buf, size_t cap);
+int kn_cg_write_file(const char *path, const void *data, size_t n, kn_diag *d);
+
+/* Links kernels.o + the runtime object into `out` (.so when shared, else a
+ * relocatable .o with the runtime's hidden symbols made local). */
+int kn_cg_link(const kn_cg_tmpdir *t, const char *kernels_obj, const char *rt_obj,
+               const char *out, bool shared, kn_diag *d);
+
+/* Writes the C header of an artifact. */
+int kn_cg_write_header(const kn_plan *plan, const kn_target *t, const char *path,
+                       const char *artifact_file, kn_diag *d);
+
+/* "TRIPLE -mcpu=CPU [-mattr=FEATURES]" into buf. */
+void kn_cg_target_string(const kn_target *t, char *buf, size_t cap);
+
+#endif

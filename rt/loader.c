@@ -1,0 +1,195 @@
+/* loader.c — dlopen-based artifact loader (see loader.h).
+ *
+ * The ELF header is read before dlopen so that the common mistakes (an
+ * aarch64 artifact on x86, a .o, a random file) get a clear message instead
+ * of dlerror()'s. */
+#include "loader.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__x86_64__)
+#define HOST_MACHINE 62 /* EM_X86_64 */
+#define HOST_ARCH "x86_64"
+#elif defined(__aarch64__)
+#define HOST_MACHINE 183 /* EM_AARCH64 */
+#define HOST_ARCH "aarch64"
+#else
+#define HOST_MACHINE -1
+#define HOST_ARCH "this architecture"
+#endif
+
+static const char *machine_name(int m) {
+  switch (m) {
+  case 62: return "x86_64";
+  case 183: return "aarch64";
+  case 40: return "arm (32-bit)";
+  case 3: return "i386";
+  default: return "an unknown architecture";
+  }
+}
+
+static int check_elf(const char *path, kn_diag *d) {
+  FILE *fp = fopen(path, "rb");
+  if (!fp) return kn_diag_error(d, "cannot open artifact '%s': %s", path, strerror(errno));
+  unsigned char h[64];
+  size_t n = fread(h, 1, sizeof h, fp);
+  fclose(fp);
+  if (n < 20 || memcmp(h, "\x7f" "ELF", 4) != 0)
+    return kn_diag_error(d, "'%s' is not a Kiln artifact (not an ELF shared library)", path);
+  int machine = h[5] == 1 ? (h[18] | h[19] << 8) : (h[18] << 8 | h[19]);
+  int type = h[5] == 1 ? (h[16] | h[17] << 8) : (h[16] << 8 | h[17]);
+  if (h[4] != 2 || machine != HOST_MACHINE)
+    return kn_diag_error(d, "'%s' is built for %s%s, but this machine is %s: run it on the target",
+                         path, machine_name(machine), h[4] == 2 ? "" : " (32-bit)", HOST_ARCH);
+  if (type == 1)
+    return kn_diag_error(d,
+                         "'%s' is a relocatable object (.o artifact): link it into your program; "
+                         "only .so artifacts can be loaded",
+                         path);
+  if (type != 3) return kn_diag_error(d, "'%s' is not a shared library", path);
+  return 0;
+}
+
+int kn_loader_open(const char *path, kn_loader *l, kn_diag *d) {
+  memset(l, 0, sizeof *l);
+  if (check_elf(path, d)) return -1;
+  /* dlopen searches the library path for names without a slash. */
+  char *full = NULL;
+  if (!strchr(path, '/')) {
+    full = malloc(strlen(path) + 3);
+    KN_ASSERT(full, "out of memory");
+    sprintf(full, "./%s", path);
+  }
+  void *dl = dlopen(full ? full : path, RTLD_NOW | RTLD_LOCAL);
+  free(full);
+  if (!dl) {
+    const char *err = dlerror();
+    return kn_diag_error(d, "cannot load artifact '%s': %s", path, err ? err : "dlopen failed");
+  }
+  const kiln_artifact *art = dlsym(dl, "kiln_artifact_v1");
+  if (!art) {
+    dlclose(dl);
+    return kn_diag_error(d, "'%s' is not a Kiln artifact (no kiln_artifact_v1 symbol)", path);
+  }
+  if (art->abi_version != KILN_ABI_VERSION) {
+    unsigned v = art->abi_version;
+    dlclose(dl);
+    return kn_diag_error(d, "'%s' has artifact ABI version %u; this kiln reads version %d", path,
+                         v, KILN_ABI_VERSION);
+  }
+  l->dl = dl;
+  l->art = art;
+  return 0;
+}
+
+void kn_loader_close(kn_loader *l) {
+  if (l->dl) dlclose(l->dl);
+  memset(l, 0, sizeof *l);
+}
+
+kn_dtype kn_loader_dtype(const kiln_tensor_desc *t) { return kn_dtype_from_onnx(t->dtype); }
+
+int64_t kn_loader_numel(const kiln_tensor_desc *t, int64_t batch) {
+  int64_t n = 1;
+  for (int i = 0; i < t->rank; i++) {
+    int64_t dim = t->dims[i];
+    if (dim < 0) return -1;
+    if ((t->batch_mask >> i) & 1u)
+      if (__builtin_mul_overflow(dim, batch, &dim)) return -1;
+    if (__builtin_mul_overflow(n, dim, &n)) return -1;
+  }
+  return n;
+}
+
+int64_t kn_loader_bytes(const kiln_tensor_desc *t, int64_t batch) {
+  int64_t n = kn_loader_numel(t, batch), bytes;
+  size_t size = kn_dtype_size(kn_loader_dtype(t));
+  if (n < 0 || size == 0 || __builtin_mul_overflow(n, (int64_t)size, &bytes)) return -1;
+  return bytes;
+}
+
+void kn_loader_shape_str(const kiln_tensor_desc *t, int64_t batch, char *buf, size_t cap) {
+  size_t len = 0;
+  buf[0] = 0;
+  for (int i = 0; i < t->rank && len < cap; i++) {
+    const char *sep = i ? ", " : "";
+    int w;
+    if ((t->batch_mask >> i) & 1u) {
+      if (batch > 0)
+        w = snprintf(buf + len, cap - len, "%s%lld", sep, (long long)(t->dims[i] * batch));
+      else if (t->dims[i] == 1)
+        w = snprintf(buf + len, cap - len, "%sN", sep);
+      else
+        w = snprintf(buf + len, cap - len, "%s%lld*N", sep, (long long)t->dims[i]);
+    } else {
+      w = snprintf(buf + len, cap - len, "%s%lld", sep, (long long)t->dims[i]);
+    }
+    if (w < 0) break;
+    len += (size_t)w;
+  }
+}
+
+static void describe_tensors(const char *what, const kiln_tensor_desc *t, int n, FILE *out) {
+  for (int i = 0; i < n; i++) {
+    char shape[256];
+    kn_loader_shape_str(&t[i], 0, shape, sizeof shape);
+    fprintf(out, "  %s %d: %s %s [%s]\n", what, i, t[i].name,
+            kn_dtype_name(kn_loader_dtype(&t[i])), shape);
+  }
+}
+
+void kn_loader_describe(const kiln_artifact *a, FILE *out) {
+  fprintf(out, "artifact %s (kiln %s, target %s, ABI %u)\n", a->prefix, a->kiln_version,
+          a->target, a->abi_version);
+  describe_tensors("input", a->inputs, a->n_inputs, out);
+  describe_tensors("output", a->outputs, a->n_outputs, out);
+  fprintf(out, "  workspace: %lld bytes (align %lld), max batch %lld, %d steps, %d constants\n",
+          (long long)a->workspace_size, (long long)a->workspace_align, (long long)a->max_batch,
+          a->n_steps, a->n_consts);
+}
+
+void *kn_loader_workspace_new(const kiln_artifact *a, kn_diag *d) {
+  size_t align = a->workspace_align >= (int64_t)sizeof(void *) ? (size_t)a->workspace_align : 64;
+  if (align & (align - 1)) {
+    kn_diag_error(d, "artifact workspace alignment %lld is not a power of two",
+                  (long long)a->workspace_align);
+    return NULL;
+  }
+  size_t size = a->workspace_size > 0 ? (size_t)a->workspace_size : 1;
+  size = (size + align - 1) & ~(align - 1);
+  void *ws = aligned_alloc(align, size);
+  if (!ws) kn_diag_error(d, "cannot allocate a workspace of %zu bytes", size);
+  return ws;
+}
+
+void kn_loader_workspace_free(void *ws) { free(ws); }
+
+const char *kn_loader_status_name(int status) {
+  switch (status) {
+  case KILN_OK: return "ok";
+  case KILN_ERR_BATCH: return "batch size outside [1, max_batch]";
+  case KILN_ERR_ARG: return "a NULL pointer or a misaligned workspace";
+  case KILN_ERR_THREADS: return "thread count outside [1, 256] or threads failed to start";
+  default: return "unknown error";
+  }
+}
+
+int kn_loader_run(const kn_loader *l, const void *const *inputs, void *const *outputs,
+                  void *workspace, int64_t batch, kn_diag *d) {
+  int st = l->art->run(inputs, outputs, workspace, batch);
+  if (st != KILN_OK)
+    return kn_diag_error(d, "%s_run failed: %s (status %d)", l->art->prefix,
+                         kn_loader_status_name(st), st);
+  return 0;
+}
+
+int kn_loader_set_threads(const kn_loader *l, int n, kn_diag *d) {
+  int st = l->art->set_threads(n);
+  if (st != KILN_OK)
+    return kn_diag_error(d, "%s_set_threads(%d) failed: %s", l->art->prefix, n,
+                         kn_loader_status_name(st));
+  return 0;
+}

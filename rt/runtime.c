@@ -1,0 +1,234 @@
+/* runtime.c — the plan executor and thread pool linked into every artifact.
+ *
+ * Compiled at kiln build time with -fPIC -fvisibility=hidden and embedded in
+ * kiln (see rt/CMakeLists.txt); only libc / libm / pthreads are used.
+ *
+ * Executor: validates the arguments, then runs the steps in order. Each step's
+ * argument pointers are built on the stack (at most KN_RT_MAX_ARGS); a
+ * parallel step is called once per task on the pool (the caller runs task 0),
+ * a sequential step once with task 0 of 1. Nothing is allocated while running.
+ *
+ * Pool: one per artifact (the state below is hidden), created on first use or
+ * by set_threads. Default size: $KILN_NUM_THREADS, else the CPUs this process
+ * may run on, at most 64. A step is published by bumping `generation`;
+ * workers spin briefly, then sleep on a condition variable; the caller waits
+ * for `pending` to reach zero the same way. `run_lock` serialises runs and
+ * resizes, so concurrent P_run calls (with distinct workspaces) are safe. */
+#include "runtime.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdbool.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define SPIN_ROUNDS 4000
+
+typedef struct pool {
+  pthread_mutex_t run_lock; /* one run / resize at a time */
+  pthread_mutex_t lock;     /* guards the condition variables */
+  pthread_cond_t wake, done;
+  int nthreads; /* including the calling thread; 0 = not started */
+  int nworkers;
+  pid_t pid; /* process that started the workers (a fork child has none) */
+  pthread_t workers[KN_RT_MAX_THREADS];
+  unsigned start_generation;
+  atomic_uint generation;
+  atomic_int pending;
+  atomic_int sleepers;
+  atomic_int stop;
+  /* the published step */
+  kiln_kernel_fn fn;
+  void *const *args;
+  int64_t batch, ntasks;
+} pool;
+
+static pool the_pool = {
+    .run_lock = PTHREAD_MUTEX_INITIALIZER,
+    .lock = PTHREAD_MUTEX_INITIALIZER,
+    .wake = PTHREAD_COND_INITIALIZER,
+    .done = PTHREAD_COND_INITIALIZER,
+};
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
+
+static void *worker_main(void *arg) {
+  pool *p = &the_pool;
+  int64_t id = (int64_t)(intptr_t)arg;
+  unsigned seen = p->start_generation;
+  for (;;) {
+    unsigned g;
+    int spins = 0;
+    while ((g = atomic_load(&p->generation)) == seen && !atomic_load(&p->stop)) {
+      if (++spins < SPIN_ROUNDS) {
+        cpu_relax();
+        continue;
+      }
+      pthread_mutex_lock(&p->lock);
+      atomic_fetch_add(&p->sleepers, 1);
+      while (atomic_load(&p->generation) == seen && !atomic_load(&p->stop))
+        pthread_cond_wait(&p->wake, &p->lock);
+      atomic_fetch_sub(&p->sleepers, 1);
+      pthread_mutex_unlock(&p->lock);
+    }
+    if (atomic_load(&p->stop)) return NULL;
+    seen = g;
+    if (id < p->ntasks) p->fn(p->args, p->batch, id, p->ntasks);
+    if (atomic_fetch_sub(&p->pending, 1) == 1) {
+      pthread_mutex_lock(&p->lock);
+      pthread_cond_broadcast(&p->done);
+      pthread_mutex_unlock(&p->lock);
+    }
+  }
+}
+
+/* Joins every worker. Caller holds run_lock. */
+static void pool_stop(pool *p) {
+  if (p->nworkers > 0 && p->pid == getpid()) {
+    pthread_mutex_lock(&p->lock);
+    atomic_store(&p->stop, 1);
+    pthread_cond_broadcast(&p->wake);
+    pthread_mutex_unlock(&p->lock);
+    for (int i = 0; i < p->nworkers; i++) pthread_join(p->workers[i], NULL);
+  }
+  atomic_store(&p->stop, 0);
+  p->nworkers = 0;
+  p->nthreads = 0;
+}
+
+/* Starts n-1 workers; returns the number of threads actually available. */
+static int pool_start(pool *p, int n) {
+  pthread_attr_t attr;
+  bool have_attr = pthread_attr_init(&attr) == 0;
+  if (have_attr) pthread_attr_setstacksize(&attr, (size_t)8 << 20);
+  p->start_generation = atomic_load(&p->generation);
+  p->pid = getpid();
+  p->nworkers = 0;
+  for (int i = 1; i < n; i++) {
+    if (pthread_create(&p->workers[p->nworkers], have_attr ? &attr : NULL, worker_main,
+                       (void *)(intptr_t)i) != 0)
+      break;
+    p->nworkers++;
+  }
+  if (have_attr) pthread_attr_destroy(&attr);
+  p->nthreads = p->nworkers + 1;
+  return p->nthreads;
+}
+
+static int default_threads(void) {
+  const char *env = getenv("KILN_NUM_THREADS");
+  if (env && *env) {
+    char *end;
+    long v = strtol(env, &end, 10);
+    if (*end == 0 && v >= 1 && v <= KN_RT_MAX_THREADS) return (int)v;
+  }
+  int n = 0;
+#ifdef CPU_COUNT
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) n = CPU_COUNT(&set);
+#endif
+  if (n <= 0) n = (int)sysconf(_SC_NPROCESSORS_ONLN);
+  if (n <= 0) n = 1;
+  return n > KN_RT_DEFAULT_THREAD_CAP ? KN_RT_DEFAULT_THREAD_CAP : n;
+}
+
+static void run_parallel(pool *p, kiln_kernel_fn fn, void *const *args, int64_t batch) {
+  p->fn = fn;
+  p->args = args;
+  p->batch = batch;
+  p->ntasks = p->nthreads;
+  atomic_store(&p->pending, p->nworkers);
+  atomic_fetch_add(&p->generation, 1);
+  if (atomic_load(&p->sleepers) > 0) {
+    pthread_mutex_lock(&p->lock);
+    pthread_cond_broadcast(&p->wake);
+    pthread_mutex_unlock(&p->lock);
+  }
+  fn(args, batch, 0, p->ntasks);
+  int spins = 0;
+  while (atomic_load(&p->pending) != 0) {
+    if (++spins < SPIN_ROUNDS) {
+      cpu_relax();
+      continue;
+    }
+    pthread_mutex_lock(&p->lock);
+    while (atomic_load(&p->pending) != 0) pthread_cond_wait(&p->done, &p->lock);
+    pthread_mutex_unlock(&p->lock);
+  }
+}
+
+KN_RT_HIDDEN int kn_rt_set_threads(int n) {
+  if (n < 1 || n > KN_RT_MAX_THREADS) return KILN_ERR_THREADS;
+  pool *p = &the_pool;
+  pthread_mutex_lock(&p->run_lock);
+  pool_stop(p);
+  int got = pool_start(p, n);
+  pthread_mutex_unlock(&p->run_lock);
+  return got == n ? KILN_OK : KILN_ERR_THREADS;
+}
+
+static char *arg_base(const kiln_artifact *a, const kiln_arg *arg, const void *const *inputs,
+                      void *const *outputs, void *workspace) {
+  switch (arg->kind) {
+  case KILN_ARG_WORKSPACE: return (char *)workspace + arg->offset;
+  case KILN_ARG_CONST: return (char *)a->consts[arg->index] + arg->offset;
+  case KILN_ARG_INPUT: return (char *)inputs[arg->index] + arg->offset;
+  case KILN_ARG_OUTPUT: return (char *)outputs[arg->index] + arg->offset;
+  default: return NULL;
+  }
+}
+
+KN_RT_HIDDEN int kn_rt_execute(const kiln_artifact *a, const void *const *inputs,
+                               void *const *outputs, void *workspace, int64_t batch) {
+  if (!a) return KILN_ERR_ARG;
+  if (batch < 1 || batch > a->max_batch) return KILN_ERR_BATCH;
+  if ((a->n_inputs > 0 && !inputs) || (a->n_outputs > 0 && !outputs)) return KILN_ERR_ARG;
+  for (int i = 0; i < a->n_inputs; i++)
+    if (!inputs[i]) return KILN_ERR_ARG;
+  for (int i = 0; i < a->n_outputs; i++)
+    if (!outputs[i]) return KILN_ERR_ARG;
+  if (a->workspace_size > 0) {
+    if (!workspace) return KILN_ERR_ARG;
+    if (a->workspace_align > 1 && (uintptr_t)workspace % (uintptr_t)a->workspace_align)
+      return KILN_ERR_ARG;
+  }
+  pool *p = &the_pool;
+  pthread_mutex_lock(&p->run_lock);
+  if (p->nthreads > 0 && p->pid != getpid()) pool_stop(p); /* forked child: no workers */
+  if (p->nthreads == 0) pool_start(p, default_threads());
+  int status = KILN_OK;
+  for (int s = 0; s < a->n_steps; s++) {
+    const kiln_step *step = &a->steps[s];
+    void *args[KN_RT_MAX_ARGS];
+    if (step->n_args < 0 || step->n_args > KN_RT_MAX_ARGS) {
+      status = KILN_ERR_ARG;
+      break;
+    }
+    for (int i = 0; i < step->n_args; i++)
+      args[i] = arg_base(a, &a->args[step->first_arg + i], inputs, outputs, workspace);
+    if (step->parallel && p->nthreads > 1)
+      run_parallel(p, step->fn, args, batch);
+    else
+      step->fn(args, batch, 0, 1);
+  }
+  pthread_mutex_unlock(&p->run_lock);
+  return status;
+}
+
+/* Joins the workers before the code they run is unmapped (dlclose) or the
+ * process exits. Skipped if a run is in progress on another thread. */
+__attribute__((destructor)) static void kn_rt_fini(void) {
+  pool *p = &the_pool;
+  if (pthread_mutex_trylock(&p->run_lock) != 0) return;
+  pool_stop(p);
+  pthread_mutex_unlock(&p->run_lock);
+}
