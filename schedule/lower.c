@@ -19,6 +19,7 @@ typedef struct stage {
   kn_expr *source;  /* inlined reduce source, over t->axes and reduce axes */
   int map[KN_MAX_RANK]; /* O axis for each axis of t, -1: constant 0 */
   kn_buffer *acc;
+  int vec_lanes;    /* >1: last reduction axis reduced in vectors (acc holds the lanes) */
   int n_tile;       /* tile loops: indices into the schedule's loops */
   int tile[KN_SCHED_MAX_LOOPS];
 } stage;
@@ -320,6 +321,54 @@ static kn_expr *combine(lower *L, kn_reduce_op op, kn_expr *acc, kn_expr *v) {
   return acc;
 }
 
+static bool can_vectorize_reduction(lower *L, const stage *st) {
+  kn_expr *red = st->t->body;
+  int nr = red->u.reduce.n_axes;
+  int64_t e;
+  return L->s->reduce_lanes > 1 && st->n_tile == 0 && nr > 0 && red->u.reduce.op != KN_RED_PROD &&
+         kn_dtype_is_float(st->t->dtype) && kn_e_is_const_int(red->u.reduce.extents[nr - 1], &e) &&
+         e >= L->s->reduce_lanes;
+}
+
+/* A one-element stage whose last reduction axis is long: accumulate lanes
+ * side by side (acc[0..V)), add the leftover elements into lane 0, then fold
+ * the lanes into acc[0]. Reassociates the sum, as every vectorized
+ * reduction does. */
+static kn_stmt *vector_reduction(lower *L, stage *st, kn_expr *src, kn_var **rvars) {
+  kn_expr_ctx *ec = L->ec;
+  kn_expr *red = st->t->body;
+  kn_reduce_op op = red->u.reduce.op;
+  int nr = red->u.reduce.n_axes, V = st->vec_lanes;
+  int64_t E = 0;
+  kn_e_is_const_int(red->u.reduce.extents[nr - 1], &E);
+  int64_t nvec = E / V, tail = E - nvec * V;
+  kn_var *lane = kn_var_new(ec, "lane"), *ro = kn_var_new(ec, "ro"), *rt = kn_var_new(ec, "rt");
+  kn_expr *lv = kn_e_var(ec, lane);
+  kn_stmt *init = kn_s_for(ec, lane, kn_e_int(ec, 0), kn_e_int(ec, V), KN_FOR_VECTORIZED,
+                           kn_s_store(ec, st->acc, lv, reduce_init(L, op, st->t->dtype)));
+  kn_expr *main_src = kn_e_substitute(ec, src, rvars[nr - 1],
+                                      kn_e_add(ec, kn_e_mul(ec, kn_e_var(ec, ro), kn_e_int(ec, V)), lv));
+  kn_stmt *body = kn_s_for(ec, ro, kn_e_int(ec, 0), kn_e_int(ec, nvec), KN_FOR_SERIAL,
+                           kn_s_for(ec, lane, kn_e_int(ec, 0), kn_e_int(ec, V), KN_FOR_VECTORIZED,
+                                    kn_s_store(ec, st->acc, lv, combine(L, op, kn_e_load(ec, st->acc, lv), main_src))));
+  if (tail > 0) {
+    kn_expr *tail_src = kn_e_substitute(ec, src, rvars[nr - 1], kn_e_add(ec, kn_e_int(ec, nvec * V), kn_e_var(ec, rt)));
+    kn_expr *zero = kn_e_int(ec, 0);
+    body = kn_s_seq2(ec, body,
+                     kn_s_for(ec, rt, zero, kn_e_int(ec, tail), KN_FOR_SERIAL,
+                              kn_s_store(ec, st->acc, zero, combine(L, op, kn_e_load(ec, st->acc, zero), tail_src))));
+  }
+  for (int i = nr - 2; i >= 0; i--) {
+    kn_expr *ext = subst_axes(L, red->u.reduce.extents[i], L->out->axes, L->out->rank, L->axis_value);
+    body = kn_s_for(ec, rvars[i], kn_e_int(ec, 0), ext, KN_FOR_SERIAL, body);
+  }
+  kn_fn fold = op == KN_RED_SUM ? KN_FN_VREDUCE_ADD : op == KN_RED_MAX ? KN_FN_VREDUCE_MAX : KN_FN_VREDUCE_MIN;
+  kn_expr *all = kn_e_load(ec, st->acc, kn_e_ramp(ec, kn_e_int(ec, 0), kn_e_int(ec, 1), V));
+  kn_stmt *fin = kn_s_store(ec, st->acc, kn_e_int(ec, 0), kn_e_call1(ec, fold, all));
+  kn_stmt *parts[3] = {init, body, fin};
+  return kn_s_seq(ec, parts, 3);
+}
+
 /* init + update loops of one stage, computed at the attach depth. */
 static kn_stmt *stage_code(lower *L, stage *st) {
   kn_expr_ctx *ec = L->ec;
@@ -339,6 +388,7 @@ static kn_stmt *stage_code(lower *L, stage *st) {
   }
   /* loads of earlier stages inside src are over O axes: map them too */
   src = finish(L, src);
+  if (st->vec_lanes > 1) return vector_reduction(L, st, src, rvars);
   kn_expr *ai = acc_index(L, st);
   kn_stmt *update = kn_s_store(ec, st->acc, ai, combine(L, red->u.reduce.op, kn_e_load(ec, st->acc, ai), src));
   update = wrap_tile(L, st, update);
@@ -424,6 +474,10 @@ kn_stmt *kn_sched_lower(kn_expr_ctx *ec, kn_te_tensor *out, const kn_schedule *s
       }
       st->tile[st->n_tile++] = li;
       size *= e;
+    }
+    if (can_vectorize_reduction(&L, st)) {
+      st->vec_lanes = s->reduce_lanes;
+      size = s->reduce_lanes;
     }
     st->acc = kn_buffer_new(ec, kn_arena_printf(ec->arena, "acc%d", i), st->t->dtype, KN_BUF_LOCAL, size);
   }

@@ -100,6 +100,7 @@ void kn_sched_default(const kn_te_tensor *out, const kn_sched_hints *h, const kn
     /* reduce per row: the row loops are parallel, stages at the row */
     s->n_parallel = rank - 1;
     s->attach = rank - 1;
+    s->reduce_lanes = lanes;
   } else {
     s->n_parallel = rank;
     s->attach = rank;
@@ -117,6 +118,7 @@ void kn_sched_print(const kn_schedule *s, FILE *out) {
   fputs(")\n", out);
   if (s->n_parallel) fprintf(out, "fuse_parallel(loops=%d)\n", s->n_parallel);
   fprintf(out, "compute_at(stages, depth=%d)\n", s->attach);
+  if (s->reduce_lanes > 1) fprintf(out, "vectorize_reduction(lanes=%d)\n", s->reduce_lanes);
   static const char *kinds[] = {"serial", "parallel", "vectorize", "unroll"};
   for (int i = 0; i < s->n_loops; i++)
     if (s->loops[i].kind != KN_FOR_SERIAL)

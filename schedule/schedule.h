@@ -41,6 +41,8 @@ typedef struct kn_schedule {
   kn_sched_loop loops[KN_SCHED_MAX_LOOPS]; /* outer to inner */
   int n_parallel; /* leading loops fused into one PARALLEL loop */
   int attach;     /* depth at which reduction stages are computed */
+  int reduce_lanes; /* >1: a stage with a one-element tile reduces its last
+                       axis in vectors of this many lanes, then folds them */
 } kn_schedule;
 
 /* Prints the schedule as a replayable trace of primitives. */
