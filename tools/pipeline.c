@@ -18,7 +18,7 @@
 #include "plan_build.h"
 
 const char *const kn_pipeline_stages[] = {"import", "fold_constants", "dce", "fold_conv_bn", "layout",
-                                          "cleanup", "fuse", "te", "loops", NULL};
+                                          "explicit_pad", "cleanup", "fuse", "te", "loops", NULL};
 
 static bool dump_is(const kn_compile_opts *o, const char *stage) {
   return o->dump_after && !strcmp(o->dump_after, stage);
@@ -60,6 +60,7 @@ int kn_pipeline_optimize(const kn_compile_opts *o, kn_graph *g, kn_diag *d) {
   if (run_pass(o, "dce", kn_pass_dce, g, d) < 0) return -1;
   if (run_pass(o, "fold_conv_bn", kn_pass_fold_conv_bn, g, d) < 0) return -1;
   if (run_pass(o, "layout", kn_pass_layout, g, d) < 0) return -1;
+  if (run_pass(o, "explicit_pad", kn_pass_explicit_pad, g, d) < 0) return -1;
   if (kn_pass_fold_constants(g, d) < 0 || kn_pass_dce(g, d) < 0) return -1;
   if (kn_infer_shapes(g, d) < 0 || kn_graph_toposort(g, d) < 0 || kn_graph_verify(g, d) < 0) return -1;
   dump_graph(o, "cleanup", g);
