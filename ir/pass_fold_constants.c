@@ -1,0 +1,129 @@
+/* pass_fold_constants.c — constant folding and alias removal.
+ *
+ * Requires: shapes inferred, nodes toposorted.
+ * Guarantees:
+ *  - every node whose inputs are all constants (Shape / Size: whose input
+ *    shape is known) is evaluated by the reference interpreter and replaced
+ *    by constants. The batch symbol travels as batch_coef through the
+ *    Shape -> Gather -> Unsqueeze -> Concat chains of PyTorch exports; a node
+ *    whose result would depend on N in another way stays.
+ *  - results that would blow up memory (more than 16M elements and larger
+ *    than all inputs together, e.g. ConstantOfShape / Expand) are not folded.
+ *  - Identity and inference Dropout are removed by rewiring consumers. A graph
+ *    output keeps its name; if it would become an alias of a graph input, a
+ *    constant or another graph output, an Identity node stays in front of it
+ *    (so the pipeline writes a copy). A folded graph output likewise becomes
+ *    Identity(constant).
+ *  - shapes stay valid; nodes are toposorted with the folded ones dropped.
+ *    Nodes left without readers stay (kn_pass_dce removes them). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "passes.h"
+#include "ref_eval.h"
+
+#define FOLD_MAX_ELEMS ((int64_t)16 << 20)
+
+static bool dropout_is_identity(const kn_graph *g, const kn_node *n, const int *uses) {
+  if (n->n_out > 1 && uses[n->out[1]] > 0) return false; /* the mask is used */
+  if (n->n_in > 2 && n->in[2] >= 0) {                      /* training_mode */
+    const kn_value *t = &g->values[n->in[2]];
+    if (!t->data || ((const uint8_t *)t->data)[0]) return false;
+  }
+  return true;
+}
+
+/* Removes Identity / Dropout node i: consumers read its input directly. */
+static void remove_alias(kn_graph *g, int i) {
+  kn_node *n = &g->nodes[i];
+  int x = n->in[0], y = n->out[0];
+  if (!kn_pass_is_graph_output(g, y)) {
+    kn_pass_replace_uses(g, y, x);
+    kn_pass_kill_node(g, i);
+    return;
+  }
+  int p = g->values[x].producer;
+  if (kn_pass_is_graph_input(g, x) || g->values[x].data || kn_pass_is_graph_output(g, x) || p < 0) {
+    /* Keep a plain Identity so the output gets its own copy. */
+    n->op = KN_OP_IDENTITY;
+    n->op_type = kn_op_name(KN_OP_IDENTITY);
+    n->n_in = 1;
+    n->n_out = 1;
+    n->n_attr = 0;
+    return;
+  }
+  /* Rename: x's producer now writes the graph output y directly. */
+  kn_pass_kill_node(g, i);
+  kn_node *prod = &g->nodes[p];
+  for (int k = 0; k < prod->n_out; k++)
+    if (prod->out[k] == x) prod->out[k] = y;
+  g->values[y].producer = p;
+  kn_pass_replace_uses(g, x, y);
+}
+
+static bool inputs_known(const kn_graph *g, const kn_node *n) {
+  bool shape_only = n->op == KN_OP_SHAPE || n->op == KN_OP_SIZE;
+  for (int k = 0; k < n->n_in; k++) {
+    int v = n->in[k];
+    if (v < 0) continue;
+    if (shape_only && k == 0 ? !g->values[v].shape_known : !g->values[v].data) return false;
+  }
+  return true;
+}
+
+static bool too_big(const kn_graph *g, const kn_node *n) {
+  int64_t in_total = 0;
+  for (int k = 0; k < n->n_in; k++)
+    if (n->in[k] >= 0 && g->values[n->in[k]].data) in_total += kn_value_numel(g, n->in[k]);
+  for (int k = 0; k < n->n_out; k++) {
+    int64_t numel = kn_value_numel(g, n->out[k]);
+    if (numel < 0 || (numel > FOLD_MAX_ELEMS && numel > in_total)) return true;
+  }
+  return false;
+}
+
+/* A folded graph output y becomes Identity(constant): the data moves to a
+ * new constant, which y's other readers use directly. */
+static void keep_output_copy(kn_graph *g, int y) {
+  int c = kn_graph_add_value(g, kn_arena_printf(&g->arena, "%s_const", g->values[y].name));
+  kn_value *cv = &g->values[c], *yv = &g->values[y];
+  cv->dtype = yv->dtype;
+  cv->shape = yv->shape;
+  cv->shape_known = true;
+  cv->data = yv->data;
+  cv->batch_coef = yv->batch_coef;
+  yv->data = NULL;
+  yv->batch_coef = NULL;
+  kn_pass_replace_uses(g, y, c);
+  kn_graph_add_node(g, KN_OP_IDENTITY, kn_arena_printf(&g->arena, "%s_copy", g->values[y].name), &c, 1,
+                    &y, 1);
+}
+
+int kn_pass_fold_constants(kn_graph *g, kn_diag *d) {
+  int *uses = malloc(sizeof(int) * ((size_t)g->n_values + 1));
+  KN_ASSERT(uses, "out of memory");
+  kn_pass_count_uses(g, uses);
+  int rc = 0, n_nodes = g->n_nodes;
+  for (int i = 0; i < n_nodes && rc == 0; i++) {
+    kn_node *n = &g->nodes[i];
+    if (n->dead || n->op == KN_OP_UNKNOWN) continue;
+    bool alias = n->op == KN_OP_IDENTITY || (n->op == KN_OP_DROPOUT && dropout_is_identity(g, n, uses));
+    if (alias && n->n_in >= 1 && n->in[0] >= 0 && n->n_out >= 1) {
+      remove_alias(g, i);
+      continue;
+    }
+    if (!inputs_known(g, n) || too_big(g, n)) continue;
+    int r = kn_ref_eval_node(g, i, d);
+    if (r < 0) rc = -1;
+    if (r != 0) continue;
+    kn_pass_kill_node(g, i);
+    int n_out = g->nodes[i].n_out;
+    for (int k = 0; k < n_out; k++) {
+      int y = g->nodes[i].out[k];
+      if (kn_pass_is_graph_output(g, y)) keep_output_copy(g, y);
+    }
+  }
+  free(uses);
+  if (rc < 0) return rc;
+  return kn_graph_toposort(g, d);
+}

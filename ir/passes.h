@@ -1,0 +1,59 @@
+/* passes.h — graph passes. One pass, one file, one exported function that
+ * returns 0, or -1 with diagnostics. Each file's opening comment says what the
+ * pass requires and guarantees. The pipeline (run by the compile driver):
+ *
+ *   kn_infer_shapes, fold_constants, dce, fold_conv_bn, layout, fold_constants, dce
+ *
+ * with kn_infer_shapes re-run after each rewriting pass. Every pass here
+ * requires inferred shapes and toposorted nodes on entry, and leaves both
+ * valid (new values get their dtype and shape; nodes are re-sorted). */
+#ifndef KN_PASSES_H
+#define KN_PASSES_H
+
+#include "graph.h"
+
+/* Evaluates nodes whose inputs are all constants (Shape/Size: known shapes),
+ * batch symbol carried as batch_coef; removes Identity / inference Dropout. */
+int kn_pass_fold_constants(kn_graph *g, kn_diag *d);
+/* Removes nodes whose outputs nothing uses, then toposorts. */
+int kn_pass_dce(kn_graph *g, kn_diag *d);
+/* Folds BatchNormalization into a preceding Conv; rewrites any other BN as
+ * Mul + Add with constant per-channel scale and shift. */
+int kn_pass_fold_conv_bn(kn_graph *g, kn_diag *d);
+/* Runs 2-D convs and pools in NHWC (kiln.*NHWC ops) and sinks / cancels the
+ * Transposes that this introduces. */
+int kn_pass_layout(kn_graph *g, kn_diag *d);
+
+/* Moves the padding of windowed kiln.ConvNHWC into a Pad node in front of
+ * it, so the convolution's inner loop reads without bounds checks. */
+int kn_pass_explicit_pad(kn_graph *g, kn_diag *d);
+
+/* ---- helpers shared by the pass files (pass_util.c) ---- */
+
+bool kn_pass_is_graph_input(const kn_graph *g, int v);
+bool kn_pass_is_graph_output(const kn_graph *g, int v);
+/* uses[v] = input slots of live nodes reading v + graph output slots naming v
+ * (uses has g->n_values entries). */
+void kn_pass_count_uses(const kn_graph *g, int *uses);
+/* Makes every live node that reads `from` read `to` instead. */
+void kn_pass_replace_uses(kn_graph *g, int from, int to);
+/* Marks node i dead and detaches its outputs (producer -1). */
+void kn_pass_kill_node(kn_graph *g, int i);
+/* Adds a value named base+suffix (made unique) with the given type. */
+int kn_pass_new_value(kn_graph *g, const char *base, const char *suffix, kn_dtype t,
+                      const kn_shape *s);
+/* Adds a constant named base+suffix (made unique) with a copy of data. */
+int kn_pass_new_const(kn_graph *g, const char *base, const char *suffix, kn_dtype t,
+                      const kn_shape *s, const void *data);
+/* A new constant holding the data of constant v, viewed with shape `view`
+ * (same element count), transposed by perm (out.dim[k] = view.dim[perm[k]]). */
+int kn_pass_permute_const(kn_graph *g, int v, const kn_shape *view, const int64_t *perm,
+                          const char *suffix);
+/* Transposes constant v's data in place by perm (its own shape as the view)
+ * and renames it base+suffix: for constants nothing else reads. */
+void kn_pass_permute_const_in_place(kn_graph *g, int v, const int64_t *perm, const char *suffix);
+/* Attribute constructors (arrays copied into g's arena). */
+kn_attr kn_pass_attr_int(const char *name, int64_t v);
+kn_attr kn_pass_attr_ints(kn_graph *g, const char *name, const int64_t *v, int n);
+
+#endif
