@@ -13,16 +13,19 @@ static int find_index(const int *arr, int n, int v);
 typedef struct packing {
   kn_te_tensor *from, *to;
   int64_t cf;
+  int col; /* the dim of the weights indexed by the output's column axis */
 } packing;
 
+/* W[i0, .., col, ..] -> P[col / cf, i0, .. (without col) .., col % cf] */
 static kn_expr *repack_load(kn_expr_ctx *c, kn_expr *load, void *ctx) {
   packing *p = ctx;
   if (load->u.load.tensor != p->from) return load;
-  int r = load->u.load.n;
-  kn_expr *idx[KN_TE_MAX_RANK], *last = load->u.load.indices[r - 1], *cf = kn_e_int(c, p->cf);
-  idx[0] = kn_e_div(c, last, cf);
-  for (int i = 0; i < r - 1; i++) idx[i + 1] = load->u.load.indices[i];
-  idx[r] = kn_e_mod(c, last, cf);
+  int r = load->u.load.n, k = 1;
+  kn_expr *idx[KN_TE_MAX_RANK], *col = load->u.load.indices[p->col], *cf = kn_e_int(c, p->cf);
+  idx[0] = kn_e_div(c, col, cf);
+  for (int i = 0; i < r; i++)
+    if (i != p->col) idx[k++] = load->u.load.indices[i];
+  idx[r] = kn_e_mod(c, col, cf);
   return kn_e_tload(c, p->to, idx, r + 1);
 }
 
@@ -55,27 +58,34 @@ static void pack_weights(kn_graph *g, kn_te_ctx *tc, const kn_node *anchor, kn_t
                          const kn_schedule *s, int *inputs, kn_te_tensor **placeholders, int n_inputs) {
   int rank = result->rank;
   if (anchor->n_in < 2 || anchor->in[1] < 0 || rank < 1 || s->n_factors[rank - 1] != 1) return;
-  if (anchor->op == KN_OP_GEMM && kn_node_attr_int(anchor, "transB", 0)) return;
   int v = anchor->in[1], slot = find_index(inputs, n_inputs, v);
   const kn_value *w = &g->values[v];
+  /* Gemm with transB reads B[j, k]: its column dim is the first */
+  int col = anchor->op == KN_OP_GEMM && kn_node_attr_int(anchor, "transB", 0) ? 0 : w->shape.rank - 1;
   int64_t cf = s->factors[rank - 1][0], m;
   if (slot < 0 || !w->data || w->dtype != KN_DT_F32 || w->shape.batch_mask || w->shape.rank < 2 ||
       w->shape.rank >= KN_MAX_RANK || cf < 4 || !kn_e_is_const_int(result->shape[rank - 1], &m) ||
-      w->shape.dim[w->shape.rank - 1] != m || m % cf != 0)
+      w->shape.dim[col] != m || m % cf != 0)
     return;
   kn_shape ps = {.rank = w->shape.rank + 1};
-  int64_t rows = 1;
+  int64_t rows = 1, inner = 1; /* elements of the dims around col */
   ps.dim[0] = m / cf;
-  for (int i = 0; i < w->shape.rank - 1; i++) rows *= ps.dim[i + 1] = w->shape.dim[i];
+  for (int i = 0, k = 1; i < w->shape.rank; i++)
+    if (i != col) rows *= ps.dim[k++] = w->shape.dim[i];
+  for (int i = col + 1; i < w->shape.rank; i++) inner *= w->shape.dim[i];
   ps.dim[ps.rank - 1] = cf;
   int pv = kn_graph_add_const(g, kn_arena_printf(&g->arena, "%s.packed%lld", w->name, (long long)cf),
                               KN_DT_F32, &ps, NULL);
   const float *src = g->values[v].data;
   float *dst = g->values[pv].data;
+  /* r = outer * inner + in, over the dims before and after col */
   for (int64_t mo = 0; mo < m / cf; mo++)
     for (int64_t r = 0; r < rows; r++)
-      for (int64_t mi = 0; mi < cf; mi++) dst[(mo * rows + r) * cf + mi] = src[r * m + mo * cf + mi];
-  packing p = {.from = placeholders[slot], .to = kn_te_placeholder_for(tc, pv), .cf = cf};
+      for (int64_t mi = 0; mi < cf; mi++) {
+        int64_t outer = r / inner, in = r % inner;
+        dst[(mo * rows + r) * cf + mi] = src[(outer * m + mo * cf + mi) * inner + in];
+      }
+  packing p = {.from = placeholders[slot], .to = kn_te_placeholder_for(tc, pv), .cf = cf, .col = col};
   kn_te_tensor *seen[256];
   int n_seen = 0;
   repack_tensor(tc->ec, result, &p, seen, &n_seen);
