@@ -28,6 +28,10 @@ int kn_pass_layout(kn_graph *g, kn_diag *d);
  * it, so the convolution's inner loop reads without bounds checks. */
 int kn_pass_explicit_pad(kn_graph *g, kn_diag *d);
 
+/* Gives every graph output storage of its own, written by a kernel: an
+ * output that is an input, a constant or another output gets an Identity copy. */
+int kn_pass_materialize_outputs(kn_graph *g, kn_diag *d);
+
 /* ---- helpers shared by the pass files (pass_util.c) ---- */
 
 bool kn_pass_is_graph_input(const kn_graph *g, int v);

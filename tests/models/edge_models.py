@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""edge_models.py — small models with the shapes of graph that trip compilers:
+outputs that alias inputs, constants or each other; unusual but valid
+attributes. Each case is written to DIR/NAME.onnx and then checked against
+ONNX Runtime with check_model.py (same criterion as the real models).
+
+  edge_models.py --list            the case names
+  edge_models.py --case NAME       build and check one case
+  edge_models.py                   every case
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+from onnx import TensorProto as T
+from onnx import helper as h
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def vi(name, shape, dtype=T.FLOAT):
+    """A typed value; shape None leaves the shape to inference (outputs)."""
+    if shape is None:
+        return h.make_value_info(name, h.make_tensor_type_proto(dtype, shape=None))
+    return h.make_tensor_value_info(name, dtype, shape)
+
+
+def const(name, array):
+    return onnx.numpy_helper.from_array(np.asarray(array), name)
+
+
+def model(nodes, inputs, outputs, inits=(), opset=17):
+    g = h.make_graph(nodes, "edge", inputs, outputs, list(inits))
+    return h.make_model(g, opset_imports=[h.make_opsetid("", opset)])
+
+
+rng = np.random.default_rng(0)
+
+
+def case_output_aliases():
+    """Outputs that are a view of another output, a constant, or the input itself."""
+    nodes = [h.make_node("Relu", ["x"], ["y"]), h.make_node("Identity", ["y"], ["z"]),
+             h.make_node("Identity", ["w"], ["c"])]
+    return model(nodes, [vi("x", ["N", 4])], [vi("y", None), vi("z", None), vi("c", None), vi("x", ["N", 4])],
+                 [const("w", np.arange(4, dtype=np.float32))]), ["--max-batch", "3", "--batch", "1,3"]
+
+
+def case_softmax_axis0():
+    nodes = [h.make_node("Softmax", ["x"], ["y"], axis=0)]
+    return model(nodes, [vi("x", [5, 7])], [vi("y", None)]), []
+
+
+def case_gemm_trans_a():
+    nodes = [h.make_node("Gemm", ["x", "w", "b"], ["y"], transA=1, alpha=0.5, beta=2.0)]
+    inits = [const("w", rng.standard_normal((6, 33)).astype(np.float32)),
+             const("b", rng.standard_normal((33,)).astype(np.float32))]
+    return model(nodes, [vi("x", [6, 5])], [vi("y", None)], inits), []
+
+
+def case_matmul_vector():
+    nodes = [h.make_node("MatMul", ["x", "w"], ["y"])]
+    inits = [const("w", rng.standard_normal((20,)).astype(np.float32))]
+    return model(nodes, [vi("x", ["N", 3, 20])], [vi("y", None)], inits), ["--max-batch", "2", "--batch", "2"]
+
+
+def case_concat_constant():
+    nodes = [h.make_node("Concat", ["x", "w"], ["c"], axis=1), h.make_node("Tanh", ["c"], ["y"])]
+    inits = [const("w", rng.standard_normal((1, 3)).astype(np.float32))]
+    return model(nodes, [vi("x", [1, 5])], [vi("y", None)], inits), []
+
+
+def case_conv_grouped_dilated():
+    """Grouped (not depthwise), dilated, asymmetric pads, SAME_UPPER in a second conv."""
+    nodes = [h.make_node("Conv", ["x", "w1"], ["a"], group=2, dilations=[2, 1], pads=[1, 0, 2, 1], strides=[1, 2]),
+             h.make_node("Conv", ["a", "w2"], ["y"], auto_pad="SAME_UPPER", strides=[2, 2])]
+    inits = [const("w1", rng.standard_normal((8, 3, 3, 3)).astype(np.float32)),
+             const("w2", rng.standard_normal((5, 8, 2, 2)).astype(np.float32))]
+    return model(nodes, [vi("x", ["N", 6, 11, 10])], [vi("y", None)], inits), ["--max-batch", "2", "--batch", "2"]
+
+
+def case_pool_ceil_mode():
+    nodes = [h.make_node("MaxPool", ["x"], ["a"], kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1),
+             h.make_node("AveragePool", ["a"], ["y"], kernel_shape=[2, 2], pads=[1, 1, 1, 1], count_include_pad=0)]
+    return model(nodes, [vi("x", [1, 4, 10, 9])], [vi("y", None)]), []
+
+
+CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
+
+
+def run_case(name, kiln, workdir):
+    m, args = CASES[name]()
+    path = os.path.join(workdir, name + ".onnx")
+    onnx.save(m, path)
+    cmd = [sys.executable, os.path.join(HERE, "check_model.py"), path] + args
+    if kiln:
+        cmd += ["--kiln", kiln]
+    return subprocess.call(cmd)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--list", action="store_true")
+    ap.add_argument("--case")
+    ap.add_argument("--kiln")
+    ap.add_argument("--models", help="ignored (the cases are generated), accepted for the test runner")
+    a = ap.parse_args()
+    if a.list:
+        print("\n".join(CASES))
+        return 0
+    names = [a.case] if a.case else list(CASES)
+    if a.case and a.case not in CASES:
+        print(f"edge_models.py: unknown case '{a.case}'", file=sys.stderr)
+        return 2
+    failed = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in names:
+            failed += run_case(name, a.kiln, tmp) != 0
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
