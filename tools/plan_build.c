@@ -11,7 +11,6 @@
 #include "plan_build.h"
 
 #include <stdlib.h>
-#include <stdio.h>
 #include <string.h>
 
 enum { ROOT_NONE, ROOT_INPUT, ROOT_OUTPUT, ROOT_CONST, ROOT_WORK };
@@ -121,7 +120,6 @@ int kn_plan_build(const kn_graph *g, const kn_kernel_build *kernels, int n_kerne
             g->values[r].name, kn_value_numel(g, r) * (int64_t)kn_dtype_size(g->values[r].dtype),
             g->values[r].data};
       }
-      if (st[r].kind == ROOT_NONE) fprintf(stderr, "value %s (root %s) kind none, producer %d\n", g->values[kb->inputs[i]].name, g->values[r].name, g->values[r].producer);
       KN_ASSERT(st[r].kind != ROOT_NONE, "kernel reads a value nobody wrote");
       st[r].last = k;
     }
