@@ -256,6 +256,9 @@ static int pad(kn_infer *c) {
     s.dim[a] = x->shape.dim[a] + lo + hi;
     if (s.dim[a] < 0) return kn_infer_fail(c, "padding axis %d gives negative size", a);
     if (strcmp(mode, "constant") && x->shape.dim[a] == 0) return kn_infer_fail(c, "%s padding of an empty axis", mode);
+    if (!strcmp(mode, "reflect") && (lo >= x->shape.dim[a] || hi >= x->shape.dim[a]))
+      return kn_infer_fail(c, "reflect padding of %lld/%lld on axis %d of size %lld: pads must be smaller than the axis",
+                           (long long)lo, (long long)hi, a, (long long)x->shape.dim[a]);
   }
   return kn_infer_set(c, 0, x->dtype, &s);
 }

@@ -91,11 +91,18 @@ static void range_of(const simp *S, const kn_expr *e, int64_t *lo, int64_t *hi) 
     range_of(S, e->u.bin.a, &x, &y);
     range_of(S, e->u.bin.b, &p, &q);
     if (x <= -big || y >= big || p <= -big || q >= big) return;
+    /* |bounds| < 2^40: sums fit; products are checked, an overflow leaves
+     * the range unknown (never a wrong one) */
     if (e->kind == KN_E_ADD) *lo = x + p, *hi = y + q;
     if (e->kind == KN_E_SUB) *lo = x - q, *hi = y - p;
     if (e->kind == KN_E_MIN) *lo = x < p ? x : p, *hi = y < q ? y : q;
     if (e->kind == KN_E_MAX) *lo = x > p ? x : p, *hi = y > q ? y : q;
-    if (e->kind == KN_E_MUL && p == q && p >= 0) *lo = x * p, *hi = y * p;
+    if (e->kind == KN_E_MUL && p == q && p >= 0) {
+      int64_t l, h;
+      if (__builtin_mul_overflow(x, p, &l) || __builtin_mul_overflow(y, p, &h) || l <= -big || h >= big) return;
+      *lo = l;
+      *hi = h;
+    }
     return;
   case KN_E_DIV:
   case KN_E_MOD:
@@ -154,12 +161,12 @@ static kn_expr *simplify_bin(simp *S, kn_expr *e, kn_expr *a, kn_expr *b) {
       /* (p + c1) + c2 -> p + (c1 + c2);  c + p -> p + c */
       if (cint(a, &x) && !cint(b, NULL)) return simplify_bin(S, e, b, a);
       if (cint(b, &y) && a->kind == KN_E_ADD && cint(a->u.bin.b, &x))
-        return kn_e_add(c, a->u.bin.a, kn_e_int(c, x + y));
+        return kn_e_add(c, a->u.bin.a, kn_e_int(c, (int64_t)((uint64_t)x + (uint64_t)y)));
       if (b->kind == KN_E_ADD && cint(b->u.bin.b, &y))
         return simplify_bin(S, e, simplify_bin(S, e, a, b->u.bin.a), b->u.bin.b);
     } else if (k == KN_E_SUB) {
       if (is_int(b, 0)) return a;
-      if (cint(b, &y)) return simplify_bin(S, &(kn_expr){.kind = KN_E_ADD}, a, kn_e_int(c, -y));
+      if (cint(b, &y) && y != INT64_MIN) return simplify_bin(S, &(kn_expr){.kind = KN_E_ADD}, a, kn_e_int(c, -y));
       if (kn_e_equal(a, b)) return kn_e_int(c, 0);
     } else if (k == KN_E_MUL) {
       if (is_int(a, 0) || is_int(b, 0)) return kn_e_int(c, 0);
@@ -169,10 +176,10 @@ static kn_expr *simplify_bin(simp *S, kn_expr *e, kn_expr *a, kn_expr *b) {
       /* (p + c1) * c2 -> p*c2 + c1*c2 ; (p * c1) * c2 -> p * (c1*c2) */
       if (cint(b, &y) && a->kind == KN_E_ADD && cint(a->u.bin.b, &x)) {
         kn_expr *pm = simplify_bin(S, e, a->u.bin.a, b);
-        return simplify_bin(S, &(kn_expr){.kind = KN_E_ADD}, pm, kn_e_int(c, x * y));
+        return simplify_bin(S, &(kn_expr){.kind = KN_E_ADD}, pm, kn_e_int(c, (int64_t)((uint64_t)x * (uint64_t)y)));
       }
       if (cint(b, &y) && a->kind == KN_E_MUL && cint(a->u.bin.b, &x))
-        return kn_e_mul(c, a->u.bin.a, kn_e_int(c, x * y));
+        return kn_e_mul(c, a->u.bin.a, kn_e_int(c, (int64_t)((uint64_t)x * (uint64_t)y)));
     } else if (k == KN_E_DIV || k == KN_E_MOD) {
       if (is_int(b, 1)) return k == KN_E_DIV ? a : kn_e_int(c, 0);
       kn_expr *q, *r;

@@ -10,6 +10,34 @@
 
 static int find_index(const int *arr, int n, int v);
 
+/* A folded shape computation that depends on the batch size (Shape(x) of a
+ * batched x) is a constant whose element i is data[i] + coef[i] * N. Its
+ * kernels read data and coefficients as two constants and add them up at
+ * run time, where N is known. Returns that compute, or NULL for an ordinary
+ * input. Appends the coefficient constant to the kernel's inputs. */
+static kn_te_tensor *batch_dependent_constant(kn_graph *g, kn_te_ctx *tc, int v, kn_te_tensor *data,
+                                              int *inputs, kn_te_tensor **placeholders, int *n_inputs) {
+  const kn_value *val = &g->values[v];
+  if (!val->data || !val->batch_coef || val->dtype != KN_DT_I64) return NULL;
+  int64_t n = kn_value_numel(g, v);
+  bool any = false;
+  for (int64_t i = 0; i < n; i++) any |= val->batch_coef[i] != 0;
+  if (!any) return NULL;
+  kn_shape shape = val->shape;
+  int cv = kn_graph_add_const(g, kn_arena_printf(&g->arena, "%s.batch_coef", g->values[v].name), KN_DT_I64,
+                              &shape, g->values[v].batch_coef);
+  kn_te_tensor *coef = kn_te_placeholder_for(tc, cv);
+  inputs[*n_inputs] = cv;
+  placeholders[(*n_inputs)++] = coef;
+  kn_te_tensor *t = kn_te_compute(tc, kn_arena_printf(tc->ec->arena, "%s.at_batch", data->name), KN_DT_I64,
+                                  data->rank, data->shape);
+  kn_expr *idx[KN_TE_MAX_RANK];
+  for (int i = 0; i < t->rank; i++) idx[i] = kn_e_var(tc->ec, t->axes[i]);
+  t->body = kn_e_add(tc->ec, kn_te_at(tc, data, idx),
+                     kn_e_mul(tc->ec, kn_te_at(tc, coef, idx), kn_e_var(tc->ec, tc->batch)));
+  return t;
+}
+
 typedef struct packing {
   kn_te_tensor *from, *to;
   int64_t cf;
@@ -106,7 +134,7 @@ int kn_sched_build_kernel(kn_graph *g, const kn_group *grp, const kn_target *t,
   /* values produced inside the group */
   int max_vals = 0;
   for (int i = 0; i < grp->n_nodes; i++) max_vals += g->nodes[grp->nodes[i]].n_in;
-  int *inputs = KN_NEW_ARRAY(A, int, max_vals + 1);
+  int *inputs = KN_NEW_ARRAY(A, int, 2 * max_vals + 1); /* room for batch coefficients */
   int n_inputs = 0;
   for (int i = 0; i < grp->n_nodes; i++) {
     const kn_node *n = &g->nodes[grp->nodes[i]];
@@ -121,8 +149,12 @@ int kn_sched_build_kernel(kn_graph *g, const kn_group *grp, const kn_target *t,
 
   kn_te_ctx tc = {.ec = ec, .batch = kn_var_new(ec, "N"), .g = g};
   kn_te_tensor **tensor_of = KN_NEW_ARRAY(A, kn_te_tensor *, g->n_values);
-  kn_te_tensor **placeholders = KN_NEW_ARRAY(A, kn_te_tensor *, n_inputs + 1);
-  for (int i = 0; i < n_inputs; i++) tensor_of[inputs[i]] = placeholders[i] = kn_te_placeholder_for(&tc, inputs[i]);
+  kn_te_tensor **placeholders = KN_NEW_ARRAY(A, kn_te_tensor *, 2 * n_inputs + 1);
+  for (int i = 0, n = n_inputs; i < n; i++) {
+    tensor_of[inputs[i]] = placeholders[i] = kn_te_placeholder_for(&tc, inputs[i]);
+    kn_te_tensor *with_batch = batch_dependent_constant(g, &tc, inputs[i], placeholders[i], inputs, placeholders, &n_inputs);
+    if (with_batch) tensor_of[inputs[i]] = with_batch;
+  }
 
   kn_te_tensor *result = NULL;
   for (int i = 0; i < grp->n_nodes; i++) {

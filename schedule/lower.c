@@ -413,6 +413,48 @@ static kn_stmt *wrap_from(lower *L, int from, kn_stmt *body) {
   return body;
 }
 
+/* Fills the axis maps of stages read only by other stages' sources (LayerNorm's
+ * InvStdDev output reads the variance stage, which reads the mean stage):
+ * an index that is axis a of the reading stage maps to that stage's O axis. */
+typedef struct map_walk {
+  lower *L;
+  stage *reader;
+  bool changed;
+} map_walk;
+
+static kn_expr *map_through(kn_expr_ctx *c, kn_expr *load, void *ctx) {
+  (void)c;
+  map_walk *w = ctx;
+  stage *t = find_stage(w->L, load->u.load.tensor);
+  if (!t || t == w->reader) return load;
+  for (int j = 0; j < t->t->rank; j++) {
+    if (t->map[j] != -3) continue;
+    kn_expr *ix = load->u.load.indices[j];
+    int64_t k;
+    for (int a = 0; a < w->reader->t->rank; a++)
+      if (ix->kind == KN_E_VAR && ix->u.var == w->reader->t->axes[a] && w->reader->map[a] != -3) {
+        t->map[j] = w->reader->map[a];
+        w->changed = true;
+      }
+    if (t->map[j] == -3 && kn_e_is_const_int(ix, &k) && k == 0) {
+      t->map[j] = -1;
+      w->changed = true;
+    }
+  }
+  return load;
+}
+
+static void propagate_maps(lower *L) {
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (int i = 0; i < L->n_stages; i++) {
+      map_walk w = {L, &L->stages[i], false};
+      kn_e_map_loads(L->ec, L->stages[i].source, map_through, &w);
+      changed |= w.changed;
+    }
+  }
+}
+
 /* Inlines O's body and registers its stages (shared by analyze and lower). */
 static kn_expr *prepare(lower *L) {
   kn_te_tensor *out = L->out;
@@ -429,6 +471,7 @@ static kn_expr *prepare(lower *L) {
     body = inline_expr(L, out->body);
   }
   collect_stages(L, body, true);
+  propagate_maps(L);
   for (int i = 0; i < L->n_stages && !L->failed; i++)
     for (int a = 0; a < L->stages[i].t->rank; a++)
       if (L->stages[i].map[a] == -3) {

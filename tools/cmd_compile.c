@@ -21,8 +21,12 @@ static void usage(FILE *out) {
   fprintf(out, "\n  -v, --verbose          print a summary line\n");
 }
 
+/* A C identifier that cannot clash with the ABI's names (kiln_*, the
+ * kiln_artifact typedef) or the runtime's hidden symbols (kn_*). */
 static bool valid_prefix(const char *p) {
   if (!*p || isdigit((unsigned char)*p)) return false;
+  if (!strcmp(p, "kiln") || !strncmp(p, "kiln_", 5) || !strncmp(p, "kn_", 3) || !strcmp(p, "kn"))
+    return false;
   for (; *p; p++)
     if (!isalnum((unsigned char)*p) && *p != '_') return false;
   return true;
@@ -97,7 +101,8 @@ int kn_cmd_compile(int argc, char **argv) {
     return 2;
   }
   if (!valid_prefix(o.prefix)) {
-    fprintf(stderr, "kiln: error: compile: --prefix '%s' is not a C identifier\n", o.prefix);
+    fprintf(stderr, "kiln: error: compile: --prefix '%s' is not a C identifier free for the artifact "
+                    "(names starting with 'kiln' or 'kn_' are reserved)\n", o.prefix);
     return 2;
   }
   if (o.dump_after && !kn_pipeline_stage_valid(o.dump_after)) {

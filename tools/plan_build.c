@@ -31,6 +31,16 @@ static int root_of(const kn_graph *g, int v) {
   return v;
 }
 
+/* Bytes of value v at N = max_batch, or -1 past the 1 TiB a plan may hold
+ * (which also keeps every offset sum below in range). */
+static int64_t value_bytes(const kn_graph *g, int v) {
+  int64_t n = kn_value_numel(g, v), bytes;
+  if (n < 0 || __builtin_mul_overflow(n, (int64_t)kn_dtype_size(g->values[v].dtype), &bytes) ||
+      bytes > ((int64_t)1 << 40))
+    return -1;
+  return bytes;
+}
+
 static int cmp_size_desc(const void *a, const void *b, void *ctx) {
   const storage *s = ctx;
   int x = *(const int *)a, y = *(const int *)b;
@@ -108,7 +118,12 @@ int kn_plan_build(const kn_graph *g, const kn_kernel_build *kernels, int n_kerne
     if (st[out].kind == ROOT_NONE) {
       st[out].kind = ROOT_WORK;
       st[out].first = k;
-      st[out].bytes = kn_value_numel(g, out) * (int64_t)kn_dtype_size(g->values[out].dtype);
+      st[out].bytes = value_bytes(g, out);
+      if (st[out].bytes < 0) {
+        status = kn_diag_error(d, "tensor '%s' is larger than 1 TiB at batch %lld", g->values[out].name,
+                               (long long)g->max_batch);
+        goto done;
+      }
     }
     st[out].last = k;
     for (int i = 0; i < kb->n_inputs; i++) {
@@ -116,9 +131,7 @@ int kn_plan_build(const kn_graph *g, const kn_kernel_build *kernels, int n_kerne
       if (st[r].kind == ROOT_NONE && g->values[r].data) {
         st[r].kind = ROOT_CONST;
         st[r].index = plan->n_consts;
-        plan->consts[plan->n_consts++] = (kn_plan_const){
-            g->values[r].name, kn_value_numel(g, r) * (int64_t)kn_dtype_size(g->values[r].dtype),
-            g->values[r].data};
+        plan->consts[plan->n_consts++] = (kn_plan_const){g->values[r].name, value_bytes(g, r), g->values[r].data};
       }
       KN_ASSERT(st[r].kind != ROOT_NONE, "kernel reads a value nobody wrote");
       st[r].last = k;

@@ -90,7 +90,8 @@ def make_inputs(specs, batch=1, seed=0):
             a = rng.integers(0, 2, shape).astype(np.bool_)
         else:
             a = rng.integers(0, s.vocab or 2, shape).astype(s.dtype)
-        feeds[s.name] = np.ascontiguousarray(a)
+        # np.ascontiguousarray would turn a 0-d input into shape (1,)
+        feeds[s.name] = np.array(a, dtype=s.dtype, order="C", copy=True).reshape(shape)
     return feeds
 
 

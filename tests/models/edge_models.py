@@ -88,6 +88,20 @@ def case_pool_ceil_mode():
     return model(nodes, [vi("x", [1, 4, 10, 9])], [vi("y", None)]), []
 
 
+def case_size_of_batch():
+    """Shape arithmetic that depends on the batch size, folded at compile time."""
+    nodes = [h.make_node("Size", ["x"], ["s"]), h.make_node("Cast", ["s"], ["sf"], to=T.FLOAT),
+             h.make_node("Add", ["x", "sf"], ["y"]), h.make_node("Shape", ["x"], ["shape"])]
+    return model(nodes, [vi("x", ["N", 3])], [vi("y", None), vi("shape", None, T.INT64)]), \
+        ["--max-batch", "3", "--batch", "1,3"]
+
+
+def case_layernorm_all_outputs():
+    nodes = [h.make_node("LayerNormalization", ["x", "g"], ["y", "mean", "isd"], axis=-1)]
+    inits = [const("g", rng.standard_normal((19,)).astype(np.float32))]
+    return model(nodes, [vi("x", [2, 5, 19])], [vi("y", None), vi("mean", None), vi("isd", None)], inits), []
+
+
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
 
 
