@@ -1,6 +1,7 @@
 /* codegen.h — the public entry points of the CPU back end.
  *
  *   kn_cg_package   plan + target -> model.so / model.o and model.h
+ *   kn_cg_check_target   can this kiln package for a target (runtime present)
  *   kn_cg_kernel_asm / kn_cg_kernel_ir   one kernel as assembly / LLVM IR
  *                   text (tests, --dump, tuning diagnostics)
  *
@@ -18,6 +19,12 @@
  * next to it (same stem, ".h"). Both appear atomically: on any failure
  * neither file is created or replaced. Returns 0, or -1 with a diagnostic. */
 int kn_cg_package(const kn_plan *plan, const kn_target *t, const char *out_path, kn_diag *d);
+
+/* 0 if this kiln can package artifacts for `t` (it carries a runtime for the
+ * target's architecture: the host's, and aarch64's when it was built with the
+ * cross compiler); else -1 with a one-line diagnostic saying what to
+ * install. kn_cg_package checks the same; callers check early to fail fast. */
+int kn_cg_check_target(const kn_target *t, kn_diag *d);
 
 /* One kernel, optimized, as target assembly / LLVM IR text (malloc'd; the
  * caller frees). `optimized` false gives the IR as emitted, before O3. */

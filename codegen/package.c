@@ -24,6 +24,8 @@
 
 extern const unsigned char kn_rt_object_host[]; /* rt/kn_rt_blob.c (generated) */
 extern const size_t kn_rt_object_host_size;
+extern const unsigned char kn_rt_object_aarch64[]; /* rt/kn_rt_blob_aarch64.c (generated; */
+extern const size_t kn_rt_object_aarch64_size;     /* size 0 without a cross compiler) */
 
 #if defined(__x86_64__)
 #define KN_BUILD_ARCH KN_ARCH_X86_64
@@ -32,6 +34,35 @@ extern const size_t kn_rt_object_host_size;
 #else
 #define KN_BUILD_ARCH -1
 #endif
+
+/* The runtime object for the target's architecture: the host's own, or the
+ * aarch64 one built with the cross compiler (NULL when kiln has none). */
+static const unsigned char *runtime_object(const kn_target *t, size_t *size) {
+  if ((int)t->arch == KN_BUILD_ARCH) {
+    *size = kn_rt_object_host_size;
+    return kn_rt_object_host;
+  }
+  if (t->arch == KN_ARCH_AARCH64 && kn_rt_object_aarch64_size > 0) {
+    *size = kn_rt_object_aarch64_size;
+    return kn_rt_object_aarch64;
+  }
+  *size = 0;
+  return NULL;
+}
+
+int kn_cg_check_target(const kn_target *t, kn_diag *d) {
+  size_t size;
+  if (runtime_object(t, &size)) return 0;
+  if (t->arch == KN_ARCH_AARCH64)
+    return kn_diag_error(d,
+                         "cannot compile for %s: this kiln was built without the aarch64 cross "
+                         "compiler (apt-get install gcc-aarch64-linux-gnu, then rebuild kiln)",
+                         t->triple);
+  return kn_diag_error(d,
+                       "cannot compile for %s: this kiln only carries runtimes for its own "
+                       "architecture and aarch64",
+                       t->triple);
+}
 
 void kn_cg_target_string(const kn_target *t, char *buf, size_t cap) {
   snprintf(buf, cap, "%s -mcpu=%s%s%s", t->triple, t->cpu, t->features[0] ? " -mattr=" : "",
@@ -299,11 +330,9 @@ int kn_cg_package(const kn_plan *plan, const kn_target *t, const char *out_path,
   bool shared = !strcmp(ext, ".so");
   if (!shared && strcmp(ext, ".o"))
     return kn_diag_error(d, "output '%s' must end in .so (shared library) or .o (object)", out_path);
-  if ((int)t->arch != KN_BUILD_ARCH)
-    return kn_diag_error(d,
-                         "cannot package for %s: this kiln only carries a runtime for its own "
-                         "architecture",
-                         t->triple);
+  size_t rt_size;
+  const unsigned char *rt_object = runtime_object(t, &rt_size);
+  if (!rt_object) return kn_cg_check_target(t, d);
   if (check_plan(plan, d)) return -1;
   /* header path: same stem, .h */
   size_t stem = strlen(out_path) - strlen(ext);
@@ -326,11 +355,12 @@ int kn_cg_package(const kn_plan *plan, const kn_target *t, const char *out_path,
   if (kn_cg_optimize(&m, d)) goto fail_module;
   if (kn_cg_emit_object(&m, kn_cg_tmpdir_file(&tmp, "kernels.o", kobj, sizeof kobj), d))
     goto fail_module;
-  if (kn_cg_write_file(kn_cg_tmpdir_file(&tmp, "runtime.o", robj, sizeof robj), kn_rt_object_host,
-                       kn_rt_object_host_size, d))
+  if (kn_cg_write_file(kn_cg_tmpdir_file(&tmp, "runtime.o", robj, sizeof robj), rt_object, rt_size,
+                       d))
     goto fail_module;
   kn_cg_tmpdir_file(&tmp, shared ? "artifact.so" : "artifact.o", out_tmp, sizeof out_tmp);
-  if (kn_cg_link(&tmp, kobj, robj, out_tmp, shared, d)) goto fail_module;
+  if (kn_cg_link(&tmp, kobj, robj, out_tmp, shared, t->arch != KN_BUILD_ARCH, d))
+    goto fail_module;
   const char *base = strrchr(out_path, '/');
   if (kn_cg_write_header(plan, t, kn_cg_tmpdir_file(&tmp, "artifact.h", hdr_tmp, sizeof hdr_tmp),
                          base ? base + 1 : out_path, d))

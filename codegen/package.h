@@ -21,9 +21,11 @@ const char *kn_cg_tmpdir_file(const kn_cg_tmpdir *t, const char *name, char *buf
 int kn_cg_write_file(const char *path, const void *data, size_t n, kn_diag *d);
 
 /* Links kernels.o + the runtime object into `out` (.so when shared, else a
- * relocatable .o with the runtime's hidden symbols made local). */
+ * relocatable .o with the runtime's hidden symbols made local). `cross`: the
+ * objects are aarch64 on another host, so a .so is linked with the aarch64
+ * cross compiler against the board's libc. */
 int kn_cg_link(const kn_cg_tmpdir *t, const char *kernels_obj, const char *rt_obj,
-               const char *out, bool shared, kn_diag *d);
+               const char *out, bool shared, bool cross, kn_diag *d);
 
 /* Writes the C header of an artifact. */
 int kn_cg_write_header(const kn_plan *plan, const kn_target *t, const char *path,

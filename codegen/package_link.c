@@ -5,7 +5,10 @@
  * removed whatever happens. Tools run through posix_spawnp (no shell, so
  * paths need no quoting); their output goes to a log whose first line is
  * quoted in the diagnostic when they fail.
- *   .so: $KILN_CC (default cc) -shared ... -lm -lpthread, noexecstack, now
+ *   .so: $KILN_CC (default cc) -shared ... -lm -lpthread, noexecstack, now;
+ *        for aarch64 on another host, $KILN_AARCH64_CC (default the cross gcc
+ *        found when kiln was built, KN_AARCH64_CC) with the same flags, so the
+ *        .so needs only the board's libc, libm and libpthread
  *   .o:  ld.lld -r, then llvm-objcopy --localize-hidden so the runtime's
  *        hidden symbols become local and two artifacts link into one program.
  * The LLVM tools are looked up in LLVM's bindir first (KN_LLVM_BIN_DIR). */
@@ -89,8 +92,9 @@ static const char *llvm_tool(const char *name, char *buf, size_t cap) {
   return name;
 }
 
-/* Runs argv; stdout and stderr go to `log`. */
-static int run_tool(char *const argv[], const char *log, kn_diag *d) {
+/* Runs argv; stdout and stderr go to `log`. `hint` (or NULL) is appended
+ * to the diagnostic when the tool cannot be started. */
+static int run_tool(char *const argv[], const char *log, const char *hint, kn_diag *d) {
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
@@ -98,7 +102,8 @@ static int run_tool(char *const argv[], const char *log, kn_diag *d) {
   pid_t pid;
   int err = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
   posix_spawn_file_actions_destroy(&fa);
-  if (err) return kn_diag_error(d, "cannot run '%s': %s", argv[0], strerror(err));
+  if (err)
+    return kn_diag_error(d, "cannot run '%s': %s%s", argv[0], strerror(err), hint ? hint : "");
   int st;
   while (waitpid(pid, &st, 0) < 0)
     if (errno != EINTR) return kn_diag_error(d, "waiting for '%s': %s", argv[0], strerror(errno));
@@ -111,19 +116,26 @@ static int run_tool(char *const argv[], const char *log, kn_diag *d) {
     line[strcspn(line, "\n")] = 0;
   }
   if (WIFEXITED(st) && WEXITSTATUS(st) == 127 && !line[0])
-    return kn_diag_error(d, "cannot run '%s'", argv[0]);
+    return kn_diag_error(d, "cannot run '%s'%s", argv[0], hint ? hint : "");
   return kn_diag_error(d, "'%s' failed (%s %d)%s%s", argv[0],
                        WIFEXITED(st) ? "exit status" : "signal",
                        WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st), line[0] ? ": " : "", line);
 }
 
+#ifndef KN_AARCH64_CC
+#define KN_AARCH64_CC "aarch64-linux-gnu-gcc"
+#endif
+
 int kn_cg_link(const kn_cg_tmpdir *t, const char *kernels_obj, const char *rt_obj,
-               const char *out, bool shared, kn_diag *d) {
+               const char *out, bool shared, bool cross, kn_diag *d) {
   char log[4200], merged[4200], tool[4200];
   kn_cg_tmpdir_file(t, "link.log", log, sizeof log);
   if (shared) {
-    const char *cc = getenv("KILN_CC");
-    if (!cc || !*cc) cc = "cc";
+    const char *cc = getenv(cross ? "KILN_AARCH64_CC" : "KILN_CC");
+    if (!cc || !*cc) cc = cross ? KN_AARCH64_CC : "cc";
+    const char *hint = cross ? " (it links aarch64 .so artifacts: apt-get install "
+                               "gcc-aarch64-linux-gnu, or set KILN_AARCH64_CC)"
+                             : NULL;
     char *argv[] = {(char *)cc,
                     "-shared",
                     "-o",
@@ -138,13 +150,13 @@ int kn_cg_link(const kn_cg_tmpdir *t, const char *kernels_obj, const char *rt_ob
                     "-lm",
                     "-lpthread",
                     NULL};
-    return run_tool(argv, log, d);
+    return run_tool(argv, log, hint, d);
   }
   kn_cg_tmpdir_file(t, "merged.o", merged, sizeof merged);
   char *ld[] = {(char *)llvm_tool("ld.lld", tool, sizeof tool), "-r", "-o", merged,
                 (char *)kernels_obj, (char *)rt_obj, NULL};
-  if (run_tool(ld, log, d)) return -1;
+  if (run_tool(ld, log, NULL, d)) return -1;
   char *objcopy[] = {(char *)llvm_tool("llvm-objcopy", tool, sizeof tool), "--localize-hidden",
                      merged, (char *)out, NULL};
-  return run_tool(objcopy, log, d);
+  return run_tool(objcopy, log, NULL, d);
 }

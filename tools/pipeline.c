@@ -71,7 +71,7 @@ int kn_pipeline_optimize(const kn_compile_opts *o, kn_graph *g, kn_diag *d) {
 int kn_compile(const kn_compile_opts *o, kn_diag *d) {
   clock_t start = clock();
   kn_target target;
-  if (kn_target_parse(o->target, &target, d) < 0) return -1;
+  if (kn_target_parse(o->target, &target, d) < 0 || kn_cg_check_target(&target, d) < 0) return -1;
 
   int status = -1;
   kn_graph g;
