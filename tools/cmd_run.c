@@ -5,7 +5,9 @@
  * The batch size N is inferred from the inputs' batch dims (all must agree,
  * 1 <= N <= max_batch); every other dim must match exactly. Output files are
  * DIR/NAME.npy, with characters other than [A-Za-z0-9._-] in NAME replaced by
- * '_', each written atomically. bfloat16 tensors travel as float32 .npy. */
+ * '_', each written atomically. bfloat16 tensors travel as float32 .npy.
+ * An aarch64 artifact on another host runs under qemu-aarch64 through
+ * kiln-run-aarch64, this same command cross-built (cross_run.c). */
 #include <errno.h>
 #include <sched.h>
 #include <stdio.h>
@@ -17,6 +19,7 @@
 
 #include "../rt/loader.h"
 #include "cmds.h"
+#include "cross_run.h"
 #include "npy.h"
 
 #define MAX_IO 256
@@ -24,6 +27,7 @@
 static void usage(FILE *out) {
   fprintf(out,
           "usage: kiln run ARTIFACT.so --input NAME=FILE.npy ... [options]\n"
+          "  (an aarch64 artifact on an x86-64 host runs under qemu-aarch64)\n"
           "  --input NAME=FILE.npy  value of model input NAME (give every input)\n"
           "  --output-dir DIR       where NAME.npy is written per output (default .)\n"
           "  --threads N            thread pool size (default $KILN_NUM_THREADS or the CPU count)\n"
@@ -215,6 +219,14 @@ int kn_cmd_run(int argc, char **argv) {
     }
   }
   if (!artifact) return usage_error("no artifact given%s", "");
+  {
+    kn_diag cd;
+    kn_diag_init(&cd);
+    int cross_status = 0, r = kn_cross_run(artifact, argc, argv, &cross_status, &cd);
+    if (r < 0) kn_diag_print(&cd, "kiln");
+    kn_diag_free(&cd);
+    if (r != 0) return r < 0 ? 1 : cross_status;
+  }
 
   int status = 1;
   kn_diag d;
