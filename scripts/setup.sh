@@ -5,7 +5,8 @@
 #   bash scripts/setup.sh [--no-example] [--no-build] [--no-models]
 #
 # Steps (each skipped quickly when already done, so a re-run takes seconds):
-#   1. Debian packages (apt): toolchain, LLVM 14, lld, protobuf-c, cmocka, and
+#   1. Debian packages (apt): toolchain, LLVM 14, lld, protobuf-c, cmocka, the
+#      aarch64 cross gcc + sysroot and qemu-user (cross-compiling, cross tests), and
 #      Debian's PyTorch for /usr/bin/python3 (used only to export models).
 #   2. PyPI packages (python3 -m pip): onnx (its onnx.proto is what the frontend
 #      decoder is generated from), onnxruntime and numpy for the test oracles.
@@ -52,6 +53,8 @@ APT_PKGS=(
   llvm-14-dev lld-14 lld clang-14                  # codegen (LLVM C API), linker, libFuzzer later
   protobuf-c-compiler libprotobuf-c-dev            # ONNX decoder, generated at build time
   libcmocka-dev                                    # unit tests
+  gcc-aarch64-linux-gnu libc6-dev-arm64-cross      # aarch64 cross-compilation (runtime, runner, .so links)
+  qemu-user                                        # cross tests: aarch64 artifacts under qemu-aarch64
   python3-torch python3-torchvision python3-numpy  # /usr/bin/python3: model export only
   python3-venv                                     # fallback venv when python3 is Debian's
 )

@@ -5,10 +5,12 @@
 #
 # 1. Release build in build/ and every ctest test there: unit (cmocka), golden
 #    and numeric tests, and the model tests (tests/models: Kiln vs ONNX Runtime
-#    on the exported models, artifact checks, bad-input checks).
+#    on the exported models, artifact checks, bad-input checks), and the cross
+#    tests (label "cross": aarch64 artifacts run under qemu-aarch64; skipped,
+#    not failed, without qemu-user or the aarch64 cross compiler).
 # 2. ASan+UBSan build in build-asan/ (-DKILN_SANITIZE=ON) and the tests there
-#    except the large models and the artifact harness (label filter
-#    KILN_ASAN_EXCLUDE, default "models-large|artifact"): unit tests plus the
+#    except the large models, the artifact harness and the cross tests (label
+#    filter KILN_ASAN_EXCLUDE, default "models-large|artifact|cross"): unit tests plus the
 #    tiny models and the bad-input cases under the sanitizers.
 # --quick skips the large models in the Release run too. Assumes
 # scripts/setup.sh has run (packages installed). JOBS (default 2) sets the
@@ -22,7 +24,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
 JOBS="${JOBS:-2}"
-ASAN_EXCLUDE="${KILN_ASAN_EXCLUDE:-models-large|artifact}"
+ASAN_EXCLUDE="${KILN_ASAN_EXCLUDE:-models-large|artifact|cross}"
 do_release=1 do_asan=1 quick=0
 for arg in "$@"; do
   case "$arg" in
