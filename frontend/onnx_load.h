@@ -35,6 +35,12 @@ int kn_fe_load_onnx(const char *path, kn_graph *g, kn_diag *d);
 int kn_fe_load_onnx_buffer(const uint8_t *data, size_t size, const char *base_dir, kn_graph *g,
                            kn_diag *d);
 
+/* Reads a file holding one serialized TensorProto (the ONNX backend tests'
+ * input_N.pb / output_N.pb) into a new constant value of `g` (named after the
+ * tensor, or "tensor"), with the same checks as initializers. Returns the value
+ * index, or -1 with a diagnostic starting with `path`. */
+int kn_fe_load_tensor_pb(const char *path, kn_graph *g, kn_diag *d);
+
 /* Number of live nodes with an op Kiln does not support (KN_OP_UNKNOWN). */
 int kn_fe_unsupported_count(const kn_graph *g);
 
