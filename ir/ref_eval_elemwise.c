@@ -1,6 +1,7 @@
 /* ref_eval_elemwise.c — reference kernels of the elementwise ops: unary math
- * and activations, Clip, Cast, Identity/Dropout, the broadcasting binary ops
- * (and variadic Max/Min), comparisons, logic, Where and PRelu.
+ * and activations, Clip, Cast/CastLike, Identity/Dropout, the broadcasting
+ * binary ops (and variadic Max/Min/Sum/Mean), Mod, comparisons, logic, Where
+ * and PRelu.
  *
  * Float math is done in double and rounded once on store. Integer tensors use
  * exact int64 arithmetic (wrapping, never undefined); the integer
@@ -44,6 +45,38 @@ static double unary_f(const kn_node *n, double x) {
     if (strcmp(kn_node_attr_string(n, "approximate", "none"), "tanh") == 0)
       return 0.5 * x * (1.0 + tanh(sqrt(2.0 / 3.14159265358979323846) * (x + 0.044715 * x * x * x)));
     return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
+  case KN_OP_SELU: {
+    double alpha = kn_node_attr_float(n, "alpha", 1.67326319217681884765625f);
+    double gamma = kn_node_attr_float(n, "gamma", 1.05070102214813232421875f);
+    return gamma * (x > 0 ? x : alpha * (exp(x) - 1.0));
+  }
+  case KN_OP_CELU: {
+    double alpha = kn_node_attr_float(n, "alpha", 1.0f);
+    return (x > 0 ? x : 0) + fmin(0.0, alpha * (exp(x / alpha) - 1.0));
+  }
+  case KN_OP_THRESHOLDED_RELU: return x > kn_node_attr_float(n, "alpha", 1.0f) ? x : 0;
+  case KN_OP_SHRINK: {
+    double lambd = kn_node_attr_float(n, "lambd", 0.5f), bias = kn_node_attr_float(n, "bias", 0);
+    return x < -lambd ? x + bias : x > lambd ? x - bias : 0;
+  }
+  case KN_OP_SOFTSIGN: return x / (1.0 + fabs(x));
+  case KN_OP_MISH: return x * tanh(x > 0 ? x + log1p(exp(-x)) : log1p(exp(x)));
+  case KN_OP_SWISH: return x / (1.0 + exp(-kn_node_attr_float(n, "alpha", 1.0f) * x));
+  case KN_OP_ROUND: return nearbyint(x); /* half to even in the default rounding mode */
+  case KN_OP_SIGN: return x > 0 ? 1 : x < 0 ? -1 : x;
+  case KN_OP_IS_NAN: return isnan(x);
+  case KN_OP_IS_INF:
+    return isinf(x) && ((x > 0 && kn_node_attr_int(n, "detect_positive", 1)) ||
+                        (x < 0 && kn_node_attr_int(n, "detect_negative", 1)));
+  case KN_OP_TAN: return tan(x);
+  case KN_OP_ASIN: return asin(x);
+  case KN_OP_ACOS: return acos(x);
+  case KN_OP_ATAN: return atan(x);
+  case KN_OP_SINH: return sinh(x);
+  case KN_OP_COSH: return cosh(x);
+  case KN_OP_ASINH: return asinh(x);
+  case KN_OP_ACOSH: return acosh(x);
+  case KN_OP_ATANH: return atanh(x);
   default: KN_UNREACHABLE("not a unary op");
   }
   return 0;
@@ -54,11 +87,13 @@ static int unary(kn_ref_call *c) {
   kn_ref_tensor *y = &c->out[0];
   int64_t n = kn_ref_numel(&y->shape);
   kn_op op = c->node->op;
-  bool int_path = kn_dtype_is_int(x->dtype) && (op == KN_OP_RELU || op == KN_OP_NEG || op == KN_OP_ABS);
+  bool int_path = kn_dtype_is_int(x->dtype) &&
+                  (op == KN_OP_RELU || op == KN_OP_NEG || op == KN_OP_ABS || op == KN_OP_SIGN);
   if (int_path) {
     for (int64_t i = 0; i < n; i++) {
       int64_t v = kn_ref_load_int(x->dtype, x->data, i);
       if (op == KN_OP_RELU) v = v > 0 ? v : 0;
+      else if (op == KN_OP_SIGN) v = v > 0 ? 1 : v < 0 ? -1 : 0;
       else if (op == KN_OP_NEG || v < 0) v = (int64_t)(0 - (uint64_t)v);
       kn_ref_store_int(y->dtype, y->data, i, v);
     }
@@ -151,6 +186,11 @@ static double binary_f(kn_op op, double a, double b) {
   case KN_OP_AND: return (a != 0) && (b != 0);
   case KN_OP_OR: return (a != 0) || (b != 0);
   case KN_OP_PRELU: return a < 0 ? a * b : a;
+  case KN_OP_GREATER_OR_EQUAL: return a >= b;
+  case KN_OP_LESS_OR_EQUAL: return a <= b;
+  case KN_OP_XOR: return (a != 0) != (b != 0);
+  case KN_OP_SUM:
+  case KN_OP_MEAN: return a + b;
   default: KN_UNREACHABLE("not a binary op");
   }
   return 0;
@@ -196,6 +236,11 @@ static int binary_i(kn_op op, int64_t a, int64_t ca, int64_t b, int64_t cb, int6
   case KN_OP_AND: *r = a && b; return 0;
   case KN_OP_OR: *r = a || b; return 0;
   case KN_OP_PRELU: *r = a < 0 ? (int64_t)((uint64_t)a * ub) : a; return 0;
+  case KN_OP_GREATER_OR_EQUAL: *r = a >= b; return 0;
+  case KN_OP_LESS_OR_EQUAL: *r = a <= b; return 0;
+  case KN_OP_XOR: *r = (a != 0) != (b != 0); return 0;
+  case KN_OP_SUM:
+  case KN_OP_MEAN: *r = (int64_t)(ua + ub); return 0;
   default: KN_UNREACHABLE("not a binary op");
   }
   return 0;
@@ -227,6 +272,7 @@ static int binary(kn_ref_call *c) {
         if (rc < 0) return kn_ref_error(c, "integer division by zero");
         if (rc) return rc;
       }
+      if (op == KN_OP_MEAN) return kn_ref_error(c, "integer Mean");
       kn_ref_store_int(y->dtype, y->data, i, r);
       if (y->coef) y->coef[i] = cr;
     } else {
@@ -237,7 +283,40 @@ static int binary(kn_ref_call *c) {
         int64_t boff = kn_ref_bcast_offset(&b->shape, &y->shape, idx);
         r = binary_f(op, r, kn_ref_load(b->dtype, b->data, boff));
       }
+      if (op == KN_OP_MEAN) r /= c->n_in;
       kn_ref_store(y->dtype, y->data, i, r);
+    }
+  }
+  return 0;
+}
+
+/* Mod: fmod=0 takes the divisor's sign (integers only, as numpy's mod);
+ * fmod=1 the dividend's (C fmod / %). */
+static int mod(kn_ref_call *c) {
+  kn_ref_tensor *y = &c->out[0];
+  const kn_ref_tensor *a = &c->in[0], *b = &c->in[1];
+  bool c_mod = kn_node_attr_int(c->node, "fmod", 0) != 0;
+  if (a->coef || b->coef) return KN_REF_NOFOLD;
+  int64_t n = kn_ref_numel(&y->shape);
+  int64_t idx[KN_MAX_RANK] = {0};
+  for (int64_t i = 0; i < n; i++, kn_ref_next_index(&y->shape, idx)) {
+    int64_t ao = kn_ref_bcast_offset(&a->shape, &y->shape, idx);
+    int64_t bo = kn_ref_bcast_offset(&b->shape, &y->shape, idx);
+    if (kn_dtype_is_float(y->dtype)) {
+      double u = kn_ref_load(a->dtype, a->data, ao), v = kn_ref_load(b->dtype, b->data, bo);
+      double r = fmod(u, v);
+      if (!c_mod && r != 0 && (r < 0) != (v < 0)) r += v;
+      kn_ref_store(y->dtype, y->data, i, r);
+    } else if (y->dtype == KN_DT_U64) {
+      uint64_t u = ((const uint64_t *)a->data)[ao], v = ((const uint64_t *)b->data)[bo];
+      if (v == 0) return kn_ref_error(c, "integer modulo by zero");
+      ((uint64_t *)y->data)[i] = u % v;
+    } else {
+      int64_t u = kn_ref_load_int(a->dtype, a->data, ao), v = kn_ref_load_int(b->dtype, b->data, bo);
+      if (v == 0) return kn_ref_error(c, "integer modulo by zero");
+      int64_t r = v == -1 ? 0 : u % v;
+      if (!c_mod && r != 0 && (r < 0) != (v < 0)) r += v;
+      kn_ref_store_int(y->dtype, y->data, i, r);
     }
   }
   return 0;
@@ -282,9 +361,31 @@ int kn_ref_elemwise(kn_ref_call *c) {
   case KN_OP_HARD_SIGMOID:
   case KN_OP_HARD_SWISH:
   case KN_OP_SOFTPLUS:
-  case KN_OP_GELU: return unary(c);
+  case KN_OP_GELU:
+  case KN_OP_SELU:
+  case KN_OP_CELU:
+  case KN_OP_THRESHOLDED_RELU:
+  case KN_OP_SHRINK:
+  case KN_OP_SOFTSIGN:
+  case KN_OP_MISH:
+  case KN_OP_SWISH:
+  case KN_OP_ROUND:
+  case KN_OP_SIGN:
+  case KN_OP_IS_NAN:
+  case KN_OP_IS_INF:
+  case KN_OP_TAN:
+  case KN_OP_ASIN:
+  case KN_OP_ACOS:
+  case KN_OP_ATAN:
+  case KN_OP_SINH:
+  case KN_OP_COSH:
+  case KN_OP_ASINH:
+  case KN_OP_ACOSH:
+  case KN_OP_ATANH: return unary(c);
   case KN_OP_CLIP: return clip(c);
-  case KN_OP_CAST: return cast(c);
+  case KN_OP_CAST:
+  case KN_OP_CAST_LIKE: return cast(c);
+  case KN_OP_MOD: return mod(c);
   case KN_OP_IDENTITY:
   case KN_OP_DROPOUT: return copy(c);
   case KN_OP_ADD:
@@ -299,7 +400,12 @@ int kn_ref_elemwise(kn_ref_call *c) {
   case KN_OP_GREATER:
   case KN_OP_AND:
   case KN_OP_OR:
-  case KN_OP_PRELU: return binary(c);
+  case KN_OP_PRELU:
+  case KN_OP_GREATER_OR_EQUAL:
+  case KN_OP_LESS_OR_EQUAL:
+  case KN_OP_XOR:
+  case KN_OP_SUM:
+  case KN_OP_MEAN: return binary(c);
   case KN_OP_WHERE: return where(c);
   default: return kn_ref_error(c, "not an elementwise op");
   }

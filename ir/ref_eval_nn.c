@@ -161,7 +161,10 @@ static int pool(kn_ref_call *c, bool nhwc) {
 
 /* ---- reductions over a set of axes ---- */
 
-typedef enum reduce_kind { RED_SUM, RED_MEAN, RED_MAX, RED_MIN } reduce_kind;
+typedef enum reduce_kind {
+  RED_SUM, RED_MEAN, RED_MAX, RED_MIN, RED_PROD, RED_L1, RED_L2, RED_SUM_SQUARE, RED_LOG_SUM,
+  RED_LOG_SUM_EXP
+} reduce_kind;
 
 /* Reduces x over the axes in `mask` into y (whose element order is that of
  * x's shape with the reduced dims set to 1, with or without keepdims). */
@@ -174,25 +177,45 @@ static void reduce_axes(const kn_ref_tensor *x, kn_ref_tensor *y, uint32_t mask,
   double *acc = calloc((size_t)(n_out ? n_out : 1), sizeof(double));
   KN_ASSERT(acc, "out of memory");
   for (int64_t j = 0; j < n_out; j++)
-    acc[j] = kind == RED_MAX ? -INFINITY : kind == RED_MIN ? INFINITY : 0.0;
+    acc[j] = kind == RED_MAX ? -INFINITY : kind == RED_MIN ? INFINITY : kind == RED_PROD ? 1.0 : 0.0;
   int64_t idx[KN_MAX_RANK] = {0};
   for (int64_t i = 0; i < n_in; i++, kn_ref_next_index(&x->shape, idx)) {
     int64_t j = kn_ref_bcast_offset(&kept, &x->shape, idx);
     double v = kn_ref_load(x->dtype, x->data, i);
     if (kind == RED_MAX) acc[j] = v > acc[j] || isnan(v) ? v : acc[j];
     else if (kind == RED_MIN) acc[j] = v < acc[j] || isnan(v) ? v : acc[j];
+    else if (kind == RED_PROD) acc[j] *= v;
+    else if (kind == RED_L1) acc[j] += fabs(v);
+    else if (kind == RED_L2 || kind == RED_SUM_SQUARE) acc[j] += v * v;
+    else if (kind == RED_LOG_SUM_EXP) acc[j] += exp(v);
     else acc[j] += v;
   }
-  for (int64_t j = 0; j < n_out; j++)
-    kn_ref_store(y->dtype, y->data, j, kind == RED_MEAN ? acc[j] / (double)count : acc[j]);
+  for (int64_t j = 0; j < n_out; j++) {
+    double v = acc[j];
+    if (kind == RED_MEAN) v /= (double)count;
+    else if (kind == RED_L2) v = sqrt(v);
+    else if (kind == RED_LOG_SUM || kind == RED_LOG_SUM_EXP) v = log(v);
+    kn_ref_store(y->dtype, y->data, j, v);
+  }
   free(acc);
 }
 
 static int reduce(kn_ref_call *c) {
   const kn_ref_tensor *x = &c->in[0];
   kn_op op = c->node->op;
-  reduce_kind kind = op == KN_OP_REDUCE_SUM ? RED_SUM : op == KN_OP_REDUCE_MEAN ? RED_MEAN
-                     : op == KN_OP_REDUCE_MAX ? RED_MAX : RED_MIN;
+  reduce_kind kind;
+  switch (op) {
+  case KN_OP_REDUCE_SUM: kind = RED_SUM; break;
+  case KN_OP_REDUCE_MEAN: kind = RED_MEAN; break;
+  case KN_OP_REDUCE_MAX: kind = RED_MAX; break;
+  case KN_OP_REDUCE_PROD: kind = RED_PROD; break;
+  case KN_OP_REDUCE_L1: kind = RED_L1; break;
+  case KN_OP_REDUCE_L2: kind = RED_L2; break;
+  case KN_OP_REDUCE_SUM_SQUARE: kind = RED_SUM_SQUARE; break;
+  case KN_OP_REDUCE_LOG_SUM: kind = RED_LOG_SUM; break;
+  case KN_OP_REDUCE_LOG_SUM_EXP: kind = RED_LOG_SUM_EXP; break;
+  default: kind = RED_MIN; break;
+  }
   int n_axes = 0;
   const int64_t *axes = kn_node_attr_ints(c->node, "axes", &n_axes);
   int64_t axes_buf[KN_MAX_RANK];
@@ -216,6 +239,32 @@ static int reduce(kn_ref_call *c) {
     mask |= 1u << a;
   }
   reduce_axes(x, &c->out[0], mask, kind);
+  return 0;
+}
+
+/* ArgMax / ArgMin over one axis: the first (or last) index of the extreme. */
+static int arg_extreme(kn_ref_call *c) {
+  const kn_ref_tensor *x = &c->in[0];
+  kn_ref_tensor *y = &c->out[0];
+  int r = x->shape.rank;
+  int axis = kn_axis_norm(kn_node_attr_int(c->node, "axis", 0), r);
+  if (axis < 0) return kn_ref_error(c, "axis out of range");
+  bool is_max = c->node->op == KN_OP_ARG_MAX;
+  bool last = kn_node_attr_int(c->node, "select_last_index", 0) != 0;
+  int64_t outer = 1, len = x->shape.dim[axis], inner = 1;
+  for (int i = 0; i < axis; i++) outer *= x->shape.dim[i];
+  for (int i = axis + 1; i < r; i++) inner *= x->shape.dim[i];
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t in = 0; in < inner; in++) {
+      int64_t best = 0;
+      double bv = 0;
+      for (int64_t k = 0; k < len; k++) {
+        double v = kn_ref_load(x->dtype, x->data, (o * len + k) * inner + in);
+        bool better = k == 0 || (is_max ? (v > bv || (last && v == bv)) : (v < bv || (last && v == bv)));
+        if (better) best = k, bv = v;
+      }
+      kn_ref_store_int(y->dtype, y->data, o * inner + in, best);
+    }
   return 0;
 }
 
@@ -394,7 +443,15 @@ int kn_ref_nn(kn_ref_call *c) {
   case KN_OP_REDUCE_MEAN:
   case KN_OP_REDUCE_SUM:
   case KN_OP_REDUCE_MAX:
-  case KN_OP_REDUCE_MIN: return reduce(c);
+  case KN_OP_REDUCE_MIN:
+  case KN_OP_REDUCE_PROD:
+  case KN_OP_REDUCE_L1:
+  case KN_OP_REDUCE_L2:
+  case KN_OP_REDUCE_SUM_SQUARE:
+  case KN_OP_REDUCE_LOG_SUM:
+  case KN_OP_REDUCE_LOG_SUM_EXP: return reduce(c);
+  case KN_OP_ARG_MAX:
+  case KN_OP_ARG_MIN: return arg_extreme(c);
   case KN_OP_SOFTMAX:
   case KN_OP_LOG_SOFTMAX: return softmax(c);
   case KN_OP_LAYER_NORM: return layer_norm(c);

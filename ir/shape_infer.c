@@ -315,12 +315,17 @@ static void op_arity(kn_op op, int *max_in, int *max_out) {
   *max_out = 1;
   switch (op) {
   case KN_OP_CONSTANT: *max_in = 0; return;
-  case KN_OP_MAX: case KN_OP_MIN: case KN_OP_CONCAT: *max_in = -1; return;
+  case KN_OP_MAX: case KN_OP_MIN: case KN_OP_CONCAT: case KN_OP_SUM: case KN_OP_MEAN:
+    *max_in = -1; return;
   case KN_OP_ADD: case KN_OP_SUB: case KN_OP_MUL: case KN_OP_DIV: case KN_OP_POW:
   case KN_OP_EQUAL: case KN_OP_LESS: case KN_OP_GREATER: case KN_OP_AND: case KN_OP_OR:
+  case KN_OP_MOD: case KN_OP_GREATER_OR_EQUAL: case KN_OP_LESS_OR_EQUAL: case KN_OP_XOR:
+  case KN_OP_CAST_LIKE:
   case KN_OP_PRELU: case KN_OP_MATMUL: case KN_OP_GATHER: case KN_OP_EXPAND: case KN_OP_TILE:
   case KN_OP_RESHAPE: case KN_OP_SQUEEZE: case KN_OP_UNSQUEEZE: case KN_OP_REDUCE_MEAN:
-  case KN_OP_REDUCE_SUM: case KN_OP_REDUCE_MAX: case KN_OP_REDUCE_MIN: *max_in = 2; return;
+  case KN_OP_REDUCE_SUM: case KN_OP_REDUCE_MAX: case KN_OP_REDUCE_MIN: case KN_OP_REDUCE_PROD:
+  case KN_OP_REDUCE_L1: case KN_OP_REDUCE_L2: case KN_OP_REDUCE_SUM_SQUARE:
+  case KN_OP_REDUCE_LOG_SUM: case KN_OP_REDUCE_LOG_SUM_EXP: *max_in = 2; return;
   case KN_OP_CLIP: case KN_OP_WHERE: case KN_OP_CONV: case KN_OP_CONV_NHWC: case KN_OP_GEMM:
   case KN_OP_RANGE: *max_in = 3; return;
   case KN_OP_DROPOUT: *max_in = 3, *max_out = 2; return;

@@ -40,7 +40,11 @@ static bool float_only(kn_op op) {
   case KN_OP_SIGMOID: case KN_OP_TANH: case KN_OP_ERF: case KN_OP_EXP: case KN_OP_LOG:
   case KN_OP_SQRT: case KN_OP_RECIPROCAL: case KN_OP_FLOOR: case KN_OP_CEIL: case KN_OP_SIN:
   case KN_OP_COS: case KN_OP_LEAKY_RELU: case KN_OP_ELU: case KN_OP_HARD_SIGMOID:
-  case KN_OP_HARD_SWISH: case KN_OP_SOFTPLUS: case KN_OP_GELU: return true;
+  case KN_OP_HARD_SWISH: case KN_OP_SOFTPLUS: case KN_OP_GELU: case KN_OP_SELU: case KN_OP_CELU:
+  case KN_OP_THRESHOLDED_RELU: case KN_OP_SOFTSIGN: case KN_OP_MISH: case KN_OP_SWISH:
+  case KN_OP_ROUND: case KN_OP_IS_NAN: case KN_OP_IS_INF: case KN_OP_TAN: case KN_OP_ASIN:
+  case KN_OP_ACOS: case KN_OP_ATAN: case KN_OP_SINH: case KN_OP_COSH: case KN_OP_ASINH:
+  case KN_OP_ACOSH: case KN_OP_ATANH: return true;
   default: return false;
   }
 }
@@ -85,6 +89,11 @@ int kn_infer_elemwise(kn_infer *c) {
     if (t == KN_DT_INVALID) return kn_infer_fail(c, "unsupported or missing 'to' dtype");
     return kn_infer_set(c, 0, t, &x->shape);
   }
+  case KN_OP_CAST_LIKE: {
+    if (need_inputs(c, 2) < 0) return -1;
+    return kn_infer_set(c, 0, kn_infer_in(c, 1)->dtype, &x->shape);
+  }
+  case KN_OP_IS_NAN: case KN_OP_IS_INF: return kn_infer_set(c, 0, KN_DT_BOOL, &x->shape);
   case KN_OP_DROPOUT:
     if (kn_infer_set(c, 1, KN_DT_BOOL, &x->shape) < 0) return -1;
     return kn_infer_set(c, 0, x->dtype, &x->shape);
@@ -98,16 +107,22 @@ int kn_infer_elemwise(kn_infer *c) {
     return kn_infer_set(c, 0, x->dtype, &x->shape);
   case KN_OP_ADD: case KN_OP_SUB: case KN_OP_MUL: case KN_OP_DIV: case KN_OP_MAX:
   case KN_OP_MIN: case KN_OP_EQUAL: case KN_OP_LESS: case KN_OP_GREATER: case KN_OP_AND:
-  case KN_OP_OR: case KN_OP_POW: {
-    if (op != KN_OP_MAX && op != KN_OP_MIN && need_inputs(c, 2) < 0) return -1;
+  case KN_OP_OR: case KN_OP_POW: case KN_OP_MOD: case KN_OP_GREATER_OR_EQUAL:
+  case KN_OP_LESS_OR_EQUAL: case KN_OP_XOR: case KN_OP_SUM: case KN_OP_MEAN: {
+    bool variadic = op == KN_OP_MAX || op == KN_OP_MIN || op == KN_OP_SUM || op == KN_OP_MEAN;
+    if (!variadic && need_inputs(c, 2) < 0) return -1;
     for (int k = 1; k < n->n_in && op != KN_OP_POW; k++) {
       const kn_value *b = kn_infer_in(c, k);
       if (b && need_same_dtype(c, k, x, b) < 0) return -1;
     }
-    if ((op == KN_OP_AND || op == KN_OP_OR) && x->dtype != KN_DT_BOOL)
+    if ((op == KN_OP_AND || op == KN_OP_OR || op == KN_OP_XOR) && x->dtype != KN_DT_BOOL)
       return kn_infer_fail(c, "expected bool, got %s", kn_dtype_name(x->dtype));
+    if ((op == KN_OP_SUM || op == KN_OP_MEAN || op == KN_OP_MOD) && x->dtype == KN_DT_BOOL)
+      return kn_infer_fail(c, "expected a numeric tensor, got bool");
     if (broadcast_inputs(c, 0, &s) < 0) return -1;
-    bool to_bool = op == KN_OP_EQUAL || op == KN_OP_LESS || op == KN_OP_GREATER || op == KN_OP_AND || op == KN_OP_OR;
+    bool to_bool = op == KN_OP_EQUAL || op == KN_OP_LESS || op == KN_OP_GREATER || op == KN_OP_AND ||
+                   op == KN_OP_OR || op == KN_OP_GREATER_OR_EQUAL || op == KN_OP_LESS_OR_EQUAL ||
+                   op == KN_OP_XOR;
     return kn_infer_set(c, 0, to_bool ? KN_DT_BOOL : x->dtype, &s);
   }
   case KN_OP_WHERE: {
@@ -290,7 +305,18 @@ static int reduce(kn_infer *c) {
   const kn_value *x = kn_infer_in(c, 0);
   int64_t axes[KN_MAX_RANK];
   int n_axes = 0, r = x->shape.rank;
-  if (kn_infer_attr_or_input(c, "axes", 1, axes, KN_MAX_RANK, &n_axes) < 0) return -1;
+  bool arg = n->op == KN_OP_ARG_MAX || n->op == KN_OP_ARG_MIN;
+  if (arg) { /* one axis, an attribute; int64 indices */
+    if (x->dtype == KN_DT_BOOL) return kn_infer_fail(c, "expected a numeric tensor, got bool");
+    axes[0] = kn_node_attr_int(n, "axis", 0);
+    n_axes = 1;
+  } else if (kn_infer_attr_or_input(c, "axes", 1, axes, KN_MAX_RANK, &n_axes) < 0) {
+    return -1;
+  }
+  bool float_only = n->op == KN_OP_REDUCE_L2 || n->op == KN_OP_REDUCE_LOG_SUM ||
+                    n->op == KN_OP_REDUCE_LOG_SUM_EXP;
+  if (float_only && !kn_dtype_is_float(x->dtype))
+    return kn_infer_fail(c, "expected a float tensor, got %s", kn_dtype_name(x->dtype));
   bool keep = kn_node_attr_int(n, "keepdims", 1) != 0;
   uint32_t mask = 0;
   if (n_axes == 0) {
@@ -312,7 +338,7 @@ static int reduce(kn_infer *c) {
       s.dim[s.rank++] = 1;
     }
   }
-  return kn_infer_set(c, 0, x->dtype, &s);
+  return kn_infer_set(c, 0, arg ? KN_DT_I64 : x->dtype, &s);
 }
 
 static int softmax(kn_infer *c) {
@@ -392,7 +418,15 @@ int kn_infer_nn(kn_infer *c) {
   case KN_OP_REDUCE_MEAN:
   case KN_OP_REDUCE_SUM:
   case KN_OP_REDUCE_MAX:
-  case KN_OP_REDUCE_MIN: return reduce(c);
+  case KN_OP_REDUCE_MIN:
+  case KN_OP_REDUCE_PROD:
+  case KN_OP_REDUCE_L1:
+  case KN_OP_REDUCE_L2:
+  case KN_OP_REDUCE_SUM_SQUARE:
+  case KN_OP_REDUCE_LOG_SUM:
+  case KN_OP_REDUCE_LOG_SUM_EXP:
+  case KN_OP_ARG_MAX:
+  case KN_OP_ARG_MIN: return reduce(c);
   case KN_OP_SOFTMAX:
   case KN_OP_LOG_SOFTMAX: return softmax(c);
   case KN_OP_LAYER_NORM: return layer_norm(c);

@@ -11,6 +11,7 @@
  * DIV/MOD of expr.h plus a fix-up), float->int Cast truncates (C), Cast to
  * bool is x != 0. Unsupported dtype/attribute combinations give a
  * diagnostic and NULL. */
+#include <math.h>
 #include <string.h>
 
 #include "te_ops.h"
@@ -74,6 +75,23 @@ static kn_expr *int_div_trunc(ew *e, kn_expr *a, kn_expr *b) {
   kn_expr *signs_differ = bin(e, KN_E_NE, bin(e, KN_E_LT, a, zero), bin(e, KN_E_LT, b, zero));
   kn_expr *fix = bin(e, KN_E_AND, bin(e, KN_E_NE, r, zero), signs_differ);
   return kn_e_select(e->c->ec, fix, kn_e_add(e->c->ec, q, num(e, a->dtype, 1)), q);
+}
+
+/* Mod: fmod=1 keeps the dividend's sign (C fmod / %), fmod=0 the divisor's
+ * (numpy). Expression MOD is C fmod on floats and floor modulo on integers;
+ * each is corrected by one divisor when the remainder's sign is wrong. */
+static kn_expr *mod_def(ew *e, kn_expr *a, kn_expr *b) {
+  kn_expr_ctx *ec = e->c->ec;
+  kn_dtype t = a->dtype;
+  bool c_mod = kn_node_attr_int(e->n, "fmod", 0) != 0;
+  kn_expr *r = kn_e_mod(ec, a, b);
+  if (!kn_dtype_is_signed(t) && !kn_dtype_is_float(t)) return r;
+  if (kn_dtype_is_float(t) == c_mod) return r;
+  kn_expr *zero = num(e, t, 0);
+  kn_expr *wrong = bin(e, KN_E_AND, bin(e, KN_E_NE, r, zero),
+                       bin(e, KN_E_NE, bin(e, KN_E_LT, r, zero),
+                           bin(e, KN_E_LT, c_mod ? a : b, zero)));
+  return kn_e_select(ec, wrong, c_mod ? kn_e_sub(ec, r, b) : kn_e_add(ec, r, b), r);
 }
 
 /* Pow with float math; constant exponents 1, 2, 3, 0.5 become products or
@@ -160,6 +178,57 @@ static kn_expr *batch_norm_def(ew *e) {
   return kn_e_add(ec, kn_e_mul(ec, norm, p[0]), p[1]);
 }
 
+/* atan(x) from the intrinsics: an odd minimax polynomial on [-1, 1]
+ * (Abramowitz & Stegun 4.4.49, |error| <= 2e-8) and
+ * atan(x) = sign(x) * pi/2 - atan(1/x) outside. */
+static kn_expr *atan_def(ew *e, kn_expr *x) {
+  kn_expr_ctx *ec = e->c->ec;
+  kn_dtype t = x->dtype;
+  static const double coef[] = {0.0028662257, -0.0161657367, 0.0429096138, -0.0752896400,
+                                0.1065626393, -0.1420889944, 0.1999355085, -0.3333314528, 1.0};
+  kn_expr *big = bin(e, KN_E_GT, call1(e, KN_FN_ABS, x), num(e, t, 1));
+  kn_expr *u = kn_e_select(ec, big, kn_e_div(ec, num(e, t, 1), x), x);
+  kn_expr *u2 = kn_e_mul(ec, u, u), *p = num(e, t, coef[0]);
+  for (size_t i = 1; i < sizeof coef / sizeof coef[0]; i++)
+    p = kn_e_add(ec, kn_e_mul(ec, p, u2), num(e, t, coef[i]));
+  p = kn_e_mul(ec, p, u);
+  kn_expr *half_pi = kn_e_select(ec, bin(e, KN_E_LT, x, num(e, t, 0)), num(e, t, -1.57079632679489661923),
+                                 num(e, t, 1.57079632679489661923));
+  return kn_e_select(ec, big, kn_e_sub(ec, half_pi, p), p);
+}
+
+/* The inverse and hyperbolic trigonometric ops from exp, log, sqrt and atan. */
+static kn_expr *trig_def(ew *e, kn_expr *x) {
+  kn_expr_ctx *ec = e->c->ec;
+  kn_dtype t = x->dtype;
+  kn_expr *one = num(e, t, 1), *half = num(e, t, 0.5);
+  switch (e->n->op) {
+  case KN_OP_TAN: return kn_e_div(ec, call1(e, KN_FN_SIN, x), call1(e, KN_FN_COS, x));
+  case KN_OP_ATAN: return atan_def(e, x);
+  case KN_OP_ASIN: /* atan(x / sqrt(1 - x^2)); x = +-1 gives +-inf -> +-pi/2 */
+    return atan_def(e, kn_e_div(ec, x, call1(e, KN_FN_SQRT, kn_e_sub(ec, one, kn_e_mul(ec, x, x)))));
+  case KN_OP_ACOS:
+    return kn_e_sub(ec, num(e, t, 1.57079632679489661923),
+                    atan_def(e, kn_e_div(ec, x, call1(e, KN_FN_SQRT,
+                                                      kn_e_sub(ec, one, kn_e_mul(ec, x, x))))));
+  case KN_OP_SINH:
+  case KN_OP_COSH: {
+    kn_expr *ep = call1(e, KN_FN_EXP, x), *en = call1(e, KN_FN_EXP, kn_e_sub(ec, num(e, t, 0), x));
+    return kn_e_mul(ec, half, e->n->op == KN_OP_SINH ? kn_e_sub(ec, ep, en) : kn_e_add(ec, ep, en));
+  }
+  case KN_OP_ASINH: { /* sign(x) * log(|x| + sqrt(x^2 + 1)), no cancellation for x < 0 */
+    kn_expr *ax = call1(e, KN_FN_ABS, x);
+    kn_expr *r = call1(e, KN_FN_LOG, kn_e_add(ec, ax, call1(e, KN_FN_SQRT, kn_e_add(ec, kn_e_mul(ec, x, x), one))));
+    return kn_e_select(ec, bin(e, KN_E_LT, x, num(e, t, 0)), kn_e_sub(ec, num(e, t, 0), r), r);
+  }
+  case KN_OP_ACOSH:
+    return call1(e, KN_FN_LOG, kn_e_add(ec, x, call1(e, KN_FN_SQRT, kn_e_sub(ec, kn_e_mul(ec, x, x), one))));
+  case KN_OP_ATANH:
+    return kn_e_mul(ec, half, call1(e, KN_FN_LOG, kn_e_div(ec, kn_e_add(ec, one, x), kn_e_sub(ec, one, x))));
+  default: return NULL;
+  }
+}
+
 /* Float unary math that maps to one intrinsic. */
 static bool unary_fn(kn_op op, kn_fn *fn) {
   switch (op) {
@@ -173,6 +242,7 @@ static bool unary_fn(kn_op op, kn_fn *fn) {
   case KN_OP_CEIL: *fn = KN_FN_CEIL; return true;
   case KN_OP_SIN: *fn = KN_FN_SIN; return true;
   case KN_OP_COS: *fn = KN_FN_COS; return true;
+  case KN_OP_ROUND: *fn = KN_FN_ROUND; return true;
   default: return false;
   }
 }
@@ -199,6 +269,10 @@ static kn_expr *unary_def(ew *e, kn_expr *x) {
     if (!kn_dtype_is_signed(t)) return x;
     return kn_e_select(ec, bin(e, KN_E_LT, x, num(e, t, 0)), kn_e_sub(ec, num(e, t, 0), x), x);
   case KN_OP_RECIPROCAL: return need_float(e, x) ? kn_e_div(ec, num(e, t, 1), x) : NULL;
+  case KN_OP_SIGN:
+    if (t == KN_DT_BOOL) break;
+    return kn_e_select(ec, bin(e, KN_E_GT, x, num(e, t, 0)), num(e, t, 1),
+                       kn_e_select(ec, bin(e, KN_E_LT, x, num(e, t, 0)), num(e, t, -1), x));
   case KN_OP_NOT:
     if (t != KN_DT_BOOL) break;
     return kn_e_not(ec, x);
@@ -209,7 +283,47 @@ static kn_expr *unary_def(ew *e, kn_expr *x) {
   if (!need_float(e, x)) return NULL;
   kn_expr *zero = num(e, t, 0), *one = num(e, t, 1);
   kn_expr *neg = bin(e, KN_E_LT, x, zero);
+  kn_expr *trig = trig_def(e, x);
+  if (trig) return trig;
   switch (n->op) {
+  case KN_OP_SELU: {
+    kn_expr *alpha = num(e, t, kn_node_attr_float(n, "alpha", 1.67326319217681884765625f));
+    kn_expr *gamma = num(e, t, kn_node_attr_float(n, "gamma", 1.05070102214813232421875f));
+    kn_expr *em1 = kn_e_sub(ec, call1(e, KN_FN_EXP, x), one);
+    return kn_e_mul(ec, gamma, kn_e_select(ec, bin(e, KN_E_LE, x, zero), kn_e_mul(ec, alpha, em1), x));
+  }
+  case KN_OP_CELU: {
+    kn_expr *alpha = num(e, t, kn_node_attr_float(n, "alpha", 1.0f));
+    kn_expr *em1 = kn_e_sub(ec, call1(e, KN_FN_EXP, kn_e_div(ec, x, alpha)), one);
+    return kn_e_add(ec, kn_e_max(ec, x, zero), kn_e_min(ec, zero, kn_e_mul(ec, alpha, em1)));
+  }
+  case KN_OP_THRESHOLDED_RELU: {
+    kn_expr *alpha = num(e, t, kn_node_attr_float(n, "alpha", 1.0f));
+    return kn_e_select(ec, bin(e, KN_E_GT, x, alpha), x, zero);
+  }
+  case KN_OP_SHRINK: {
+    double lambd = kn_node_attr_float(n, "lambd", 0.5f);
+    kn_expr *bias = num(e, t, kn_node_attr_float(n, "bias", 0));
+    return kn_e_select(ec, bin(e, KN_E_LT, x, num(e, t, -lambd)), kn_e_add(ec, x, bias),
+                       kn_e_select(ec, bin(e, KN_E_GT, x, num(e, t, lambd)), kn_e_sub(ec, x, bias), zero));
+  }
+  case KN_OP_SOFTSIGN: return kn_e_div(ec, x, kn_e_add(ec, one, call1(e, KN_FN_ABS, x)));
+  case KN_OP_MISH: {
+    kn_expr *tail = call1(e, KN_FN_EXP, kn_e_sub(ec, zero, call1(e, KN_FN_ABS, x)));
+    kn_expr *sp = kn_e_add(ec, kn_e_max(ec, x, zero), call1(e, KN_FN_LOG, kn_e_add(ec, one, tail)));
+    return kn_e_mul(ec, x, call1(e, KN_FN_TANH, sp));
+  }
+  case KN_OP_SWISH: {
+    kn_expr *alpha = num(e, t, kn_node_attr_float(n, "alpha", 1.0f));
+    return kn_e_mul(ec, x, call1(e, KN_FN_SIGMOID, kn_e_mul(ec, alpha, x)));
+  }
+  case KN_OP_IS_NAN: return bin(e, KN_E_NE, x, x);
+  case KN_OP_IS_INF: {
+    kn_expr *r = kn_e_const_int(ec, KN_DT_BOOL, 0);
+    if (kn_node_attr_int(n, "detect_positive", 1)) r = bin(e, KN_E_OR, r, bin(e, KN_E_EQ, x, num(e, t, INFINITY)));
+    if (kn_node_attr_int(n, "detect_negative", 1)) r = bin(e, KN_E_OR, r, bin(e, KN_E_EQ, x, num(e, t, -INFINITY)));
+    return r;
+  }
   case KN_OP_LEAKY_RELU: {
     kn_expr *alpha = num(e, t, kn_node_attr_float(n, "alpha", 0.01f));
     return kn_e_select(ec, neg, kn_e_mul(ec, x, alpha), x);
@@ -291,6 +405,18 @@ static kn_expr *binary_def(ew *e, kn_expr *a, kn_expr *b) {
   case KN_OP_PRELU:
     if (!need_float(e, a)) return NULL;
     return kn_e_select(ec, bin(e, KN_E_LT, a, num(e, t, 0)), kn_e_mul(ec, b, a), a);
+  case KN_OP_GREATER_OR_EQUAL:
+    if (!is_bool) return bin(e, KN_E_GE, a, b);
+    break;
+  case KN_OP_LESS_OR_EQUAL:
+    if (!is_bool) return bin(e, KN_E_LE, a, b);
+    break;
+  case KN_OP_XOR:
+    if (is_bool) return bin(e, KN_E_NE, a, b);
+    break;
+  case KN_OP_MOD:
+    if (!is_bool) return mod_def(e, a, b);
+    break;
   default: break;
   }
   kn_te_unsupported(e->d, n, "dtype %s", kn_dtype_name(t));
@@ -313,20 +439,26 @@ static kn_expr *elemwise_body(ew *e) {
     return kn_e_select(ec, cond, a, b);
   }
   case KN_OP_MAX:
-  case KN_OP_MIN: {
+  case KN_OP_MIN:
+  case KN_OP_SUM:
+  case KN_OP_MEAN: {
     kn_expr *acc = arg(e, 0);
     if (!acc) return NULL;
-    if (acc->dtype == KN_DT_BOOL) {
-      kn_te_unsupported(e->d, n, "bool operands");
+    if (acc->dtype == KN_DT_BOOL || (n->op == KN_OP_MEAN && !kn_dtype_is_float(acc->dtype))) {
+      kn_te_unsupported(e->d, n, "%s operands", kn_dtype_name(acc->dtype));
       return NULL;
     }
     for (int i = 1; i < n->n_in; i++) {
       kn_expr *x = arg(e, i);
       if (!x || !same_dtype(e, acc, x)) return NULL;
-      acc = n->op == KN_OP_MAX ? kn_e_max(ec, acc, x) : kn_e_min(ec, acc, x);
+      acc = n->op == KN_OP_MAX   ? kn_e_max(ec, acc, x)
+            : n->op == KN_OP_MIN ? kn_e_min(ec, acc, x)
+                                 : kn_e_add(ec, acc, x);
     }
+    if (n->op == KN_OP_MEAN) acc = kn_e_div(ec, acc, num(e, acc->dtype, n->n_in));
     return acc;
   }
+  case KN_OP_CAST_LIKE:
   case KN_OP_CAST: {
     kn_expr *x = arg(e, 0);
     if (!x) return NULL;
@@ -357,7 +489,11 @@ static kn_expr *elemwise_body(ew *e) {
   case KN_OP_GREATER:
   case KN_OP_AND:
   case KN_OP_OR:
-  case KN_OP_PRELU: {
+  case KN_OP_PRELU:
+  case KN_OP_MOD:
+  case KN_OP_GREATER_OR_EQUAL:
+  case KN_OP_LESS_OR_EQUAL:
+  case KN_OP_XOR: {
     kn_expr *a = arg(e, 0), *b = a ? arg(e, 1) : NULL;
     return b ? binary_def(e, a, b) : NULL;
   }

@@ -1,5 +1,6 @@
-/* te_ops_reduce.c — reductions and normalisations: ReduceMean/Sum/Max/Min,
- * Softmax, LogSoftmax, LayerNormalization; plus the reduction-stage helper
+/* te_ops_reduce.c — reductions and normalisations: ReduceMean/Sum/Max/Min/
+ * Prod/L1/L2/SumSquare/LogSum/LogSumExp, ArgMax/ArgMin, Softmax, LogSoftmax,
+ * LayerNormalization; plus the reduction-stage helper
  * (kn_te_red_*) the pools use too.
  *
  * Shape of every definition: one or more reduction stages (a compute whose
@@ -57,7 +58,8 @@ static kn_expr *count_f(kn_te_ctx *c, const kn_te_red *r, kn_dtype t) {
   return kn_e_cast(c->ec, t, kn_te_red_count(c, r));
 }
 
-/* ReduceMean / Sum / Max / Min. */
+/* The Reduce* family: an optional max stage (LogSumExp), the reduction of
+ * f(x), and an epilogue for keepdims and g(result) (Mean, L2, LogSum...). */
 static kn_te_tensor *reduce_def(kn_te_ctx *c, const kn_node *n, kn_te_tensor *x, kn_diag *d) {
   int r = x->rank;
   int64_t axes[KN_TE_MAX_RANK + 1];
@@ -92,22 +94,88 @@ static kn_te_tensor *reduce_def(kn_te_ctx *c, const kn_node *n, kn_te_tensor *x,
   for (int i = 0; i < r; i++) nred += red[i];
   if (o->rank != (keep ? r : r - nred) || o->dtype != x->dtype)
     return kn_te_unsupported(d, n, "output shape/dtype");
-  kn_reduce_op op = n->op == KN_OP_REDUCE_MAX   ? KN_RED_MAX
-                    : n->op == KN_OP_REDUCE_MIN ? KN_RED_MIN
-                                                : KN_RED_SUM;
-  bool mean = n->op == KN_OP_REDUCE_MEAN;
-  if (x->dtype == KN_DT_BOOL || (mean && !kn_dtype_is_float(x->dtype)))
+  kn_op op_kind = n->op;
+  kn_reduce_op op = op_kind == KN_OP_REDUCE_MAX    ? KN_RED_MAX
+                    : op_kind == KN_OP_REDUCE_MIN  ? KN_RED_MIN
+                    : op_kind == KN_OP_REDUCE_PROD ? KN_RED_PROD
+                                                   : KN_RED_SUM;
+  bool mean = op_kind == KN_OP_REDUCE_MEAN;
+  bool lse = op_kind == KN_OP_REDUCE_LOG_SUM_EXP;
+  /* a function applied after the reduction */
+  bool post = mean || lse || op_kind == KN_OP_REDUCE_L2 || op_kind == KN_OP_REDUCE_LOG_SUM;
+  bool float_only = post;
+  if (x->dtype == KN_DT_BOOL || (float_only && !kn_dtype_is_float(x->dtype)))
     return kn_te_unsupported(d, n, "dtype %s", kn_dtype_name(x->dtype));
-  kn_te_red rs;
-  bool direct = !keep && !mean;
+  kn_expr_ctx *ec = c->ec;
+  kn_te_red mx = {0}, rs;
+  if (lse) { /* log(sum(exp(x - max))) + max, without overflow */
+    kn_te_red_begin(c, n, "max", x->dtype, r, x->shape, red, &mx);
+    kn_te_red_end(c, &mx, KN_RED_MAX, kn_te_at(c, x, mx.src));
+  }
+  bool direct = !keep && !post;
   kn_te_red_begin(c, n, direct ? NULL : "red", x->dtype, r, x->shape, red, &rs);
-  kn_te_red_end(c, &rs, op, kn_te_at(c, x, rs.src));
+  kn_expr *v = kn_te_at(c, x, rs.src);
+  switch (op_kind) {
+  case KN_OP_REDUCE_L1:
+    v = kn_dtype_is_float(v->dtype) ? kn_e_call1(ec, KN_FN_ABS, v)
+        : kn_dtype_is_signed(v->dtype)
+            ? kn_e_select(ec, kn_e_bin(ec, KN_E_LT, v, kn_te_num(c, v->dtype, 0)),
+                          kn_e_sub(ec, kn_te_num(c, v->dtype, 0), v), v)
+            : v;
+    break;
+  case KN_OP_REDUCE_L2:
+  case KN_OP_REDUCE_SUM_SQUARE: v = kn_e_mul(ec, v, v); break;
+  case KN_OP_REDUCE_LOG_SUM_EXP:
+    v = kn_e_call1(ec, KN_FN_EXP, kn_e_sub(ec, v, kn_te_red_at(c, &mx, rs.src)));
+    break;
+  default: break;
+  }
+  kn_te_red_end(c, &rs, op, v);
   if (direct) return rs.stage;
-  /* epilogue: keepdims re-indexing and/or the mean's division */
+  /* epilogue: keepdims re-indexing and/or the function after the reduction */
   kn_expr *full[KN_TE_MAX_RANK];
   for (int i = 0, k = 0; i < r; i++) full[i] = keep ? idx[i] : red[i] ? kn_te_ix(c, 0) : idx[k++];
-  kn_expr *v = kn_te_red_at(c, &rs, full);
-  o->body = mean ? kn_e_div(c->ec, v, count_f(c, &rs, x->dtype)) : v;
+  v = kn_te_red_at(c, &rs, full);
+  switch (op_kind) {
+  case KN_OP_REDUCE_MEAN: v = kn_e_div(ec, v, count_f(c, &rs, x->dtype)); break;
+  case KN_OP_REDUCE_L2: v = kn_e_call1(ec, KN_FN_SQRT, v); break;
+  case KN_OP_REDUCE_LOG_SUM: v = kn_e_call1(ec, KN_FN_LOG, v); break;
+  case KN_OP_REDUCE_LOG_SUM_EXP:
+    v = kn_e_add(ec, kn_e_call1(ec, KN_FN_LOG, v), kn_te_red_at(c, &mx, full));
+    break;
+  default: break;
+  }
+  o->body = v;
+  return o;
+}
+
+/* ArgMax / ArgMin over one axis: a max (min) stage, then the smallest (or,
+ * with select_last_index, the largest) index holding it; int64 result. */
+static kn_te_tensor *arg_def(kn_te_ctx *c, const kn_node *n, kn_te_tensor *x, kn_diag *d) {
+  kn_expr_ctx *ec = c->ec;
+  int r = x->rank;
+  int axis = kn_te_norm_axis(kn_node_attr_int(n, "axis", 0), r);
+  if (axis < 0) return kn_te_unsupported(d, n, "axis");
+  if (x->dtype == KN_DT_BOOL) return kn_te_unsupported(d, n, "dtype bool");
+  bool keep = kn_node_attr_int(n, "keepdims", 1) != 0;
+  bool last = kn_node_attr_int(n, "select_last_index", 0) != 0;
+  bool is_max = n->op == KN_OP_ARG_MAX;
+  bool red[KN_TE_MAX_RANK] = {0};
+  red[axis] = true;
+  kn_te_tensor *o = kn_te_out_compute(c, n, 0, NULL);
+  if (o->rank != (keep ? r : r - 1) || o->dtype != KN_DT_I64)
+    return kn_te_unsupported(d, n, "output shape/dtype");
+  kn_te_red best, at;
+  kn_te_red_begin(c, n, "best", x->dtype, r, x->shape, red, &best);
+  kn_te_red_end(c, &best, is_max ? KN_RED_MAX : KN_RED_MIN, kn_te_at(c, x, best.src));
+  kn_te_red_begin(c, n, keep ? "index" : NULL, KN_DT_I64, r, x->shape, red, &at);
+  kn_expr *hit = kn_e_bin(ec, KN_E_EQ, kn_te_at(c, x, at.src), kn_te_red_at(c, &best, at.src));
+  kn_expr *none = kn_e_int(ec, last ? -1 : INT64_MAX);
+  kn_te_red_end(c, &at, last ? KN_RED_MAX : KN_RED_MIN, kn_e_select(ec, hit, at.src[axis], none));
+  if (!keep) return at.stage;
+  kn_expr *idx[KN_TE_MAX_RANK];
+  kn_te_axis_exprs(c, o, idx);
+  o->body = kn_te_red_at(c, &at, idx);
   return o;
 }
 
@@ -200,7 +268,15 @@ kn_te_tensor *kn_te_reduce_op(kn_te_ctx *c, const kn_node *n, int out, kn_te_ten
   case KN_OP_REDUCE_MEAN:
   case KN_OP_REDUCE_SUM:
   case KN_OP_REDUCE_MAX:
-  case KN_OP_REDUCE_MIN: return reduce_def(c, n, in[0], d);
+  case KN_OP_REDUCE_MIN:
+  case KN_OP_REDUCE_PROD:
+  case KN_OP_REDUCE_L1:
+  case KN_OP_REDUCE_L2:
+  case KN_OP_REDUCE_SUM_SQUARE:
+  case KN_OP_REDUCE_LOG_SUM:
+  case KN_OP_REDUCE_LOG_SUM_EXP: return reduce_def(c, n, in[0], d);
+  case KN_OP_ARG_MAX:
+  case KN_OP_ARG_MIN: return arg_def(c, n, in[0], d);
   case KN_OP_SOFTMAX:
   case KN_OP_LOG_SOFTMAX: return softmax_def(c, n, in[0], d);
   case KN_OP_LAYER_NORM: return layer_norm_def(c, n, out, in, d);

@@ -211,9 +211,10 @@ static void finish(slot *s, const char *work, int wstatus, bool timed_out, kn_co
     snprintf(r->detail, sizeof r->detail, "crashed (signal %d)%s%s", WTERMSIG(wstatus),
              why[0] ? ": " : "", why);
   } else if (s->len == 0 || !strchr("PFS", s->buf[0])) {
+    last_stderr_line(work, why, sizeof why);
     r->status = KN_CONF_FAIL;
-    snprintf(r->detail, sizeof r->detail, "the test process exited with status %d and no result",
-             WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -1);
+    snprintf(r->detail, sizeof r->detail, "the test process exited with status %d and no result%s%s",
+             WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -1, why[0] ? ": " : "", why);
   } else {
     r->status = s->buf[0] == 'P' ? KN_CONF_PASS : s->buf[0] == 'F' ? KN_CONF_FAIL : KN_CONF_SKIP;
     snprintf(r->detail, sizeof r->detail, "%s", s->buf + 1);
