@@ -42,6 +42,10 @@ static int run_pass(const kn_compile_opts *o, const char *stage, int (*pass)(kn_
                     kn_graph *g, kn_diag *d) {
   if (pass(g, d) < 0) return -1;
   if (kn_infer_shapes(g, d) < 0) return -1;
+#ifndef NDEBUG
+  /* debug builds check the graph's invariants after every pass */
+  if (kn_graph_verify(g, d) < 0) return -1;
+#endif
   dump_graph(o, stage, g);
   return 0;
 }
