@@ -155,6 +155,44 @@ static int gather(kn_ref_call *c) {
   return 0;
 }
 
+static int gather_elements(kn_ref_call *c) {
+  const kn_ref_tensor *x = &c->in[0], *ind = &c->in[1];
+  kn_ref_tensor *y = &c->out[0];
+  int r = x->shape.rank;
+  int axis = kn_axis_norm(kn_node_attr_int(c->node, "axis", 0), r);
+  if (axis < 0) return kn_ref_error(c, "axis out of range");
+  int64_t xs[KN_MAX_RANK], idx[KN_MAX_RANK] = {0}, n = kn_ref_numel(&y->shape);
+  kn_ref_strides(&x->shape, xs);
+  size_t es = esize(x);
+  for (int64_t i = 0; i < n; i++, kn_ref_next_index(&y->shape, idx)) {
+    int64_t k = kn_ref_load_int(ind->dtype, ind->data, i), dim = x->shape.dim[axis];
+    if (k < -dim || k >= dim)
+      return kn_ref_error(c, "index %lld out of range for dim %lld", (long long)k, (long long)dim);
+    if (k < 0) k += dim;
+    int64_t off = 0;
+    for (int a = 0; a < r; a++) off += (a == axis ? k : idx[a]) * xs[a];
+    memcpy((char *)y->data + (size_t)i * es, (const char *)x->data + (size_t)off * es, es);
+  }
+  return 0;
+}
+
+static int trilu(kn_ref_call *c) {
+  const kn_ref_tensor *x = &c->in[0];
+  kn_ref_tensor *y = &c->out[0];
+  int r = x->shape.rank;
+  int64_t k = c->n_in > 1 && c->in[1].data ? kn_ref_load_int(c->in[1].dtype, c->in[1].data, 0) : 0;
+  bool upper = kn_node_attr_int(c->node, "upper", 1) != 0;
+  int64_t idx[KN_MAX_RANK] = {0}, n = kn_ref_numel(&y->shape);
+  size_t es = esize(x);
+  for (int64_t i = 0; i < n; i++, kn_ref_next_index(&y->shape, idx)) {
+    int64_t diff = idx[r - 1] - idx[r - 2];
+    bool keep = upper ? diff >= k : diff <= k;
+    if (keep) memcpy((char *)y->data + (size_t)i * es, (const char *)x->data + (size_t)i * es, es);
+    else memset((char *)y->data + (size_t)i * es, 0, es);
+  }
+  return 0;
+}
+
 /* Expand and Tile: every output element reads one input element. */
 static int broadcast_copy(kn_ref_call *c, bool tile) {
   const kn_ref_tensor *x = &c->in[0];
@@ -321,6 +359,8 @@ int kn_ref_movement(kn_ref_call *c) {
   case KN_OP_SLICE: return slice(c);
   case KN_OP_SPLIT: return split(c);
   case KN_OP_GATHER: return gather(c);
+  case KN_OP_GATHER_ELEMENTS: return gather_elements(c);
+  case KN_OP_TRILU: return trilu(c);
   case KN_OP_EXPAND: return broadcast_copy(c, false);
   case KN_OP_TILE: return broadcast_copy(c, true);
   case KN_OP_PAD: return pad(c);

@@ -320,7 +320,7 @@ static void op_arity(kn_op op, int *max_in, int *max_out) {
   case KN_OP_ADD: case KN_OP_SUB: case KN_OP_MUL: case KN_OP_DIV: case KN_OP_POW:
   case KN_OP_EQUAL: case KN_OP_LESS: case KN_OP_GREATER: case KN_OP_AND: case KN_OP_OR:
   case KN_OP_MOD: case KN_OP_GREATER_OR_EQUAL: case KN_OP_LESS_OR_EQUAL: case KN_OP_XOR:
-  case KN_OP_CAST_LIKE:
+  case KN_OP_CAST_LIKE: case KN_OP_GATHER_ELEMENTS: case KN_OP_TRILU:
   case KN_OP_PRELU: case KN_OP_MATMUL: case KN_OP_GATHER: case KN_OP_EXPAND: case KN_OP_TILE:
   case KN_OP_RESHAPE: case KN_OP_SQUEEZE: case KN_OP_UNSQUEEZE: case KN_OP_REDUCE_MEAN:
   case KN_OP_REDUCE_SUM: case KN_OP_REDUCE_MAX: case KN_OP_REDUCE_MIN: case KN_OP_REDUCE_PROD:

@@ -211,6 +211,32 @@ static int gather(kn_infer *c) {
   return kn_infer_set(c, 0, x->dtype, &s);
 }
 
+/* GatherElements: indices of x's rank; the output has the indices' shape. */
+static int gather_elements(kn_infer *c) {
+  const kn_value *x = need_in(c, 0), *ind = need_in(c, 1);
+  if (!x || !ind) return -1;
+  if (ind->dtype != KN_DT_I64 && ind->dtype != KN_DT_I32)
+    return kn_infer_fail(c, "indices must be int32 or int64, got %s", kn_dtype_name(ind->dtype));
+  int r = x->shape.rank;
+  if (ind->shape.rank != r)
+    return kn_infer_fail(c, "indices %s must have the rank of the data %s", SHAPE_STR(&ind->shape),
+                         SHAPE_STR(&x->shape));
+  if (kn_axis_norm(kn_node_attr_int(kn_infer_node(c), "axis", 0), r) < 0)
+    return kn_infer_fail(c, "axis is out of range for rank %d", r);
+  return kn_infer_set(c, 0, x->dtype, &ind->shape);
+}
+
+/* Trilu: rank >= 2, same shape; k (input 1) a scalar integer. */
+static int trilu(kn_infer *c) {
+  const kn_value *x = need_in(c, 0);
+  if (!x) return -1;
+  if (x->shape.rank < 2) return kn_infer_fail(c, "input must have rank >= 2, got %s", SHAPE_STR(&x->shape));
+  const kn_value *k = kn_infer_in(c, 1);
+  if (k && (k->dtype != KN_DT_I64 || kn_shape_numel_max(&k->shape, 1) != 1))
+    return kn_infer_fail(c, "k must be an int64 scalar");
+  return kn_infer_set(c, 0, x->dtype, &x->shape);
+}
+
 static int expand(kn_infer *c) {
   const kn_value *x = need_in(c, 0);
   if (!x) return -1;
@@ -492,6 +518,8 @@ int kn_infer_movement(kn_infer *c) {
   case KN_OP_SLICE: return slice(c);
   case KN_OP_SPLIT: return split(c);
   case KN_OP_GATHER: return gather(c);
+  case KN_OP_GATHER_ELEMENTS: return gather_elements(c);
+  case KN_OP_TRILU: return trilu(c);
   case KN_OP_EXPAND: return expand(c);
   case KN_OP_PAD: return pad(c);
   case KN_OP_TILE: return tile(c);

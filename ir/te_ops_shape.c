@@ -1,5 +1,6 @@
 /* te_ops_shape.c — compute definitions of the data-movement ops (INJECTIVE:
- * Transpose, Concat, Slice, Split, Gather, Expand, Pad, Tile) and the views
+ * Transpose, Concat, Slice, Split, Gather, GatherElements, Trilu, Expand,
+ * Pad, Tile) and the views
  * (Reshape, Flatten, Squeeze, Unsqueeze).
  *
  * Each is one compute `out[i...] = in[f(i...)]` (Concat: a select chain over
@@ -221,6 +222,41 @@ static kn_expr *gather_def(sh *s, kn_te_tensor *indices) {
   return load(s, s->x, xi);
 }
 
+/* GatherElements: out[i] = x[i with i[axis] replaced by indices[i]]. */
+static kn_expr *gather_elements_def(sh *s, kn_te_tensor *indices) {
+  int r = s->x->rank;
+  int axis = kn_te_norm_axis(kn_node_attr_int(s->n, "axis", 0), r);
+  if (axis < 0) return fail(s, "axis");
+  if (indices->rank != r || s->o->rank != r) return fail(s, "indices rank");
+  if (indices->dtype != KN_DT_I64 && indices->dtype != KN_DT_I32)
+    return fail(s, "indices of dtype %s", kn_dtype_name(indices->dtype));
+  kn_expr *xi[KN_TE_MAX_RANK];
+  for (int a = 0; a < r; a++) xi[a] = s->idx[a];
+  xi[axis] = wrap_index(s->c, kn_e_cast(s->c->ec, KN_DT_I64, load(s, indices, s->idx)), s->x->shape[axis]);
+  return load(s, s->x, xi);
+}
+
+/* Trilu: x where col - row >= k (upper) or <= k (lower), else 0; k is input
+ * 1 (0 when omitted), read at run time. */
+static kn_expr *trilu_def(sh *s, kn_te_tensor **in) {
+  kn_te_ctx *c = s->c;
+  int r = s->x->rank;
+  if (r < 2) return fail(s, "rank < 2");
+  kn_expr *k = kn_te_ix(c, 0);
+  if (s->n->n_in > 1 && in[1]) {
+    if (in[1]->dtype != KN_DT_I64) return fail(s, "k of dtype %s", kn_dtype_name(in[1]->dtype));
+    kn_expr *zeros[KN_TE_MAX_RANK];
+    for (int i = 0; i < in[1]->rank; i++) zeros[i] = kn_te_ix(c, 0);
+    k = load(s, in[1], zeros);
+  }
+  kn_expr *diff = kn_te_ix_sub(c, s->idx[r - 1], s->idx[r - 2]);
+  bool upper = kn_node_attr_int(s->n, "upper", 1) != 0;
+  kn_expr *keep = kn_e_bin(c->ec, upper ? KN_E_GE : KN_E_LE, diff, k);
+  kn_expr *v = load(s, s->x, s->idx);
+  kn_expr *zero = v->dtype == KN_DT_BOOL ? kn_e_const_int(c->ec, KN_DT_BOOL, 0) : kn_te_num(c, v->dtype, 0);
+  return kn_e_select(c->ec, keep, v, zero);
+}
+
 static kn_expr *expand_def(sh *s) {
   int r = s->o->rank, xr = s->x->rank;
   if (xr > r) return fail(s, "input of higher rank than the output");
@@ -390,6 +426,11 @@ kn_te_tensor *kn_te_shape_op(kn_te_ctx *c, const kn_node *n, int out, kn_te_tens
     if (n->n_in < 2 || !in[1]) return kn_te_unsupported(d, n, "missing indices");
     body = gather_def(&s, in[1]);
     break;
+  case KN_OP_GATHER_ELEMENTS:
+    if (n->n_in < 2 || !in[1]) return kn_te_unsupported(d, n, "missing indices");
+    body = gather_elements_def(&s, in[1]);
+    break;
+  case KN_OP_TRILU: body = trilu_def(&s, in); break;
   case KN_OP_EXPAND: body = expand_def(&s); break;
   case KN_OP_PAD: body = pad_def(&s, in); break;
   case KN_OP_TILE: body = tile_def(&s); break;
