@@ -302,11 +302,15 @@ static int softmax(kn_ref_call *c) {
   bool log_out = c->node->op == KN_OP_LOG_SOFTMAX;
   for (int64_t o = 0; o < outer; o++)
     for (int64_t in = 0; in < inner; in++) {
-      int64_t base = o * len * inner + in;
+      int64_t base = o * len * inner + in, first = 0;
       double mx = -INFINITY, sum = 0;
       for (int64_t j = 0; j < len; j++) {
         double v = kn_ref_load(x->dtype, x->data, base + j * inner);
-        if (v > mx) mx = v;
+        if (v > mx || j == 0) mx = v, first = j;
+      }
+      if (c->node->op == KN_OP_HARDMAX) { /* 1 at the first maximum */
+        for (int64_t j = 0; j < len; j++) kn_ref_store(y->dtype, y->data, base + j * inner, j == first);
+        continue;
       }
       for (int64_t j = 0; j < len; j++) sum += exp(kn_ref_load(x->dtype, x->data, base + j * inner) - mx);
       for (int64_t j = 0; j < len; j++) {
@@ -453,7 +457,8 @@ int kn_ref_nn(kn_ref_call *c) {
   case KN_OP_ARG_MAX:
   case KN_OP_ARG_MIN: return arg_extreme(c);
   case KN_OP_SOFTMAX:
-  case KN_OP_LOG_SOFTMAX: return softmax(c);
+  case KN_OP_LOG_SOFTMAX:
+  case KN_OP_HARDMAX: return softmax(c);
   case KN_OP_LAYER_NORM: return layer_norm(c);
   case KN_OP_BATCH_NORM: return batch_norm(c);
   default: return kn_ref_error(c, "not a contraction, pool or reduction");

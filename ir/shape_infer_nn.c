@@ -428,7 +428,8 @@ int kn_infer_nn(kn_infer *c) {
   case KN_OP_ARG_MAX:
   case KN_OP_ARG_MIN: return reduce(c);
   case KN_OP_SOFTMAX:
-  case KN_OP_LOG_SOFTMAX: return softmax(c);
+  case KN_OP_LOG_SOFTMAX:
+  case KN_OP_HARDMAX: return softmax(c);
   case KN_OP_LAYER_NORM: return layer_norm(c);
   case KN_OP_BATCH_NORM: return batch_norm(c);
   default: return kn_infer_fail(c, "no shape rule");

@@ -1,5 +1,6 @@
 /* te_ops_reduce.c — reductions and normalisations: ReduceMean/Sum/Max/Min/
  * Prod/L1/L2/SumSquare/LogSum/LogSumExp, ArgMax/ArgMin, Softmax, LogSoftmax,
+ * Hardmax,
  * LayerNormalization; plus the reduction-stage helper
  * (kn_te_red_*) the pools use too.
  *
@@ -211,6 +212,34 @@ static kn_te_tensor *softmax_def(kn_te_ctx *c, const kn_node *n, kn_te_tensor *x
   return o;
 }
 
+/* Hardmax: 1 at the first index of the maximum along `axis`, else 0 (the
+ * ArgMax stages of arg_def, then a compare). Opset < 13 flattens the axes
+ * from `axis` on; only the case where that is one axis is supported. */
+static kn_te_tensor *hardmax_def(kn_te_ctx *c, const kn_node *n, kn_te_tensor *x, kn_diag *d) {
+  kn_expr_ctx *ec = c->ec;
+  int r = x->rank;
+  bool v13 = c->g->opset >= 13;
+  int axis = kn_te_norm_axis(kn_node_attr_int(n, "axis", v13 ? -1 : 1), r);
+  if (axis < 0) return kn_te_unsupported(d, n, "axis");
+  if (!v13 && axis != r - 1) return kn_te_unsupported(d, n, "opset < 13 over several axes");
+  if (!kn_dtype_is_float(x->dtype)) return kn_te_unsupported(d, n, "dtype %s", kn_dtype_name(x->dtype));
+  bool red[KN_TE_MAX_RANK] = {0};
+  red[axis] = true;
+  kn_te_red best, at;
+  kn_te_red_begin(c, n, "max", x->dtype, r, x->shape, red, &best);
+  kn_te_red_end(c, &best, KN_RED_MAX, kn_te_at(c, x, best.src));
+  kn_te_red_begin(c, n, "index", KN_DT_I64, r, x->shape, red, &at);
+  kn_expr *hit = kn_e_bin(ec, KN_E_EQ, kn_te_at(c, x, at.src), kn_te_red_at(c, &best, at.src));
+  kn_te_red_end(c, &at, KN_RED_MIN, kn_e_select(ec, hit, at.src[axis], kn_e_int(ec, INT64_MAX)));
+  kn_te_tensor *o = kn_te_out_compute(c, n, 0, NULL);
+  if (o->rank != r || o->dtype != x->dtype) return kn_te_unsupported(d, n, "output shape/dtype");
+  kn_expr *idx[KN_TE_MAX_RANK];
+  kn_te_axis_exprs(c, o, idx);
+  kn_expr *is_first = kn_e_bin(ec, KN_E_EQ, idx[axis], kn_te_red_at(c, &at, idx));
+  o->body = kn_e_select(ec, is_first, kn_te_num(c, x->dtype, 1), kn_te_num(c, x->dtype, 0));
+  return o;
+}
+
 /* LayerNormalization over axes [axis, rank): stage 1 sums x, stage 2 sums
  * (x - mean)^2 reading stage 1; outputs Y, Mean, InvStdDev. */
 static kn_te_tensor *layer_norm_def(kn_te_ctx *c, const kn_node *n, int out, kn_te_tensor **in,
@@ -279,6 +308,7 @@ kn_te_tensor *kn_te_reduce_op(kn_te_ctx *c, const kn_node *n, int out, kn_te_ten
   case KN_OP_ARG_MIN: return arg_def(c, n, in[0], d);
   case KN_OP_SOFTMAX:
   case KN_OP_LOG_SOFTMAX: return softmax_def(c, n, in[0], d);
+  case KN_OP_HARDMAX: return hardmax_def(c, n, in[0], d);
   case KN_OP_LAYER_NORM: return layer_norm_def(c, n, out, in, d);
   default: return kn_te_unsupported(d, n, "operator in the reduction library");
   }

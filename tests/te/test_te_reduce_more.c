@@ -1,7 +1,7 @@
 /* test_te_reduce_more.c — the reductions added for the ONNX node tests
  * (te_ops_reduce.c): Reduce{Prod,L1,L2,SumSquare,LogSum,LogSumExp} over
  * attribute / input axes with and without keepdims, and ArgMax/ArgMin on
- * every axis, with ties (small integers) and select_last_index.
+ * every axis, with ties (small integers) and select_last_index; Hardmax.
  * Oracle: kn_ref_run_graph, plus hand-checked ArgMax indices. */
 #include <string.h>
 
@@ -84,10 +84,37 @@ static void test_arg_extreme(void **state) {
   }
 }
 
+static void test_hardmax(void **state) {
+  (void)state;
+  for (int axis = -1; axis < 3; axis++) {
+    th t;
+    th_init(&t, 13);
+    int x = th_input(&t, "x", KN_DT_F32, 3, TH_DIMS(2, 3, 4), 1u, -2, 2);
+    th_node(&t, KN_OP_HARDMAX, "h", &x, 1, 1);
+    th_attr_int(&t, "axis", axis);
+    th_check(&t, 2);
+    th_free(&t);
+  }
+  /* ties: the first maximum wins */
+  static const float x[8] = {1, 3, 3, 0, /* */ -1, -1, -5, -5};
+  static const float want[8] = {0, 1, 0, 0, 1, 0, 0, 0};
+  th t;
+  th_init(&t, 13);
+  int in = th_input_data(&t, "x", KN_DT_F32, 2, TH_DIMS(2, 4), 0, x);
+  th_node(&t, KN_OP_HARDMAX, "h", &in, 1, 1);
+  th_check(&t, 1);
+  float out[8];
+  void *data[1] = {(void *)x};
+  th_eval(&t, 0, 1, data, out);
+  assert_memory_equal(out, want, sizeof out);
+  th_free(&t);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_reduce_family),
       cmocka_unit_test(test_arg_extreme),
+      cmocka_unit_test(test_hardmax),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
