@@ -15,7 +15,8 @@
 /* Compiles every kernel of `plan`, embeds constants, the plan tables and the
  * runtime, and writes `out_path` (".so": shared library exporting
  * PREFIX_artifact / PREFIX_run / PREFIX_set_threads and kiln_artifact_v1;
- * ".o": relocatable object exporting the first three only) plus the header
+ * ".o": relocatable object exporting the first three only; ".c" for the
+ * portable C target: one C source file, see c_package.c) plus the header
  * next to it (same stem, ".h"). Both appear atomically: on any failure
  * neither file is created or replaced. Returns 0, or -1 with a diagnostic. */
 int kn_cg_package(const kn_plan *plan, const kn_target *t, const char *out_path, kn_diag *d);

@@ -52,6 +52,7 @@ static const unsigned char *runtime_object(const kn_target *t, size_t *size) {
 
 int kn_cg_check_target(const kn_target *t, kn_diag *d) {
   size_t size;
+  if (t->arch == KN_ARCH_C) return 0; /* the runtime goes in as source text */
   if (runtime_object(t, &size)) return 0;
   if (t->arch == KN_ARCH_AARCH64)
     return kn_diag_error(d,
@@ -65,6 +66,10 @@ int kn_cg_check_target(const kn_target *t, kn_diag *d) {
 }
 
 void kn_cg_target_string(const kn_target *t, char *buf, size_t cap) {
+  if (t->arch == KN_ARCH_C) {
+    snprintf(buf, cap, "c");
+    return;
+  }
   snprintf(buf, cap, "%s -mcpu=%s%s%s", t->triple, t->cpu, t->features[0] ? " -mattr=" : "",
            t->features);
 }
@@ -90,7 +95,7 @@ static int check_tensors(const kn_plan_tensor *t, int n, const char *what, kn_di
   return 0;
 }
 
-static int check_plan(const kn_plan *p, kn_diag *d) {
+int kn_cg_check_plan(const kn_plan *p, kn_diag *d) {
   if (!is_identifier(p->prefix))
     return kn_diag_error(d, "artifact prefix '%s' is not a C identifier", p->prefix ? p->prefix : "");
   if (p->max_batch < 1) return kn_diag_error(d, "max batch %lld must be >= 1", (long long)p->max_batch);
@@ -327,13 +332,16 @@ static const char *ext_of(const char *path) {
 
 int kn_cg_package(const kn_plan *plan, const kn_target *t, const char *out_path, kn_diag *d) {
   const char *ext = ext_of(out_path);
+  if (t->arch == KN_ARCH_C) return kn_cg_package_c(plan, t, out_path, d);
+  if (!strcmp(ext, ".c"))
+    return kn_diag_error(d, "output '%s': C source is written for --target c only", out_path);
   bool shared = !strcmp(ext, ".so");
   if (!shared && strcmp(ext, ".o"))
     return kn_diag_error(d, "output '%s' must end in .so (shared library) or .o (object)", out_path);
   size_t rt_size;
   const unsigned char *rt_object = runtime_object(t, &rt_size);
   if (!rt_object) return kn_cg_check_target(t, d);
-  if (check_plan(plan, d)) return -1;
+  if (kn_cg_check_plan(plan, d)) return -1;
   /* header path: same stem, .h */
   size_t stem = strlen(out_path) - strlen(ext);
   char *header_path = malloc(stem + 3);

@@ -31,7 +31,13 @@ int kn_cg_link(const kn_cg_tmpdir *t, const char *kernels_obj, const char *rt_ob
 int kn_cg_write_header(const kn_plan *plan, const kn_target *t, const char *path,
                        const char *artifact_file, kn_diag *d);
 
-/* "TRIPLE -mcpu=CPU [-mattr=FEATURES]" into buf. */
+/* Bad plans (indices, ABI bounds, names) as diagnostics. */
+int kn_cg_check_plan(const kn_plan *plan, kn_diag *d);
+
+/* The portable C artifact (c_package.c): OUT.c + OUT.h, for --target c. */
+int kn_cg_package_c(const kn_plan *plan, const kn_target *t, const char *out_path, kn_diag *d);
+
+/* "TRIPLE -mcpu=CPU [-mattr=FEATURES]" (or "c") into buf. */
 void kn_cg_target_string(const kn_target *t, char *buf, size_t cap);
 
 #endif

@@ -87,7 +87,9 @@ static bool in_list(const char *list, const char *word, size_t n) {
   return false;
 }
 
-static const char *arch_name(kn_arch a) { return a == KN_ARCH_X86_64 ? "x86_64" : "aarch64"; }
+static const char *arch_name(kn_arch a) {
+  return a == KN_ARCH_X86_64 ? "x86_64" : a == KN_ARCH_AARCH64 ? "aarch64" : "c";
+}
 
 static int arch_of_triple(const char *triple, kn_arch *arch) {
   size_t n = strcspn(triple, "-");
@@ -221,6 +223,24 @@ static int parse_mattr(kn_target *t, const char *list, size_t n, kn_diag *d) {
   return 0;
 }
 
+/* "c": portable C source for any machine the user's C compiler reaches. The
+ * schedules assume 128-bit vectors (SSE, NEON, RVV at its minimum...) and 16
+ * vector registers, which every SIMD ISA has; no FMA is assumed. */
+static int parse_portable_c(const char *rest, kn_target *t, kn_diag *d) {
+  while (*rest == ' ') rest++;
+  if (*rest)
+    return kn_diag_error(d, "target 'c' takes no options (got '%s'); the C compiler that builds the "
+                            "artifact chooses the machine", rest);
+  t->arch = KN_ARCH_C;
+  strcpy(t->triple, "c");
+  strcpy(t->cpu, "generic");
+  t->features[0] = 0;
+  t->vector_bits = 128;
+  t->vector_regs = 16;
+  t->has_fma = false;
+  return 0;
+}
+
 int kn_target_parse(const char *spec, kn_target *t, kn_diag *d) {
   kn_cg_init_llvm();
   memset(t, 0, sizeof *t);
@@ -231,13 +251,14 @@ int kn_target_parse(const char *spec, kn_target *t, kn_diag *d) {
   bool is_host = true;
   if (*p && *p != '-') {
     size_t n = strcspn(p, " ");
+    if (n == 1 && *p == 'c') return parse_portable_c(p + 1, t, d);
     if (!(n == 4 && !strncmp(p, "host", 4))) {
       is_host = false;
       if (set_str(t->triple, sizeof t->triple, p, n, "triple", d)) return -1;
       if (arch_of_triple(t->triple, &t->arch))
         return kn_diag_error(d,
                              "unknown target architecture in '%s' (valid: host, "
-                             "x86_64-linux-gnu, aarch64-linux-gnu)",
+                             "x86_64-linux-gnu, aarch64-linux-gnu, c)",
                              t->triple);
       if (!strstr(t->triple, "linux"))
         return kn_diag_error(d, "target '%s': only Linux targets are supported (e.g. %s-linux-gnu)",

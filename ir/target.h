@@ -6,7 +6,9 @@
 
 #include "base.h"
 
-typedef enum kn_arch { KN_ARCH_X86_64, KN_ARCH_AARCH64 } kn_arch;
+/* KN_ARCH_C: portable C source (`--target c`), built by the user's C compiler
+ * for any machine; schedules assume 128-bit vectors and 16 registers. */
+typedef enum kn_arch { KN_ARCH_X86_64, KN_ARCH_AARCH64, KN_ARCH_C } kn_arch;
 
 typedef struct kn_target {
   kn_arch arch;

@@ -13,7 +13,11 @@
 
 #include "../include/kiln/artifact.h"
 
+/* Hidden in .so / .o artifacts; a portable C artifact (codegen/c_package.c)
+ * includes this file with KN_RT_HIDDEN defined as `static`. */
+#ifndef KN_RT_HIDDEN
 #define KN_RT_HIDDEN __attribute__((visibility("hidden")))
+#endif
 
 /* Bounds checked by the packager, relied on by the runtime. */
 #define KN_RT_MAX_ARGS 64     /* arguments of one kernel */

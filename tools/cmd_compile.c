@@ -10,12 +10,16 @@
 
 static void usage(FILE *out) {
   fprintf(out,
-          "usage: kiln compile MODEL.onnx -o OUT.so|OUT.o [options]\n"
-          "  -o, --output PATH      artifact to write (.so shared library or .o object);\n"
+          "usage: kiln compile MODEL.onnx -o OUT.so|OUT.o|OUT.c [options]\n"
+          "  -o, --output PATH      artifact to write (.so shared library, .o object, or\n"
+          "                         .c portable C source with --target c);\n"
           "                         the header is written beside it as OUT.h\n"
-          "  --target STRING        \"TRIPLE [-mcpu=CPU] [-mattr=+f,-g]\" (default: the host)\n"
+          "  --target STRING        \"TRIPLE [-mcpu=CPU] [-mattr=+f,-g]\" (default: the host),\n"
+          "                         or \"c\" (portable C source, -o OUT.c)\n"
           "  --max-batch B          largest batch the artifact accepts (default 1)\n"
           "  --prefix NAME          C prefix of the artifact's symbols (default \"model\")\n"
+          "  --tuning-log LOG.jsonl use the best record per workload of a `kiln tune` log\n"
+          "                         (records for other targets are ignored with a notice)\n"
           "  --dump-after=STAGE     print the IR after STAGE to stdout; stages:");
   for (int i = 0; kn_pipeline_stages[i]; i++) fprintf(out, " %s", kn_pipeline_stages[i]);
   fprintf(out, "\n  -v, --verbose          print a summary line\n");
@@ -60,6 +64,9 @@ int kn_cmd_compile(int argc, char **argv) {
     } else if ((r = TAKE("--prefix"))) {
       if (r < 0) goto missing;
       o.prefix = val;
+    } else if ((r = TAKE("--tuning-log"))) {
+      if (r < 0) goto missing;
+      o.tuning_log = val;
     } else if ((r = TAKE("--dump-after"))) {
       if (r < 0) goto missing;
       o.dump_after = val;
@@ -96,8 +103,9 @@ int kn_cmd_compile(int argc, char **argv) {
     fprintf(stderr, "kiln: error: compile: no output given: add -o OUT.so or -o OUT.o\n");
     return 2;
   }
-  if (!has_suffix(o.output, ".so") && !has_suffix(o.output, ".o")) {
-    fprintf(stderr, "kiln: error: compile: output '%s' must end in .so or .o\n", o.output);
+  if (!has_suffix(o.output, ".so") && !has_suffix(o.output, ".o") && !has_suffix(o.output, ".c")) {
+    fprintf(stderr, "kiln: error: compile: output '%s' must end in .so, .o or .c (with --target c)\n",
+            o.output);
     return 2;
   }
   if (!valid_prefix(o.prefix)) {

@@ -1,0 +1,830 @@
+/* c_emit.c — finalized loop-IR kernels -> portable C.
+ *
+ * Requires: a kernel after kn_loop_finalize (SERIAL / PARALLEL loops only,
+ * vector RAMP / BROADCAST / LOAD / STORE expressions). Guarantees: the same
+ * semantics as the LLVM back end (codegen/llvm_expr.c), in plain C17:
+ *  - a vector statement becomes a loop over its lanes (`kl`), each vector
+ *    expression evaluated per lane; scalar subexpressions are computed once,
+ *    before the lane loop. A vector store whose value may read another lane's
+ *    destination first collects every lane, then stores (all lanes read before
+ *    any lane writes, as one vector instruction would); a stride-0 store keeps
+ *    the last lane. C compilers turn these lane loops back into SIMD;
+ *  - an expression DAG is emitted once per statement: nodes used more than
+ *    once get a `const` temporary (tN), the others are inlined;
+ *  - integer DIV / MOD are floor division / modulo, x / 0 == x % 0 == 0, no
+ *    trap on INT_MIN / -1; integer arithmetic other than int64 wraps (done in
+ *    unsigned types: no undefined behaviour); int64 is index arithmetic that
+ *    never overflows, as the LLVM back end's nsw;
+ *  - float MIN / MAX return the non-NaN operand (llvm.minnum / maxnum);
+ *    f16 / bf16 live in float registers, rounded on casts and stores;
+ *    bool is 0 / 1 in one byte of memory;
+ *  - math calls libm (expf, logf, tanhf, erff, ...), which is at least as
+ *    accurate as the LLVM back end's inline polynomials;
+ *  - the outermost PARALLEL loop runs [task*extent/ntasks,
+ *    (task+1)*extent/ntasks); nested PARALLEL loops are serial.
+ * Parameters are `restrict` pointers, as the LLVM back end's noalias. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "c_emit.h"
+
+/* ---- text buffers ---- */
+
+void kn_cg_sbuf_append(kn_cg_sbuf *b, const char *s, size_t n) {
+  if (b->n + n + 1 > b->cap) {
+    size_t cap = b->cap ? b->cap : 256;
+    while (b->n + n + 1 > cap) cap *= 2;
+    b->s = realloc(b->s, cap);
+    KN_ASSERT(b->s, "out of memory");
+    b->cap = cap;
+  }
+  memcpy(b->s + b->n, s, n);
+  b->n += n;
+  b->s[b->n] = 0;
+}
+
+void kn_cg_sbuf_printf(kn_cg_sbuf *b, const char *fmt, ...) {
+  char small[512];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(small, sizeof small, fmt, ap);
+  va_end(ap);
+  KN_ASSERT(n >= 0, "vsnprintf failed");
+  if ((size_t)n < sizeof small) {
+    kn_cg_sbuf_append(b, small, (size_t)n);
+    return;
+  }
+  char *big = malloc((size_t)n + 1);
+  KN_ASSERT(big, "out of memory");
+  va_start(ap, fmt);
+  vsnprintf(big, (size_t)n + 1, fmt, ap);
+  va_end(ap);
+  kn_cg_sbuf_append(b, big, (size_t)n);
+  free(big);
+}
+
+void kn_cg_sbuf_free(kn_cg_sbuf *b) {
+  free(b->s);
+  *b = (kn_cg_sbuf){0};
+}
+
+/* ---- the prelude: helpers the kernels call ---- */
+
+const char kn_cg_c_prelude[] =
+    "/* ---- helpers of the generated kernels ---- */\n"
+    "static inline int64_t kn_c_fdiv(int64_t a, int64_t b) { /* floor division, x/0 == 0 */\n"
+    "  if (b == 0) return 0;\n"
+    "  if (b == -1) return (int64_t)(0 - (uint64_t)a);\n"
+    "  int64_t q = a / b, r = a % b;\n"
+    "  return (r != 0 && (r ^ b) < 0) ? q - 1 : q;\n"
+    "}\n"
+    "static inline int64_t kn_c_fmod(int64_t a, int64_t b) { /* floor modulo, x%0 == 0 */\n"
+    "  if (b == 0 || b == -1) return 0;\n"
+    "  int64_t r = a % b;\n"
+    "  return (r != 0 && (r ^ b) < 0) ? r + b : r;\n"
+    "}\n"
+    "static inline uint64_t kn_c_udiv(uint64_t a, uint64_t b) { return b ? a / b : 0; }\n"
+    "static inline uint64_t kn_c_umod(uint64_t a, uint64_t b) { return b ? a % b : 0; }\n"
+    "static inline int64_t kn_c_smin(int64_t a, int64_t b) { return a < b ? a : b; }\n"
+    "static inline int64_t kn_c_smax(int64_t a, int64_t b) { return a > b ? a : b; }\n"
+    "static inline uint64_t kn_c_umin(uint64_t a, uint64_t b) { return a < b ? a : b; }\n"
+    "static inline uint64_t kn_c_umax(uint64_t a, uint64_t b) { return a > b ? a : b; }\n"
+    "static inline int64_t kn_c_iabs(int64_t a) { return a < 0 ? (int64_t)(0 - (uint64_t)a) : a; }\n"
+    "/* min / max returning the non-NaN operand (IEEE minNum / maxNum) */\n"
+    "static inline float kn_c_fminf(float a, float b) { return (a < b || b != b) ? a : b; }\n"
+    "static inline float kn_c_fmaxf(float a, float b) { return (a > b || b != b) ? a : b; }\n"
+    "static inline double kn_c_fmin(double a, double b) { return (a < b || b != b) ? a : b; }\n"
+    "static inline double kn_c_fmax(double a, double b) { return (a > b || b != b) ? a : b; }\n"
+    "static inline float kn_c_sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }\n"
+    "static inline double kn_c_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }\n"
+    "/* float16: bits <-> value, round to nearest even */\n"
+    "static inline float kn_c_h2f(uint16_t h) {\n"
+    "  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, bits;\n"
+    "  float f;\n"
+    "  if (e == 0) {\n"
+    "    f = (float)m * 0x1p-24f;\n"
+    "    return sign ? -f : f;\n"
+    "  }\n"
+    "  bits = e == 0x1f ? (sign | 0x7f800000u | (m << 13)) : (sign | ((e + 112u) << 23) | (m << 13));\n"
+    "  memcpy(&f, &bits, sizeof f);\n"
+    "  return f;\n"
+    "}\n"
+    "static inline uint16_t kn_c_d2h(double x) {\n"
+    "  uint16_t sign = signbit(x) ? 0x8000u : 0u;\n"
+    "  if (x != x) return (uint16_t)(sign | 0x7e00u);\n"
+    "  double a = fabs(x);\n"
+    "  if (a >= 65520.0) return (uint16_t)(sign | 0x7c00u);\n"
+    "  if (a < 0x1p-14) return (uint16_t)(sign | (uint16_t)nearbyint(a * 0x1p24));\n"
+    "  int e;\n"
+    "  double q = nearbyint(ldexp(frexp(a, &e), 11)); /* a = q/2048 * 2^e, q in [1024, 2048] */\n"
+    "  if (q >= 2048.0) { q = 1024.0; e++; }\n"
+    "  return (uint16_t)(sign | (uint16_t)((e + 14) << 10) | (uint16_t)((int)q - 1024));\n"
+    "}\n"
+    "static inline float kn_c_round_f16(float x) { return kn_c_h2f(kn_c_d2h(x)); }\n"
+    "/* bfloat16: the high half of a float, round to nearest even, NaN kept quiet */\n"
+    "static inline uint32_t kn_c_bf16_bits(float x) {\n"
+    "  uint32_t b;\n"
+    "  memcpy(&b, &x, sizeof b);\n"
+    "  if (x != x) b |= 0x00400000u;\n"
+    "  else b += 0x7fffu + ((b >> 16) & 1u);\n"
+    "  return b & 0xffff0000u;\n"
+    "}\n"
+    "static inline float kn_c_round_bf16(float x) {\n"
+    "  uint32_t b = kn_c_bf16_bits(x);\n"
+    "  float f;\n"
+    "  memcpy(&f, &b, sizeof f);\n"
+    "  return f;\n"
+    "}\n"
+    "static inline uint16_t kn_c_f2bf(float x) { return (uint16_t)(kn_c_bf16_bits(x) >> 16); }\n"
+    "static inline float kn_c_bf2f(uint16_t h) {\n"
+    "  uint32_t b = (uint32_t)h << 16;\n"
+    "  float f;\n"
+    "  memcpy(&f, &b, sizeof f);\n"
+    "  return f;\n"
+    "}\n";
+
+/* ---- types ---- */
+
+static bool is_float(kn_dtype t) { return kn_dtype_is_float(t); }
+static bool is_small_float(kn_dtype t) { return t == KN_DT_F16 || t == KN_DT_BF16; }
+
+/* Register (computation) type. */
+static const char *reg_type(kn_dtype t) {
+  switch (t) {
+  case KN_DT_F32:
+  case KN_DT_F16:
+  case KN_DT_BF16: return "float";
+  case KN_DT_F64: return "double";
+  case KN_DT_BOOL: return "bool";
+  case KN_DT_I8: return "int8_t";
+  case KN_DT_U8: return "uint8_t";
+  case KN_DT_I16: return "int16_t";
+  case KN_DT_U16: return "uint16_t";
+  case KN_DT_I32: return "int32_t";
+  case KN_DT_U32: return "uint32_t";
+  case KN_DT_I64: return "int64_t";
+  case KN_DT_U64: return "uint64_t";
+  default: KN_UNREACHABLE("invalid dtype in C codegen");
+  }
+}
+
+/* Memory type: f16 / bf16 as their bits, bool as one byte. */
+static const char *mem_type(kn_dtype t) {
+  if (is_small_float(t)) return "uint16_t";
+  if (t == KN_DT_BOOL) return "uint8_t";
+  return reg_type(t);
+}
+
+/* ---- emission state ---- */
+
+typedef struct slot {
+  const kn_expr *e;
+  int uses;  /* parents within the current statement */
+  int scope; /* scope of the temporary (0: the statement's scalar code) */
+  int temp;  /* -1 if none */
+} slot;
+
+typedef struct bufname {
+  const kn_buffer *buf;
+  char name[24];
+} bufname;
+
+typedef struct cemit {
+  kn_cg_sbuf *out;
+  const kn_kernel *k;
+  kn_arena strings; /* rendered expression text of the kernel */
+  slot *slots;      /* per-statement table keyed by node pointer */
+  int cap, used;
+  int next_temp, next_scope, next_local;
+  /* current statement */
+  kn_cg_sbuf *pre;  /* scalar code before the lane loop */
+  kn_cg_sbuf *lane; /* body of the current lane loop; NULL in scalar code */
+  int lane_scope;
+  int indent;
+  bufname *bufs;
+  int n_bufs, cap_bufs;
+  int loop_depth, parallel_depth, n_split;
+} cemit;
+
+static size_t hash_ptr(const void *p, int cap) {
+  uintptr_t x = (uintptr_t)p;
+  x ^= x >> 17;
+  x *= 0x9E3779B97F4A7C15ull;
+  return (size_t)(x >> 20) & (size_t)(cap - 1);
+}
+
+static slot *slot_of(cemit *c, const kn_expr *e) {
+  if ((c->used + 1) * 2 > c->cap) {
+    slot *old = c->slots;
+    int old_cap = c->cap;
+    c->cap = old_cap ? old_cap * 2 : 256;
+    c->slots = calloc((size_t)c->cap, sizeof *c->slots);
+    KN_ASSERT(c->slots, "out of memory");
+    c->used = 0;
+    for (int i = 0; i < old_cap; i++)
+      if (old[i].e) *slot_of(c, old[i].e) = old[i];
+    free(old);
+  }
+  size_t i = hash_ptr(e, c->cap);
+  while (c->slots[i].e && c->slots[i].e != e) i = (i + 1) & (size_t)(c->cap - 1);
+  if (!c->slots[i].e) {
+    c->slots[i] = (slot){.e = e, .temp = -1};
+    c->used++;
+  }
+  return &c->slots[i];
+}
+
+static void slots_clear(cemit *c) {
+  if (c->used) memset(c->slots, 0, sizeof *c->slots * (size_t)c->cap);
+  c->used = 0;
+}
+
+static int n_children(const kn_expr *e, const kn_expr *kids[3]) {
+  switch (e->kind) {
+  case KN_E_INT:
+  case KN_E_FLOAT:
+  case KN_E_VAR: return 0;
+  case KN_E_NOT:
+  case KN_E_CAST:
+  case KN_E_BROADCAST: kids[0] = e->u.un.a; return 1;
+  case KN_E_SELECT:
+    kids[0] = e->u.sel.cond, kids[1] = e->u.sel.t, kids[2] = e->u.sel.f;
+    return 3;
+  case KN_E_LOAD: kids[0] = e->u.load.index; return 1;
+  case KN_E_RAMP: kids[0] = e->u.ramp.base, kids[1] = e->u.ramp.stride; return 2;
+  case KN_E_CALL:
+    KN_ASSERT(e->u.call.n >= 1 && e->u.call.n <= 3, "intrinsic arity");
+    for (int i = 0; i < e->u.call.n; i++) kids[i] = e->u.call.args[i];
+    return e->u.call.n;
+  case KN_E_REDUCE: KN_UNREACHABLE("REDUCE reached codegen (TE only)");
+  default: kids[0] = e->u.bin.a, kids[1] = e->u.bin.b; return 2;
+  }
+}
+
+/* Counts the parents of every node of the DAG under e (visited once). */
+static void count_uses(cemit *c, const kn_expr *e) {
+  slot *s = slot_of(c, e);
+  if (s->uses++ > 0) return;
+  const kn_expr *kids[3];
+  int n = n_children(e, kids);
+  for (int i = 0; i < n; i++) count_uses(c, kids[i]);
+}
+
+static char *fmt(cemit *c, const char *f, ...) __attribute__((format(printf, 2, 3)));
+static char *fmt(cemit *c, const char *f, ...) {
+  va_list ap;
+  va_start(ap, f);
+  int n = vsnprintf(NULL, 0, f, ap);
+  va_end(ap);
+  KN_ASSERT(n >= 0, "vsnprintf failed");
+  char *s = kn_arena_alloc(&c->strings, (size_t)n + 1);
+  va_start(ap, f);
+  vsnprintf(s, (size_t)n + 1, f, ap);
+  va_end(ap);
+  return s;
+}
+
+static void line(cemit *c, kn_cg_sbuf *b, const char *f, ...) __attribute__((format(printf, 3, 4)));
+static void line(cemit *c, kn_cg_sbuf *b, const char *f, ...) {
+  for (int i = 0; i < c->indent; i++) kn_cg_sbuf_append(b, "  ", 2);
+  va_list ap;
+  va_start(ap, f);
+  int n = vsnprintf(NULL, 0, f, ap);
+  va_end(ap);
+  char *s = malloc((size_t)n + 1);
+  KN_ASSERT(s, "out of memory");
+  va_start(ap, f);
+  vsnprintf(s, (size_t)n + 1, f, ap);
+  va_end(ap);
+  kn_cg_sbuf_append(b, s, (size_t)n);
+  kn_cg_sbuf_append(b, "\n", 1);
+  free(s);
+}
+
+static const char *var_name(cemit *c, const kn_var *v) {
+  if (c->k->batch == v) return "batch";
+  char clean[32];
+  size_t n = 0;
+  for (const char *p = v->name ? v->name : ""; *p && n < sizeof clean - 1; p++)
+    clean[n++] = (char)((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ? *p : '_');
+  clean[n] = 0;
+  return fmt(c, "v%d_%s", v->id, clean);
+}
+
+static const char *buf_name(cemit *c, const kn_buffer *b) {
+  for (int i = c->n_bufs - 1; i >= 0; i--)
+    if (c->bufs[i].buf == b) return c->bufs[i].name;
+  KN_UNREACHABLE("buffer used outside its kernel parameters / ALLOC");
+}
+
+static void push_buf(cemit *c, const kn_buffer *b, const char *name) {
+  if (c->n_bufs == c->cap_bufs) {
+    c->cap_bufs = c->cap_bufs ? c->cap_bufs * 2 : 32;
+    c->bufs = realloc(c->bufs, sizeof *c->bufs * (size_t)c->cap_bufs);
+    KN_ASSERT(c->bufs, "out of memory");
+  }
+  c->bufs[c->n_bufs].buf = b;
+  snprintf(c->bufs[c->n_bufs].name, sizeof c->bufs[c->n_bufs].name, "%s", name);
+  c->n_bufs++;
+}
+
+/* ---- literals ---- */
+
+static const char *int_lit(cemit *c, kn_dtype t, int64_t v) {
+  switch (t) {
+  case KN_DT_I64: return v == INT64_MIN ? "INT64_MIN" : fmt(c, "INT64_C(%lld)", (long long)v);
+  case KN_DT_U64: return fmt(c, "UINT64_C(%llu)", (unsigned long long)v);
+  case KN_DT_BOOL: return v ? "true" : "false";
+  case KN_DT_U32: return fmt(c, "((uint32_t)%lluu)", (unsigned long long)(uint32_t)v);
+  case KN_DT_I32: return v == INT32_MIN ? "INT32_MIN" : fmt(c, "((int32_t)%lld)", (long long)v);
+  default: return fmt(c, "((%s)%lld)", reg_type(t), (long long)v);
+  }
+}
+
+static const char *float_lit(cemit *c, kn_dtype t, double v) {
+  bool dbl = t == KN_DT_F64;
+  if (t == KN_DT_F16) v = kn_f16_to_f32(kn_f32_to_f16((float)v));
+  if (t == KN_DT_BF16) v = kn_bf16_to_f32(kn_f32_to_bf16((float)v));
+  if (v != v) return dbl ? "((double)NAN)" : "NAN";
+  if (isinf(v)) return v > 0 ? (dbl ? "((double)INFINITY)" : "INFINITY") : (dbl ? "(-(double)INFINITY)" : "(-INFINITY)");
+  if (!dbl) v = (float)v;
+  return fmt(c, "(%a%s)", v, dbl ? "" : "f");
+}
+
+/* ---- expressions ---- */
+
+static const char *gen(cemit *c, const kn_expr *e);
+
+/* a OP b with the wrapping integer semantics of the dtype. */
+static const char *arith(cemit *c, kn_dtype t, const char *op, const char *a, const char *b) {
+  switch (t) {
+  case KN_DT_F32:
+  case KN_DT_F16:
+  case KN_DT_BF16:
+  case KN_DT_F64:
+  case KN_DT_I64:
+  case KN_DT_U32:
+  case KN_DT_U64: return fmt(c, "(%s %s %s)", a, op, b);
+  case KN_DT_BOOL: /* i1 arithmetic: + and - are xor, * is and */
+    return fmt(c, "((bool)(%s %s %s))", a, op[0] == '*' ? "&" : "^", b);
+  default: return fmt(c, "((%s)((uint32_t)%s %s (uint32_t)%s))", reg_type(t), a, op, b);
+  }
+}
+
+static int log2_exact(int64_t v) {
+  if (v <= 0 || (v & (v - 1))) return -1;
+  return __builtin_ctzll((unsigned long long)v);
+}
+
+static bool const_int(const kn_expr *e, int64_t *v) {
+  if (e->kind == KN_E_BROADCAST) e = e->u.un.a;
+  if (e->kind != KN_E_INT) return false;
+  *v = e->u.ival;
+  return true;
+}
+
+static const char *divmod(cemit *c, const kn_expr *e, const char *a, const char *b) {
+  bool div = e->kind == KN_E_DIV;
+  kn_dtype t = e->dtype;
+  const char *T = reg_type(t);
+  if (t == KN_DT_F64) return div ? fmt(c, "(%s / %s)", a, b) : fmt(c, "fmod(%s, %s)", a, b);
+  if (is_float(t)) return div ? fmt(c, "(%s / %s)", a, b) : fmt(c, "fmodf(%s, %s)", a, b);
+  int64_t k;
+  bool kconst = const_int(e->u.bin.b, &k);
+  if (kconst && k == 0) return fmt(c, "((%s)0)", T);
+  if (!kn_dtype_is_signed(t))
+    return fmt(c, "((%s)kn_c_u%s((uint64_t)%s, (uint64_t)%s))", T, div ? "div" : "mod", a, b);
+  int shift = kconst ? log2_exact(k) : -1;
+  if (shift >= 0) /* arithmetic shift / mask: floor semantics for two's complement */
+    return div ? fmt(c, "((%s)(%s >> %d))", T, a, shift)
+               : fmt(c, "((%s)(%s & INT64_C(%lld)))", T, a, (long long)(k - 1));
+  return fmt(c, "((%s)kn_c_f%s((int64_t)%s, (int64_t)%s))", T, div ? "div" : "mod", a, b);
+}
+
+static const char *minmax(cemit *c, kn_dtype t, bool is_min, const char *a, const char *b) {
+  if (t == KN_DT_F64) return fmt(c, "kn_c_f%s(%s, %s)", is_min ? "min" : "max", a, b);
+  if (is_float(t)) return fmt(c, "kn_c_f%sf(%s, %s)", is_min ? "min" : "max", a, b);
+  bool s = kn_dtype_is_signed(t);
+  return fmt(c, "((%s)kn_c_%s%s((%s)%s, (%s)%s))", reg_type(t), s ? "s" : "u", is_min ? "min" : "max",
+             s ? "int64_t" : "uint64_t", a, s ? "int64_t" : "uint64_t", b);
+}
+
+/* Rounds a float register value to the precision of f16 / bf16. */
+static const char *round_to(cemit *c, kn_dtype t, const char *v) {
+  if (t == KN_DT_F16) return fmt(c, "kn_c_round_f16(%s)", v);
+  if (t == KN_DT_BF16) return fmt(c, "kn_c_round_bf16(%s)", v);
+  return v;
+}
+
+static const char *cast(cemit *c, kn_dtype from, kn_dtype to, const char *v) {
+  if (from == to) return v;
+  if (to == KN_DT_BOOL) return fmt(c, "(%s != 0)", v);
+  if (is_float(from)) {
+    if (kn_dtype_is_int(to) || to == KN_DT_F64) return fmt(c, "((%s)%s)", reg_type(to), v);
+    if (from == KN_DT_F64 && to == KN_DT_F16) return fmt(c, "kn_c_h2f(kn_c_d2h(%s))", v);
+    if (from == KN_DT_F64) v = fmt(c, "((float)%s)", v);
+    return round_to(c, to, v);
+  }
+  if (is_float(to)) return round_to(c, to, fmt(c, "((%s)%s)", reg_type(to), v));
+  return fmt(c, "((%s)%s)", reg_type(to), v);
+}
+
+/* Memory -> register form of a loaded element. */
+static const char *from_mem(cemit *c, kn_dtype t, const char *v) {
+  if (t == KN_DT_BOOL) return fmt(c, "(%s != 0)", v);
+  if (t == KN_DT_F16) return fmt(c, "kn_c_h2f(%s)", v);
+  if (t == KN_DT_BF16) return fmt(c, "kn_c_bf2f(%s)", v);
+  return v;
+}
+
+static const char *to_mem(cemit *c, kn_dtype t, const char *v) {
+  if (t == KN_DT_BOOL) return fmt(c, "(uint8_t)%s", v);
+  if (t == KN_DT_F16) return fmt(c, "kn_c_d2h(%s)", v);
+  if (t == KN_DT_BF16) return fmt(c, "kn_c_f2bf(%s)", v);
+  return v;
+}
+
+static const char *math_call(cemit *c, const kn_expr *e, const char **a) {
+  bool dbl = e->dtype == KN_DT_F64;
+  const char *sfx = dbl ? "" : "f";
+  const char *r;
+  switch (e->u.call.fn) {
+  case KN_FN_EXP: r = fmt(c, "exp%s(%s)", sfx, a[0]); break;
+  case KN_FN_LOG: r = fmt(c, "log%s(%s)", sfx, a[0]); break;
+  case KN_FN_SQRT: r = fmt(c, "sqrt%s(%s)", sfx, a[0]); break;
+  case KN_FN_ERF: r = fmt(c, "erf%s(%s)", sfx, a[0]); break;
+  case KN_FN_TANH: r = fmt(c, "tanh%s(%s)", sfx, a[0]); break;
+  case KN_FN_SIGMOID: r = fmt(c, "kn_c_sigmoid%s(%s)", sfx, a[0]); break;
+  case KN_FN_FLOOR: r = fmt(c, "floor%s(%s)", sfx, a[0]); break;
+  case KN_FN_CEIL: r = fmt(c, "ceil%s(%s)", sfx, a[0]); break;
+  case KN_FN_ROUND: r = fmt(c, "nearbyint%s(%s)", sfx, a[0]); break; /* half to even */
+  case KN_FN_ABS: r = fmt(c, "fabs%s(%s)", sfx, a[0]); break;
+  case KN_FN_SIN: r = fmt(c, "sin%s(%s)", sfx, a[0]); break;
+  case KN_FN_COS: r = fmt(c, "cos%s(%s)", sfx, a[0]); break;
+  case KN_FN_POW: r = fmt(c, "pow%s(%s, %s)", sfx, a[0], a[1]); break;
+  case KN_FN_FMA: r = fmt(c, "(%s * %s + %s)", a[0], a[1], a[2]); break;
+  default: KN_UNREACHABLE("not an elementwise float intrinsic");
+  }
+  return round_to(c, e->dtype, r);
+}
+
+/* One step of a horizontal fold: acc OP x. */
+static const char *fold_op(cemit *c, kn_fn fn, kn_dtype t, const char *a, const char *b) {
+  if (fn == KN_FN_VREDUCE_ADD) return arith(c, t, "+", a, b);
+  return minmax(c, t, fn == KN_FN_VREDUCE_MIN, a, b);
+}
+
+static const char *gen_lanes_into(cemit *c, const kn_expr *e, kn_cg_sbuf *body, int *scope);
+
+/* VREDUCE_*: a block in the scalar code folding the lanes of its argument by
+ * halving (the LLVM back end's order), odd widths finished serially. */
+static const char *gen_vreduce(cemit *c, const kn_expr *e) {
+  const kn_expr *arg = e->u.call.args[0];
+  const char *T = reg_type(e->dtype);
+  int t = c->next_temp++;
+  if (arg->lanes == 1) return gen(c, arg);
+  kn_cg_sbuf body = {0};
+  int scope;
+  const char *v = gen_lanes_into(c, arg, &body, &scope);
+  int L = arg->lanes;
+  line(c, c->pre, "%s t%d;", T, t);
+  line(c, c->pre, "{");
+  c->indent++;
+  line(c, c->pre, "%s kv[%d];", T, L);
+  line(c, c->pre, "for (int kl = 0; kl < %d; kl++) {", L);
+  kn_cg_sbuf_append(c->pre, body.s ? body.s : "", body.n);
+  c->indent++;
+  line(c, c->pre, "kv[kl] = %s;", v);
+  c->indent--;
+  line(c, c->pre, "}");
+  kn_fn fn = e->u.call.fn;
+  line(c, c->pre, "int kh = %d;", L);
+  line(c, c->pre, "while (kh > 1 && !(kh & 1)) {");
+  line(c, c->pre, "  kh /= 2;");
+  line(c, c->pre, "  for (int ki = 0; ki < kh; ki++) kv[ki] = %s;", fold_op(c, fn, e->dtype, "kv[ki]", "kv[ki + kh]"));
+  line(c, c->pre, "}");
+  line(c, c->pre, "t%d = kv[0];", t);
+  line(c, c->pre, "for (int ki = 1; ki < kh; ki++) t%d = %s;", t, fold_op(c, fn, e->dtype, fmt(c, "t%d", t), "kv[ki]"));
+  c->indent--;
+  line(c, c->pre, "}");
+  kn_cg_sbuf_free(&body);
+  return fmt(c, "t%d", t);
+}
+
+static const char *render(cemit *c, const kn_expr *e) {
+  const kn_expr *kids[3];
+  int n = n_children(e, kids);
+  if (e->kind == KN_E_CALL && (e->u.call.fn == KN_FN_VREDUCE_ADD || e->u.call.fn == KN_FN_VREDUCE_MAX ||
+                               e->u.call.fn == KN_FN_VREDUCE_MIN))
+    return gen_vreduce(c, e);
+  const char *a[3] = {0};
+  for (int i = 0; i < n; i++) a[i] = gen(c, kids[i]);
+  kn_dtype t = e->dtype;
+  switch (e->kind) {
+  case KN_E_ADD: return arith(c, t, "+", a[0], a[1]);
+  case KN_E_SUB: return arith(c, t, "-", a[0], a[1]);
+  case KN_E_MUL: return arith(c, t, "*", a[0], a[1]);
+  case KN_E_DIV:
+  case KN_E_MOD: return divmod(c, e, a[0], a[1]);
+  case KN_E_MIN:
+  case KN_E_MAX: return minmax(c, t, e->kind == KN_E_MIN, a[0], a[1]);
+  case KN_E_EQ: return fmt(c, "(%s == %s)", a[0], a[1]);
+  case KN_E_NE: return fmt(c, "(%s != %s)", a[0], a[1]);
+  case KN_E_LT: return fmt(c, "(%s < %s)", a[0], a[1]);
+  case KN_E_LE: return fmt(c, "(%s <= %s)", a[0], a[1]);
+  case KN_E_GT: return fmt(c, "(%s > %s)", a[0], a[1]);
+  case KN_E_GE: return fmt(c, "(%s >= %s)", a[0], a[1]);
+  case KN_E_AND: return fmt(c, "((%s)(%s & %s))", reg_type(t), a[0], a[1]);
+  case KN_E_OR: return fmt(c, "((%s)(%s | %s))", reg_type(t), a[0], a[1]);
+  case KN_E_NOT: return t == KN_DT_BOOL ? fmt(c, "(!%s)", a[0]) : fmt(c, "((%s)~%s)", reg_type(t), a[0]);
+  case KN_E_SELECT: return fmt(c, "(%s ? %s : %s)", a[0], a[1], a[2]);
+  case KN_E_CAST: return cast(c, e->u.un.a->dtype, t, a[0]);
+  case KN_E_CALL:
+    if (is_float(t)) return math_call(c, e, a);
+    switch (e->u.call.fn) {
+    case KN_FN_ABS:
+      return kn_dtype_is_signed(t) ? fmt(c, "((%s)kn_c_iabs((int64_t)%s))", reg_type(t), a[0]) : a[0];
+    case KN_FN_FLOOR:
+    case KN_FN_CEIL:
+    case KN_FN_ROUND: return a[0];
+    case KN_FN_FMA: return arith(c, t, "+", arith(c, t, "*", a[0], a[1]), a[2]);
+    default: KN_UNREACHABLE("float intrinsic applied to an integer");
+    }
+  case KN_E_LOAD:
+    return from_mem(c, e->u.load.buffer->dtype, fmt(c, "%s[%s]", buf_name(c, e->u.load.buffer), a[0]));
+  case KN_E_RAMP: {
+    KN_ASSERT(c->lane, "RAMP outside a vector statement");
+    return fmt(c, "(%s + (int64_t)kl * %s)", a[0], a[1]);
+  }
+  case KN_E_BROADCAST: return a[0];
+  default: KN_UNREACHABLE("unexpected expression kind in C codegen");
+  }
+}
+
+/* The C text of e's value (for the current lane when e is a vector). */
+static const char *gen(cemit *c, const kn_expr *e) {
+  switch (e->kind) {
+  case KN_E_INT: return int_lit(c, e->dtype, e->u.ival);
+  case KN_E_FLOAT: return float_lit(c, e->dtype, e->u.fval);
+  case KN_E_VAR: return var_name(c, e->u.var);
+  default: break;
+  }
+  bool vec = e->lanes > 1;
+  KN_ASSERT(!vec || c->lane, "vector expression outside a vector statement");
+  slot *s = slot_of(c, e);
+  if (s->temp >= 0 && (s->scope == 0 || s->scope == c->lane_scope)) return fmt(c, "t%d", s->temp);
+  int uses = s->uses;
+  const char *text = render(c, e);
+  if (uses <= 1 && !(c->lane && !vec)) return text;
+  int t = c->next_temp++;
+  kn_cg_sbuf *dst = vec ? c->lane : c->pre;
+  int saved = c->indent;
+  if (vec) c->indent++;
+  line(c, dst, "const %s t%d = %s;", reg_type(e->dtype), t, text);
+  c->indent = saved;
+  s = slot_of(c, e); /* the table may have grown */
+  s->temp = t;
+  s->scope = vec ? c->lane_scope : 0;
+  return fmt(c, "t%d", t);
+}
+
+/* Renders vector e for one lane `kl`, with its per-lane temporaries appended
+ * to `body` (scalar ones go to the statement's scalar code). */
+static const char *gen_lanes_into(cemit *c, const kn_expr *e, kn_cg_sbuf *body, int *scope) {
+  kn_cg_sbuf *saved_lane = c->lane;
+  int saved_scope = c->lane_scope;
+  c->lane = body;
+  c->lane_scope = *scope = ++c->next_scope;
+  const char *v = gen(c, e);
+  c->lane = saved_lane;
+  c->lane_scope = saved_scope;
+  return v;
+}
+
+/* ---- statements ---- */
+
+static void emit_stmt(cemit *c, const kn_stmt *s);
+
+/* Starts a statement: counts uses over its expressions; `pre` collects the
+ * scalar code. */
+static void stmt_begin(cemit *c, kn_cg_sbuf *pre, const kn_expr *a, const kn_expr *b) {
+  slots_clear(c);
+  if (a) count_uses(c, a);
+  if (b) count_uses(c, b);
+  c->pre = pre;
+  c->lane = NULL;
+  c->lane_scope = 0;
+}
+
+/* Does `e` load from `buf` at an index other than `index`? */
+static bool reads_other_lanes(const kn_expr *e, const kn_buffer *buf, const kn_expr *index) {
+  if (e->kind == KN_E_LOAD && e->u.load.buffer == buf && e->u.load.index != index &&
+      !kn_e_equal(e->u.load.index, index))
+    return true;
+  const kn_expr *kids[3];
+  int n = n_children(e, kids);
+  for (int i = 0; i < n; i++)
+    if (reads_other_lanes(kids[i], buf, index)) return true;
+  return false;
+}
+
+static void emit_store(cemit *c, const kn_stmt *s) {
+  const kn_buffer *buf = s->u.store.buffer;
+  const kn_expr *index = s->u.store.index, *value = s->u.store.value;
+  const char *name = buf_name(c, buf);
+  kn_cg_sbuf pre = {0};
+  c->indent++;
+  stmt_begin(c, &pre, index, value);
+  if (index->lanes == 1) {
+    const char *v = gen(c, value), *i = gen(c, index);
+    line(c, &pre, "%s[%s] = %s;", name, i, to_mem(c, buf->dtype, v));
+  } else {
+    int L = index->lanes;
+    int64_t stride;
+    /* One loop when lane l writes element l only and reads no other lane's. */
+    bool direct = index->kind == KN_E_RAMP && const_int(index->u.ramp.stride, &stride) && stride != 0 &&
+                  !reads_other_lanes(value, buf, index);
+    kn_cg_sbuf body = {0};
+    int scope;
+    const char *v = gen_lanes_into(c, value, &body, &scope);
+    c->lane = &body;
+    c->lane_scope = scope;
+    const char *i = gen(c, index);
+    c->lane = NULL;
+    c->lane_scope = 0;
+    if (direct) {
+      line(c, &pre, "for (int kl = 0; kl < %d; kl++) {", L);
+      kn_cg_sbuf_append(&pre, body.s ? body.s : "", body.n);
+      line(c, &pre, "  %s[%s] = %s;", name, i, to_mem(c, buf->dtype, v));
+      line(c, &pre, "}");
+    } else {
+      line(c, &pre, "%s kv[%d];", mem_type(buf->dtype), L);
+      line(c, &pre, "int64_t kx[%d];", L);
+      line(c, &pre, "for (int kl = 0; kl < %d; kl++) {", L);
+      kn_cg_sbuf_append(&pre, body.s ? body.s : "", body.n);
+      line(c, &pre, "  kx[kl] = %s;", i);
+      line(c, &pre, "  kv[kl] = %s;", to_mem(c, buf->dtype, v));
+      line(c, &pre, "}");
+      line(c, &pre, "for (int kl = 0; kl < %d; kl++) %s[kx[kl]] = kv[kl];", L, name);
+    }
+    kn_cg_sbuf_free(&body);
+  }
+  c->indent--;
+  line(c, c->out, "{");
+  kn_cg_sbuf_append(c->out, pre.s, pre.n);
+  line(c, c->out, "}");
+  kn_cg_sbuf_free(&pre);
+}
+
+static void emit_for(cemit *c, const kn_stmt *s) {
+  KN_ASSERT(s->u.loop.kind == KN_FOR_SERIAL || s->u.loop.kind == KN_FOR_PARALLEL,
+            "VECTORIZED / UNROLLED loop reached codegen (run kn_loop_finalize)");
+  kn_cg_sbuf pre = {0};
+  c->indent++;
+  stmt_begin(c, &pre, s->u.loop.min, s->u.loop.extent);
+  const char *min = gen(c, s->u.loop.min), *extent = gen(c, s->u.loop.extent);
+  const char *v = var_name(c, s->u.loop.var);
+  bool split = s->u.loop.kind == KN_FOR_PARALLEL && c->parallel_depth == 0;
+  if (split) {
+    KN_ASSERT(c->n_split == 0, "a kernel may split only one PARALLEL loop across tasks");
+    KN_ASSERT(c->loop_depth == 0, "the PARALLEL loop split across tasks is inside another loop");
+    c->n_split++;
+    line(c, &pre, "const int64_t kmin = %s, kext = %s;", min, extent);
+    line(c, &pre, "const int64_t kbeg = kmin + task * kext / ntasks, kend = kmin + (task + 1) * kext / ntasks;");
+  } else {
+    line(c, &pre, "const int64_t kbeg = %s, kend = kbeg + %s;", min, extent);
+  }
+  line(c, &pre, "for (int64_t %s = kbeg; %s < kend; %s++) {", v, v, v);
+  c->indent--;
+  line(c, c->out, "{");
+  kn_cg_sbuf_append(c->out, pre.s, pre.n);
+  kn_cg_sbuf_free(&pre);
+  c->indent += 2;
+  bool par = s->u.loop.kind == KN_FOR_PARALLEL;
+  c->parallel_depth += par;
+  c->loop_depth++;
+  emit_stmt(c, s->u.loop.body);
+  c->loop_depth--;
+  c->parallel_depth -= par;
+  c->indent -= 2;
+  line(c, c->out, "  }");
+  line(c, c->out, "}");
+}
+
+static void emit_let(cemit *c, const kn_stmt *s) {
+  KN_ASSERT(s->u.let.value->lanes == 1, "vector LET");
+  kn_cg_sbuf pre = {0};
+  c->indent++;
+  stmt_begin(c, &pre, s->u.let.value, NULL);
+  const char *v = gen(c, s->u.let.value);
+  line(c, &pre, "const %s %s = %s;", reg_type(s->u.let.value->dtype), var_name(c, s->u.let.var), v);
+  c->indent--;
+  line(c, c->out, "{");
+  kn_cg_sbuf_append(c->out, pre.s, pre.n);
+  kn_cg_sbuf_free(&pre);
+  c->indent++;
+  emit_stmt(c, s->u.let.body);
+  c->indent--;
+  line(c, c->out, "}");
+}
+
+static void emit_if(cemit *c, const kn_stmt *s) {
+  KN_ASSERT(s->u.ifs.cond->lanes == 1, "vector IF condition");
+  kn_cg_sbuf pre = {0};
+  c->indent++;
+  stmt_begin(c, &pre, s->u.ifs.cond, NULL);
+  const char *cond = gen(c, s->u.ifs.cond);
+  line(c, &pre, "if (%s) {", cond);
+  c->indent--;
+  line(c, c->out, "{");
+  kn_cg_sbuf_append(c->out, pre.s, pre.n);
+  kn_cg_sbuf_free(&pre);
+  c->indent += 2;
+  emit_stmt(c, s->u.ifs.then_s);
+  c->indent -= 2;
+  if (s->u.ifs.else_s) {
+    line(c, c->out, "  } else {");
+    c->indent += 2;
+    emit_stmt(c, s->u.ifs.else_s);
+    c->indent -= 2;
+  }
+  line(c, c->out, "  }");
+  line(c, c->out, "}");
+}
+
+static void emit_alloc(cemit *c, const kn_stmt *s) {
+  const kn_buffer *buf = s->u.alloc.buffer;
+  KN_ASSERT(buf->kind == KN_BUF_LOCAL && buf->size > 0, "ALLOC of a bad buffer");
+  char name[24];
+  snprintf(name, sizeof name, "l%d", c->next_local++);
+  line(c, c->out, "{");
+  line(c, c->out, "  %s %s[%lld]; /* %s */", mem_type(buf->dtype), name, (long long)buf->size,
+       buf->name ? buf->name : "");
+  push_buf(c, buf, name);
+  c->indent++;
+  emit_stmt(c, s->u.alloc.body);
+  c->indent--;
+  c->n_bufs--;
+  line(c, c->out, "}");
+}
+
+static void emit_stmt(cemit *c, const kn_stmt *s) {
+  if (!s) return;
+  switch (s->kind) {
+  case KN_S_FOR: emit_for(c, s); return;
+  case KN_S_STORE: emit_store(c, s); return;
+  case KN_S_ALLOC: emit_alloc(c, s); return;
+  case KN_S_SEQ:
+    for (int i = 0; i < s->u.seq.n; i++) emit_stmt(c, s->u.seq.stmts[i]);
+    return;
+  case KN_S_IF: emit_if(c, s); return;
+  case KN_S_LET: emit_let(c, s); return;
+  }
+  KN_UNREACHABLE("unknown statement kind");
+}
+
+static bool stores_to(const kn_stmt *s, const kn_buffer *b) {
+  if (!s) return false;
+  switch (s->kind) {
+  case KN_S_FOR: return stores_to(s->u.loop.body, b);
+  case KN_S_STORE: return s->u.store.buffer == b;
+  case KN_S_ALLOC: return stores_to(s->u.alloc.body, b);
+  case KN_S_SEQ:
+    for (int i = 0; i < s->u.seq.n; i++)
+      if (stores_to(s->u.seq.stmts[i], b)) return true;
+    return false;
+  case KN_S_IF: return stores_to(s->u.ifs.then_s, b) || stores_to(s->u.ifs.else_s, b);
+  case KN_S_LET: return stores_to(s->u.let.body, b);
+  }
+  return false;
+}
+
+void kn_cg_c_kernel(kn_cg_sbuf *out, const kn_kernel *k) {
+  cemit c = {.out = out, .k = k};
+  kn_arena_init(&c.strings);
+  kn_cg_sbuf_printf(out, "/* %s: %s */\n", k->name, k->nodes ? k->nodes : "");
+  kn_cg_sbuf_printf(out, "static void %s(void *const *args, int64_t batch, int64_t task, int64_t ntasks) {\n",
+                    k->name);
+  for (int i = 0; i < k->n_params; i++) {
+    const kn_buffer *p = k->params[i];
+    KN_ASSERT(p->kind == KN_BUF_PARAM, "kernel parameter is not a PARAM buffer");
+    bool ro = !stores_to(k->body, p);
+    char name[24];
+    snprintf(name, sizeof name, "p%d", i);
+    kn_cg_sbuf_printf(out, "  %s%s *restrict %s = (%s%s *)args[%d]; /* %s */\n", ro ? "const " : "",
+                      mem_type(p->dtype), name, ro ? "const " : "", mem_type(p->dtype), i,
+                      p->name ? p->name : "");
+    kn_cg_sbuf_printf(out, "  (void)%s;\n", name);
+    push_buf(&c, p, name);
+  }
+  kn_cg_sbuf_printf(out, "  (void)batch;\n  (void)task;\n  (void)ntasks;\n");
+  c.indent = 1;
+  emit_stmt(&c, k->body);
+  kn_cg_sbuf_printf(out, "}\n\n");
+  free(c.slots);
+  free(c.bufs);
+  kn_arena_free(&c.strings);
+}
