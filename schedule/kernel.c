@@ -1,7 +1,8 @@
 /* kernel.c — one fusion group -> one finalized loop-IR kernel.
  *
  * group -> TE (one placeholder per external input value, kn_te_op per node)
- * -> default schedule (rules.c) -> loop IR (lower.c) -> finalize.
+ * -> default schedule (rules.c), or the one a provider supplies (a tuning
+ * log, an autotuner candidate) -> loop IR (lower.c) -> finalize.
  * Params: [0] the output value, then each distinct external input. */
 #include <string.h>
 
@@ -130,6 +131,12 @@ static int find_index(const int *arr, int n, int v) {
 int kn_sched_build_kernel(kn_graph *g, const kn_group *grp, const kn_target *t,
                           kn_expr_ctx *ec, const char *name, kn_kernel_build *out,
                           FILE *dump_te, FILE *dump_loops, kn_diag *d) {
+  return kn_sched_build_kernel_with(g, grp, t, ec, name, NULL, out, dump_te, dump_loops, d);
+}
+
+int kn_sched_build_kernel_with(kn_graph *g, const kn_group *grp, const kn_target *t,
+                               kn_expr_ctx *ec, const char *name, const kn_sched_provider *provider,
+                               kn_kernel_build *out, FILE *dump_te, FILE *dump_loops, kn_diag *d) {
   kn_arena *A = ec->arena;
   /* values produced inside the group */
   int max_vals = 0;
@@ -184,6 +191,10 @@ int kn_sched_build_kernel(kn_graph *g, const kn_group *grp, const kn_target *t,
     hints.weights_heavy = kn_value_numel(g, anchor->in[1]) > kn_value_numel(g, anchor->in[0]);
   kn_schedule sched;
   kn_sched_default(result, &hints, t, &sched);
+  if (provider) {
+    kn_sched_task task = {.g = g, .grp = grp, .out = result, .hints = &hints, .n_stages = n_stages, .t = t};
+    provider->choose(provider->ctx, &task, &sched);
+  }
   if (hints.is_contraction) pack_weights(g, &tc, anchor, result, &sched, inputs, placeholders, n_inputs);
 
   kn_kernel *k = KN_NEW(A, kn_kernel);

@@ -91,6 +91,32 @@ typedef struct kn_sched_hints {
                            weight tile stays in cache across rows */
 } kn_sched_hints;
 
+/* ---- caller-supplied schedules (the autotuner, a tuning log) ---- */
+/* What a schedule provider sees of one kernel: the group, its TE output O
+ * (after fusion), the hints and the target the default was chosen with. */
+typedef struct kn_sched_task {
+  const kn_graph *g;
+  const kn_group *grp;
+  const kn_te_tensor *out;
+  const kn_sched_hints *hints;
+  int n_stages;
+  const kn_target *t;
+} kn_sched_task;
+
+/* Called once per kernel with *s holding the rule-based default; may
+ * replace it with another schedule for the same O. The provider answers for
+ * the validity of what it leaves in *s (autotune/ validates before it
+ * replaces). */
+typedef struct kn_sched_provider {
+  void (*choose)(void *ctx, const kn_sched_task *task, kn_schedule *s);
+  void *ctx;
+} kn_sched_provider;
+
+/* kn_sched_build_kernel with an optional provider (NULL: the default). */
+int kn_sched_build_kernel_with(kn_graph *g, const kn_group *grp, const kn_target *t,
+                               kn_expr_ctx *ec, const char *name, const kn_sched_provider *provider,
+                               kn_kernel_build *out, FILE *dump_te, FILE *dump_loops, kn_diag *d);
+
 void kn_sched_default(const kn_te_tensor *out, const kn_sched_hints *h, const kn_target *t,
                       kn_schedule *s);
 

@@ -5,6 +5,7 @@
 
 int kn_cmd_compile(int argc, char **argv); /* tools/cmd_compile.c */
 int kn_cmd_run(int argc, char **argv);     /* tools/cmd_run.c */
+int kn_cmd_tune(int argc, char **argv);    /* tools/cmd_tune.c */
 int kn_cmd_inspect(int argc, char **argv); /* tools/cmd_inspect.c */
 
 #endif

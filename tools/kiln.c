@@ -10,6 +10,7 @@ static const struct {
   const char *help;
 } commands[] = {
     {"compile", kn_cmd_compile, "compile an ONNX model into a .so / .o artifact and header"},
+    {"tune", kn_cmd_tune, "search schedules on this machine, append the measurements to a tuning log"},
     {"run", kn_cmd_run, "run an artifact on .npy inputs, optionally benchmark it"},
     {"inspect", kn_cmd_inspect, "print an ONNX model's op census, parameters, FLOPs, unsupported ops"},
 };

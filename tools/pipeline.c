@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../autotune/autotune.h"
 #include "../codegen/codegen.h"
 #include "../frontend/onnx_load.h"
 #include "../ir/passes.h"
@@ -83,6 +84,7 @@ int kn_compile(const kn_compile_opts *o, kn_diag *d) {
   kn_arena arena;
   kn_arena_init(&arena);
   kn_expr_ctx ec = {.arena = &arena};
+  kn_at_log tuning = {0};
   if (kn_pipeline_load(o->model, o->max_batch, &g, d) < 0) goto done;
   if (kn_pipeline_optimize(o, &g, d) < 0) goto done;
 
@@ -97,15 +99,29 @@ int kn_compile(const kn_compile_opts *o, kn_diag *d) {
     }
   }
 
+  /* schedules: the rule-based defaults, or the best records of a tuning log */
+  kn_at_replay replay = {.log = &tuning, .arena = &arena};
+  kn_sched_provider provider = kn_at_replay_provider(&replay);
+  if (o->tuning_log) {
+    char tstr[800];
+    kn_at_target_string(&target, tstr, sizeof tstr);
+    if (kn_at_log_load(o->tuning_log, tstr, false, stderr, &tuning, d) < 0) goto done;
+    if (tuning.other_target)
+      fprintf(stderr, "kiln: note: %s: %d records for other targets ignored (this target: %s)\n", o->tuning_log,
+              tuning.other_target, tstr);
+  }
   kn_kernel_build *kernels = KN_NEW_ARRAY(&arena, kn_kernel_build, groups.n > 0 ? groups.n : 1);
   int failures = 0;
   for (int i = 0; i < groups.n; i++) {
     const char *name = kn_arena_printf(&arena, "%s_k%d", o->prefix, i);
     FILE *te = dump_is(o, "te") ? stdout : NULL, *loops = dump_is(o, "loops") ? stdout : NULL;
-    if (kn_sched_build_kernel(&g, &groups.groups[i], &target, &ec, name, &kernels[i], te, loops, d) < 0)
+    if (kn_sched_build_kernel_with(&g, &groups.groups[i], &target, &ec, name, o->tuning_log ? &provider : NULL,
+                                   &kernels[i], te, loops, d) < 0)
       failures++;
   }
   if (failures) goto done;
+  if (o->tuning_log && o->verbose)
+    fprintf(stderr, "kiln: tuning log: %d of %d kernels use tuned schedules\n", replay.n_tuned, replay.n_kernels);
 
   kn_plan plan;
   if (kn_plan_build(&g, kernels, groups.n, o->prefix, &arena, &plan, d) < 0) goto done;
@@ -116,6 +132,7 @@ int kn_compile(const kn_compile_opts *o, kn_diag *d) {
             (double)(clock() - start) / CLOCKS_PER_SEC);
   status = 0;
 done:
+  if (o->tuning_log) kn_at_log_free(&tuning);
   kn_graph_free(&g);
   kn_arena_free(&arena);
   return status;

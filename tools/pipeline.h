@@ -12,6 +12,7 @@ typedef struct kn_compile_opts {
   const char *target;     /* target string, NULL = host */
   const char *prefix;     /* C identifier prefix of the artifact's symbols */
   const char *dump_after; /* stage name, or NULL */
+  const char *tuning_log; /* JSONL tuning records to replay, or NULL */
   int64_t max_batch;
   bool verbose;
 } kn_compile_opts;

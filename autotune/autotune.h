@@ -1,0 +1,181 @@
+/* autotune.h — the autotuner: tasks (unique workloads), the schedule space of
+ * a task, replayable schedule traces, tuning records (JSONL logs), the
+ * measurement of candidates in child processes, and the tuning session.
+ *
+ * Pieces, each in its own file:
+ *   workload.c  kn_at_workload_key: canonical text of a fused group (op
+ *               pattern, attributes, shapes, dtypes, layout); identical
+ *               workloads of different models share a key
+ *   trace.c     kn_schedule <-> JSON trace of primitives; kn_at_sched_validate
+ *   space.c     the candidates of a task, generated from rules
+ *   json.c      the small JSON reader/writer the records need
+ *   log.c       tuning records: append, load (bad lines skipped with a
+ *               warning), best record per workload for a target
+ *   provider.c  a kn_sched_provider replaying the best records (compile)
+ *   measure.c   build a candidate into a one-kernel artifact in a child,
+ *               run it in another child (timeout, check, median time)
+ *   tune.c      the session: tasks, budget split, search strategy, progress
+ *
+ * A schedule that reaches the lowering is always validated first; a record
+ * whose trace does not fit its kernel is ignored, never trusted. Correctness
+ * never depends on the workload key: any valid schedule computes the same
+ * values, so a key collision could only cost speed. */
+#ifndef KN_AUTOTUNE_H
+#define KN_AUTOTUNE_H
+
+#include <signal.h>
+#include <stdio.h>
+
+#include "../schedule/schedule.h"
+
+#define KN_AT_FORMAT_VERSION 1
+
+/* ---- workloads ---- */
+/* Canonical key of a fused group of g (arena-allocated in A). Long keys keep
+ * their op pattern and end in a 64-bit hash of the full text. */
+const char *kn_at_workload_key(const kn_graph *g, const kn_group *grp, kn_arena *A);
+
+/* "TRIPLE -mcpu=CPU -mattr=FEATURES": the target as records name it. */
+void kn_at_target_string(const kn_target *t, char *buf, size_t cap);
+
+/* ---- the shape of a task, as the space generator sees it ---- */
+typedef struct kn_at_task_shape {
+  int rank;
+  kn_dtype dtype;              /* of the output */
+  int64_t extent[KN_MAX_RANK]; /* -1: symbolic (batch) */
+  kn_sched_hints hints;
+  int n_stages;
+  kn_schedule dflt; /* the rule-based default */
+} kn_at_task_shape;
+
+void kn_at_task_shape_of(const kn_sched_task *task, const kn_schedule *dflt, kn_at_task_shape *out);
+
+/* 0 if s can be lowered for a task of this shape, else -1 with a
+ * diagnostic naming what does not fit. */
+int kn_at_sched_validate(const kn_schedule *s, const kn_at_task_shape *ts, kn_diag *d);
+
+/* ---- traces ---- */
+/* Appends s as a JSON array of primitives, e.g.
+ * [{"p":"split","axis":2,"factor":7},{"p":"reorder","loops":[[0,0],[1,0]]},
+ *  {"p":"fuse_parallel","loops":1},{"p":"compute_at","depth":1},...]. */
+void kn_at_trace_write(const kn_schedule *s, char *buf, size_t cap);
+/* Parses a trace written by kn_at_trace_write. Returns 0, or -1 with a diagnostic. */
+int kn_at_trace_parse(const char *text, kn_schedule *s, kn_diag *d);
+struct kn_json;
+int kn_at_trace_from_json(const struct kn_json *trace, kn_schedule *s, kn_diag *d);
+
+/* ---- the search space ---- */
+/* Every candidate schedule of a task (valid ones only; the default first).
+ * Returns the count; *out is arena-allocated. */
+int kn_at_space_generate(const kn_at_task_shape *ts, const kn_target *t, kn_arena *A,
+                         kn_schedule **out);
+
+/* ---- records ---- */
+typedef enum kn_at_status {
+  KN_AT_OK,
+  KN_AT_WRONG,   /* output differs from the default schedule's */
+  KN_AT_CRASH,   /* the build or the run died (signal, assert) */
+  KN_AT_TIMEOUT, /* the build or the run took too long */
+  KN_AT_INVALID, /* the schedule does not fit / lowering or codegen failed */
+  KN_AT_STATUS_COUNT
+} kn_at_status;
+const char *kn_at_status_name(kn_at_status s);
+
+typedef struct kn_at_record {
+  const char *target, *key, *trace; /* trace: canonical JSON text */
+  double seconds;                   /* median; meaningful when status is OK */
+  kn_at_status status;
+  bool is_default;
+} kn_at_record;
+
+typedef struct kn_at_log {
+  kn_arena arena;
+  int n, cap;
+  kn_at_record *records; /* for the target asked for, file order */
+  int other_target;      /* records for other targets, ignored */
+  int bad_lines;         /* lines skipped */
+} kn_at_log;
+
+/* Reads a JSONL log, keeping the records for `target`. A missing file is an
+ * empty log when `missing_ok`, else an error. Each corrupt line is skipped
+ * with one "kiln: warning: PATH:LINE: ..." line on `warn` (may be NULL). */
+int kn_at_log_load(const char *path, const char *target, bool missing_ok, FILE *warn, kn_at_log *log,
+                   kn_diag *d);
+void kn_at_log_free(kn_at_log *log);
+/* Best OK record for a key, or NULL. */
+const kn_at_record *kn_at_log_best(const kn_at_log *log, const char *key);
+/* Whether (key, trace) has a record (any status). */
+bool kn_at_log_has(const kn_at_log *log, const char *key, const char *trace);
+void kn_at_log_add(kn_at_log *log, const kn_at_record *r); /* copies the strings */
+/* One record as a JSON line (with '\n'), appended and flushed. */
+int kn_at_log_append(FILE *f, const kn_at_record *r, kn_diag *d);
+
+/* ---- compile with a log ---- */
+typedef struct kn_at_replay {
+  const kn_at_log *log;
+  kn_arena *arena;
+  int n_kernels, n_tuned; /* counts, for a summary line */
+} kn_at_replay;
+/* A provider that replaces the default schedule with the best valid record
+ * of the kernel's workload. */
+kn_sched_provider kn_at_replay_provider(kn_at_replay *r);
+
+/* ---- measurement ---- */
+typedef struct kn_at_measure_opts {
+  int threads;          /* thread pool of the measured artifact (0: the CPUs) */
+  double build_timeout; /* seconds */
+  double run_timeout;   /* seconds */
+  double min_repeat_s;  /* each timing sample lasts at least this long */
+  int samples;          /* samples whose median is the result */
+  const char *workdir;  /* temporary files */
+} kn_at_measure_opts;
+
+typedef struct kn_at_result {
+  kn_at_status status;
+  double seconds;
+  double max_error; /* vs the reference, when compared */
+  char detail[160]; /* why it failed */
+} kn_at_result;
+
+/* ---- the tuning session ---- */
+/* A search strategy picks the next candidates of a task. The random one
+ * shuffles the space; an evolutionary strategy or a cost model plugs in
+ * here, fed by `observe` with every measured result. */
+typedef struct kn_at_strategy {
+  void *state;
+  /* Fills order[0..n) with a permutation of the space's indices, most
+   * promising first; called once per task. */
+  void (*rank)(void *state, int task, const kn_schedule *space, int n, int *order);
+  void (*observe)(void *state, int task, const kn_schedule *s, const kn_at_result *r);
+} kn_at_strategy;
+kn_at_strategy kn_at_strategy_random(uint64_t *seed);
+
+typedef enum kn_at_fault { KN_AT_FAULT_NONE, KN_AT_FAULT_CRASH, KN_AT_FAULT_WRONG, KN_AT_FAULT_HANG } kn_at_fault;
+
+typedef struct kn_at_options {
+  int trials;              /* candidates beyond the defaults, over all tasks */
+  double time_budget;      /* seconds, 0 = none */
+  const char *log_path;    /* JSONL, appended */
+  int build_workers;       /* concurrent builds (2) */
+  kn_at_measure_opts measure;
+  kn_at_strategy strategy;
+  volatile sig_atomic_t *stop; /* set (by SIGINT) to end the session cleanly */
+  FILE *progress;              /* progress and summary lines, or NULL */
+  /* tests: the first candidate measured crashes / is wrong / hangs (planted) */
+  kn_at_fault plant[3];
+  int n_plant;
+} kn_at_options;
+
+typedef struct kn_at_summary {
+  int tasks, kernels, measured, resumed;
+  int by_status[KN_AT_STATUS_COUNT];
+  double default_e2e, best_e2e; /* seconds: sum over kernels */
+  bool interrupted;
+} kn_at_summary;
+
+/* Tunes the kernels of g (optimized, fused into `groups`) for target t.
+ * g is never modified: every build happens in a child process. */
+int kn_at_tune(const kn_graph *g, const kn_groups *groups, const kn_target *t, const kn_at_options *o,
+               kn_at_summary *sum, kn_diag *d);
+
+#endif

@@ -1,0 +1,159 @@
+/* log.c — tuning records, one JSON object per line:
+ *
+ *   {"v":1,"kiln":"0.1.0","target":"x86_64-... -mcpu=... -mattr=...",
+ *    "key":"<workload key>","trace":[...primitives...],"seconds":1.2e-05,
+ *    "status":"ok","default":false,"time":"2025-01-01T12:00:00Z"}
+ *
+ * Files merge with `cat`. Loading keeps the records of one target; a line
+ * that is not such an object (bad JSON, a missing field, a trace that does
+ * not parse, another format version) is skipped with one warning naming the
+ * file and line. Traces are stored re-serialized in canonical form, so a
+ * candidate is "already measured" exactly when its canonical text matches. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "autotune.h"
+#include "json.h"
+
+static const char *const status_names[KN_AT_STATUS_COUNT] = {"ok", "wrong", "crash", "timeout", "invalid"};
+
+const char *kn_at_status_name(kn_at_status s) { return s >= 0 && s < KN_AT_STATUS_COUNT ? status_names[s] : "?"; }
+
+void kn_at_log_add(kn_at_log *log, const kn_at_record *r) {
+  if (log->n == log->cap) {
+    int cap = log->cap ? 2 * log->cap : 64;
+    kn_at_record *grown = KN_NEW_ARRAY(&log->arena, kn_at_record, cap);
+    if (log->n) memcpy(grown, log->records, sizeof(kn_at_record) * (size_t)log->n);
+    log->records = grown;
+    log->cap = cap;
+  }
+  kn_at_record *c = &log->records[log->n++];
+  *c = *r;
+  c->target = kn_arena_strdup(&log->arena, r->target);
+  c->key = kn_arena_strdup(&log->arena, r->key);
+  c->trace = kn_arena_strdup(&log->arena, r->trace);
+}
+
+/* One line -> record; NULL return with `why` on a bad line. */
+static bool parse_line(const char *line, kn_arena *scratch, kn_at_record *r, char *why, size_t cap) {
+  char err[128];
+  kn_json *j = kn_json_parse(line, scratch, err, sizeof err);
+  if (!j) return snprintf(why, cap, "not JSON (%s)", err), false;
+  if (j->kind != KN_JSON_OBJ) return snprintf(why, cap, "not a JSON object"), false;
+  int64_t v;
+  if (!kn_json_int(kn_json_get(j, "v"), &v)) return snprintf(why, cap, "no format version \"v\""), false;
+  if (v != KN_AT_FORMAT_VERSION)
+    return snprintf(why, cap, "format version %lld, this kiln reads %d", (long long)v, KN_AT_FORMAT_VERSION), false;
+  const kn_json *target = kn_json_get(j, "target"), *key = kn_json_get(j, "key"), *status = kn_json_get(j, "status"),
+                *seconds = kn_json_get(j, "seconds"), *dflt = kn_json_get(j, "default");
+  if (!target || target->kind != KN_JSON_STR) return snprintf(why, cap, "no \"target\" string"), false;
+  if (!key || key->kind != KN_JSON_STR || !*key->str) return snprintf(why, cap, "no \"key\" string"), false;
+  if (!status || status->kind != KN_JSON_STR) return snprintf(why, cap, "no \"status\" string"), false;
+  r->status = KN_AT_STATUS_COUNT;
+  for (int i = 0; i < KN_AT_STATUS_COUNT; i++)
+    if (!strcmp(status->str, status_names[i])) r->status = (kn_at_status)i;
+  if (r->status == KN_AT_STATUS_COUNT) return snprintf(why, cap, "unknown status '%s'", status->str), false;
+  r->seconds = seconds && seconds->kind == KN_JSON_NUM ? seconds->num : -1;
+  if (r->status == KN_AT_OK && !(r->seconds > 0)) return snprintf(why, cap, "status ok without positive \"seconds\""), false;
+  kn_schedule s;
+  kn_diag d;
+  kn_diag_init(&d);
+  bool ok = kn_at_trace_from_json(kn_json_get(j, "trace"), &s, &d) == 0;
+  if (!ok) snprintf(why, cap, "%s", d.count ? d.lines[0] : "bad trace");
+  kn_diag_free(&d);
+  if (!ok) return false;
+  char *trace = kn_arena_alloc(scratch, 4096);
+  kn_at_trace_write(&s, trace, 4096);
+  r->target = target->str;
+  r->key = key->str;
+  r->trace = trace;
+  r->is_default = dflt && dflt->kind == KN_JSON_BOOL && dflt->num != 0;
+  return true;
+}
+
+int kn_at_log_load(const char *path, const char *target, bool missing_ok, FILE *warn, kn_at_log *log, kn_diag *d) {
+  memset(log, 0, sizeof *log);
+  kn_arena_init(&log->arena);
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    if (missing_ok) return 0;
+    return kn_diag_error(d, "tuning log '%s': cannot open it", path);
+  }
+  char *line = NULL;
+  size_t cap = 0;
+  ssize_t len;
+  long lineno = 0;
+  while ((len = getline(&line, &cap, f)) >= 0) {
+    lineno++;
+    while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = 0;
+    bool blank = true;
+    for (ssize_t i = 0; i < len && blank; i++) blank = line[i] == ' ' || line[i] == '\t';
+    if (blank) continue;
+    kn_arena scratch;
+    kn_arena_init(&scratch);
+    kn_at_record r;
+    char why[256];
+    if ((size_t)len != strlen(line)) {
+      snprintf(why, sizeof why, "NUL byte in the line");
+    } else if (parse_line(line, &scratch, &r, why, sizeof why)) {
+      if (!strcmp(r.target, target))
+        kn_at_log_add(log, &r);
+      else
+        log->other_target++;
+      kn_arena_free(&scratch);
+      continue;
+    }
+    kn_arena_free(&scratch);
+    log->bad_lines++;
+    if (warn) fprintf(warn, "kiln: warning: %s:%ld: skipped a bad tuning record: %s\n", path, lineno, why);
+  }
+  free(line);
+  fclose(f);
+  return 0;
+}
+
+void kn_at_log_free(kn_at_log *log) {
+  kn_arena_free(&log->arena);
+  memset(log, 0, sizeof *log);
+}
+
+const kn_at_record *kn_at_log_best(const kn_at_log *log, const char *key) {
+  const kn_at_record *best = NULL;
+  for (int i = 0; i < log->n; i++) {
+    const kn_at_record *r = &log->records[i];
+    if (r->status == KN_AT_OK && !strcmp(r->key, key) && (!best || r->seconds < best->seconds)) best = r;
+  }
+  return best;
+}
+
+bool kn_at_log_has(const kn_at_log *log, const char *key, const char *trace) {
+  for (int i = 0; i < log->n; i++)
+    if (!strcmp(log->records[i].trace, trace) && !strcmp(log->records[i].key, key)) return true;
+  return false;
+}
+
+int kn_at_log_append(FILE *f, const kn_at_record *r, kn_diag *d) {
+  size_t cap = strlen(r->target) * 6 + strlen(r->key) * 6 + strlen(r->trace) + 512, n = 0;
+  char *buf = malloc(cap);
+  KN_ASSERT(buf, "out of memory");
+  n = (size_t)snprintf(buf, cap, "{\"v\":%d,\"kiln\":", KN_AT_FORMAT_VERSION);
+  kn_json_escape(KILN_VERSION, buf, cap, &n);
+  n += (size_t)snprintf(buf + n, cap - n, ",\"target\":");
+  kn_json_escape(r->target, buf, cap, &n);
+  n += (size_t)snprintf(buf + n, cap - n, ",\"key\":");
+  kn_json_escape(r->key, buf, cap, &n);
+  char stamp[32];
+  time_t now = time(NULL);
+  struct tm tm;
+  gmtime_r(&now, &tm);
+  strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  n += (size_t)snprintf(buf + n, cap - n, ",\"trace\":%s,\"seconds\":%.6g,\"status\":\"%s\",\"default\":%s,\"time\":\"%s\"}\n",
+                        r->trace, r->status == KN_AT_OK ? r->seconds : -1.0, kn_at_status_name(r->status),
+                        r->is_default ? "true" : "false", stamp);
+  KN_ASSERT(n < cap, "record buffer too small");
+  int rc = fputs(buf, f) < 0 || fflush(f) != 0 ? kn_diag_error(d, "tuning log: write failed") : 0;
+  free(buf);
+  return rc;
+}

@@ -1,0 +1,32 @@
+/* provider.c — compile with a tuning log: a kn_sched_provider that replaces
+ * the rule-based default of each kernel with the best OK record of its
+ * workload, when that record's trace fits the kernel (validated here, so a
+ * stale or foreign record can only be ignored, never break the lowering). */
+#include <string.h>
+
+#include "autotune.h"
+
+static void replay_choose(void *ctx, const kn_sched_task *task, kn_schedule *s) {
+  kn_at_replay *r = ctx;
+  r->n_kernels++;
+  const char *key = kn_at_workload_key(task->g, task->grp, r->arena);
+  const kn_at_record *best = kn_at_log_best(r->log, key);
+  if (!best) return;
+  kn_schedule tuned;
+  kn_at_task_shape ts;
+  kn_at_task_shape_of(task, s, &ts);
+  kn_diag d;
+  kn_diag_init(&d);
+  if (kn_at_trace_parse(best->trace, &tuned, &d) == 0 && kn_at_sched_validate(&tuned, &ts, &d) == 0) {
+    char now[4096], want[4096];
+    kn_at_trace_write(s, now, sizeof now);
+    kn_at_trace_write(&tuned, want, sizeof want);
+    if (strcmp(now, want)) r->n_tuned++;
+    *s = tuned;
+  }
+  kn_diag_free(&d);
+}
+
+kn_sched_provider kn_at_replay_provider(kn_at_replay *r) {
+  return (kn_sched_provider){.choose = replay_choose, .ctx = r};
+}

@@ -1,0 +1,163 @@
+/* space.c — the candidate schedules of a task, generated from rules.
+ *
+ * Contractions (conv, matmul; the last two output axes are rows x columns):
+ * column factor (multiples of the target's vector lanes, and half a
+ * vector) x row factor (accumulators within the register file) x loop
+ * order (column tiles outermost or not) x unrolled or serial row tile x
+ * parallel depth (how many of the outer loops fuse into the parallel loop).
+ * Everything else: vector width of the innermost axis x parallel depth,
+ * x an unrolled split of the next axis (no reductions), or x the lanes of a
+ * vectorized row reduction (softmax, layer norm).
+ * Every candidate is validated (kn_at_sched_validate) and duplicates are
+ * dropped; the rule-based default comes first. */
+#include <string.h>
+
+#include "autotune.h"
+
+typedef struct space {
+  const kn_at_task_shape *ts;
+  kn_arena *A;
+  kn_schedule *items;
+  const char **traces; /* canonical text of each item, to drop duplicates */
+  int n, cap;
+} space;
+
+static void add(space *sp, const kn_schedule *s) {
+  kn_diag d;
+  kn_diag_init(&d);
+  int rc = kn_at_sched_validate(s, sp->ts, &d);
+  kn_diag_free(&d);
+  if (rc < 0) return;
+  char trace[4096];
+  kn_at_trace_write(s, trace, sizeof trace);
+  for (int i = 0; i < sp->n; i++)
+    if (!strcmp(sp->traces[i], trace)) return;
+  if (sp->n == sp->cap) {
+    int cap = sp->cap ? 2 * sp->cap : 64;
+    kn_schedule *grown = KN_NEW_ARRAY(sp->A, kn_schedule, cap);
+    const char **traces = KN_NEW_ARRAY(sp->A, const char *, cap);
+    if (sp->n) {
+      memcpy(grown, sp->items, sizeof(kn_schedule) * (size_t)sp->n);
+      memcpy(traces, sp->traces, sizeof(char *) * (size_t)sp->n);
+    }
+    sp->items = grown;
+    sp->traces = traces;
+    sp->cap = cap;
+  }
+  sp->traces[sp->n] = kn_arena_strdup(sp->A, trace);
+  sp->items[sp->n++] = *s;
+}
+
+static void loop(kn_schedule *s, int axis, int piece, kn_for_kind kind) {
+  s->loops[s->n_loops++] = (kn_sched_loop){axis, piece, kind};
+}
+
+static int64_t default_factor(const kn_schedule *s, int axis) {
+  return s->n_factors[axis] ? s->factors[axis][0] : 1;
+}
+
+static bool in_list(const int64_t *v, int n, int64_t x) {
+  for (int i = 0; i < n; i++)
+    if (v[i] == x) return true;
+  return false;
+}
+
+static void contraction(space *sp, const kn_target *t, int lanes) {
+  const kn_at_task_shape *ts = sp->ts;
+  int rank = ts->rank, r = rank - 2, c = rank - 1;
+  int64_t rows = ts->extent[r], cols = ts->extent[c];
+  int64_t cfs[8], rfs[24];
+  int n_cf = 0, n_rf = 0;
+  int64_t cand_cf[] = {lanes / 2, lanes, 2 * (int64_t)lanes, 3 * (int64_t)lanes, 4 * (int64_t)lanes,
+                       default_factor(&ts->dflt, c)};
+  for (int i = 0; i < 6; i++) {
+    int64_t f = cand_cf[i];
+    if ((f >= 4 && f <= cols && f <= 64) || f == 1)
+      if (!in_list(cfs, n_cf, f)) cfs[n_cf++] = f;
+  }
+  if (n_cf == 0) cfs[n_cf++] = 1;
+  int64_t cand_rf[] = {1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 28, default_factor(&ts->dflt, r)};
+  for (int i = 0; i < 14; i++)
+    if (cand_rf[i] <= rows && !in_list(rfs, n_rf, cand_rf[i])) rfs[n_rf++] = cand_rf[i];
+  int n_outer = rank; /* piece 0 of every axis */
+  int pars[4] = {n_outer, n_outer - 1, 1, 0};
+  for (int ci = 0; ci < n_cf; ci++)
+    for (int ri = 0; ri < n_rf; ri++) {
+      int64_t cf = cfs[ci], rf = rfs[ri], vecs = cf >= lanes ? cf / lanes : 1;
+      bool is_default_tile = rf == default_factor(&ts->dflt, r) && cf == default_factor(&ts->dflt, c);
+      if (rf * vecs > t->vector_regs && !is_default_tile) continue; /* accumulators would spill */
+      for (int cols_outer = 0; cols_outer < 2; cols_outer++)
+        for (int unroll = 0; unroll < 2; unroll++) {
+          if (rf == 1 && unroll) continue;
+          for (int pi = 0; pi < 4; pi++) {
+            if (pars[pi] < 0 || (pi > 0 && pars[pi] == pars[pi - 1])) continue;
+            kn_schedule s;
+            memset(&s, 0, sizeof s);
+            s.n_axes = rank;
+            if (rf > 1) s.factors[r][s.n_factors[r]++] = rf;
+            if (cf > 1) s.factors[c][s.n_factors[c]++] = cf;
+            if (cols_outer) loop(&s, c, 0, KN_FOR_SERIAL);
+            for (int a = 0; a < r; a++) loop(&s, a, 0, KN_FOR_SERIAL);
+            loop(&s, r, 0, KN_FOR_SERIAL);
+            if (!cols_outer) loop(&s, c, 0, KN_FOR_SERIAL);
+            s.n_parallel = pars[pi];
+            s.attach = s.n_loops;
+            if (rf > 1) loop(&s, r, 1, unroll ? KN_FOR_UNROLLED : KN_FOR_SERIAL);
+            if (cf > 1) loop(&s, c, 1, cf >= 4 ? KN_FOR_VECTORIZED : KN_FOR_UNROLLED);
+            add(sp, &s);
+          }
+        }
+    }
+}
+
+static void generic(space *sp, int lanes) {
+  const kn_at_task_shape *ts = sp->ts;
+  int rank = ts->rank, last = rank - 1;
+  int64_t e = ts->extent[last];
+  int64_t vfs[8];
+  int n_vf = 0;
+  int64_t cand_vf[] = {1, 4, 8, lanes, 2 * (int64_t)lanes, 4 * (int64_t)lanes, default_factor(&ts->dflt, last)};
+  for (int i = 0; i < 7; i++) {
+    int64_t f = cand_vf[i];
+    if (f == 1 || (e >= f && f <= 64 && f >= 4))
+      if (!in_list(vfs, n_vf, f)) vfs[n_vf++] = f;
+  }
+  bool stages_keep_last = (ts->hints.stage_axes >> last) & 1u;
+  bool row_reduce = ts->hints.has_stages && !stages_keep_last;
+  int64_t lanes_opts[4] = {0, lanes / 2 >= 4 ? lanes / 2 : 0, lanes, 2 * (int64_t)lanes};
+  for (int vi = 0; vi < n_vf; vi++)
+    for (int unroll = 0; unroll <= 4; unroll = unroll ? unroll * 2 : 2) {
+      if (unroll && (ts->hints.has_stages || rank < 2 || ts->extent[rank - 2] < unroll)) continue;
+      int max_par = row_reduce ? rank - 1 : rank;
+      for (int par = max_par; par >= 0; par--)
+        for (int li = 0; li < (row_reduce ? 4 : 1); li++) {
+          if (li > 0 && (lanes_opts[li] == 0 || lanes_opts[li] == lanes_opts[li - 1])) continue;
+          kn_schedule s;
+          memset(&s, 0, sizeof s);
+          s.n_axes = rank;
+          int64_t vf = vfs[vi];
+          if (unroll) s.factors[rank - 2][s.n_factors[rank - 2]++] = unroll;
+          if (vf > 1) s.factors[last][s.n_factors[last]++] = vf;
+          for (int a = 0; a < rank; a++) loop(&s, a, 0, KN_FOR_SERIAL);
+          s.n_parallel = par;
+          s.attach = row_reduce ? rank - 1 : rank;
+          s.reduce_lanes = row_reduce ? (int)lanes_opts[li] : 0;
+          if (unroll) loop(&s, rank - 2, 1, KN_FOR_UNROLLED);
+          if (vf > 1) loop(&s, last, 1, KN_FOR_VECTORIZED);
+          add(sp, &s);
+        }
+    }
+}
+
+int kn_at_space_generate(const kn_at_task_shape *ts, const kn_target *t, kn_arena *A, kn_schedule **out) {
+  space sp = {.ts = ts, .A = A};
+  add(&sp, &ts->dflt);
+  int lanes = kn_target_lanes(t, ts->dtype != KN_DT_INVALID ? ts->dtype : KN_DT_F32);
+  if (lanes < 1) lanes = 4;
+  if (ts->rank >= 2 && ts->hints.is_contraction && ts->extent[ts->rank - 1] > 0 && ts->extent[ts->rank - 2] > 0)
+    contraction(&sp, t, lanes);
+  else if (ts->rank >= 1 && ts->extent[ts->rank - 1] > 0)
+    generic(&sp, lanes);
+  *out = sp.items;
+  return sp.n;
+}

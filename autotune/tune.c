@@ -1,0 +1,388 @@
+/* tune.c — a tuning session.
+ *
+ * 1. Tasks: groups with equal workload keys are one task (weight = count).
+ * 2. Defaults: each task's default schedule is built and run first; its
+ *    output is the task's reference and its time the task's baseline (a
+ *    task whose default fails is left out with a warning).
+ * 3. Budget: the trials are split across tasks in proportion to count x
+ *    default time (capped by each space's size); records already in the
+ *    log for this target count against a task's share (resume).
+ * 4. Search: the strategy ranks each task's space (random: a shuffle); the
+ *    next unmeasured candidates are taken round-robin over tasks, built in
+ *    batches by `build_workers` children, then run one at a time.
+ * Every measured candidate is appended to the log at once (flushed), so an
+ * interrupted session loses nothing; *stop (SIGINT) ends it cleanly. */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "measure.h"
+
+typedef struct task {
+  const char *key;
+  int group; /* representative group */
+  int count; /* kernels with this workload */
+  bool ok;   /* default built and ran */
+  bool have_ref;
+  kn_at_task_shape shape;
+  double default_s, best_s;
+  kn_schedule *space;
+  const char **traces;
+  int n_space;
+  int *order, next; /* strategy's order, next index to consider */
+  int alloc, todo;  /* share of the budget, still to measure */
+} task;
+
+typedef struct session {
+  const kn_graph *g;
+  const kn_groups *groups;
+  const kn_target *t;
+  const kn_at_options *o;
+  kn_at_summary *sum;
+  char target[800];
+  kn_at_log log;
+  FILE *out;
+  char dir[256];
+  task *tasks;
+  int n_tasks;
+  int budget, done; /* trials */
+  double start;
+  bool tty;
+} session;
+
+/* ---- the random strategy ---- */
+
+static uint64_t rand_next(uint64_t *x) {
+  *x ^= *x << 13;
+  *x ^= *x >> 7;
+  *x ^= *x << 17;
+  return *x;
+}
+
+static void random_rank(void *state, int task_index, const kn_schedule *space, int n, int *order) {
+  (void)task_index;
+  (void)space;
+  uint64_t *seed = state;
+  for (int i = 0; i < n; i++) order[i] = i;
+  for (int i = n - 1; i > 0; i--) {
+    int j = (int)(rand_next(seed) % (uint64_t)(i + 1)), tmp = order[i];
+    order[i] = order[j];
+    order[j] = tmp;
+  }
+}
+
+static void random_observe(void *state, int task_index, const kn_schedule *s, const kn_at_result *r) {
+  (void)state;
+  (void)task_index;
+  (void)s;
+  (void)r;
+}
+
+kn_at_strategy kn_at_strategy_random(uint64_t *seed) {
+  if (!*seed) *seed = 0x2545f4914f6cdd1dull;
+  return (kn_at_strategy){.state = seed, .rank = random_rank, .observe = random_observe};
+}
+
+/* ---- helpers ---- */
+
+static void path_of(const session *S, int task_index, int slot, const char *ext, char *buf, size_t cap) {
+  snprintf(buf, cap, "%s/t%d_%d.%s", S->dir, task_index, slot, ext);
+}
+
+static double e2e(const session *S, bool best) {
+  double sum = 0;
+  for (int i = 0; i < S->n_tasks; i++)
+    if (S->tasks[i].ok) sum += S->tasks[i].count * (best ? S->tasks[i].best_s : S->tasks[i].default_s);
+  return sum;
+}
+
+static void progress(session *S, bool final) {
+  if (!S->out) return;
+  double el = kn_at_now() - S->start;
+  int new_done = S->done - S->sum->resumed;
+  int left = S->budget - S->done;
+  double eta = new_done > 0 ? el / new_done * (left > 0 ? left : 0) : 0;
+  fprintf(S->out, "%skiln tune: trials %d/%d  tasks %d  best %.3f ms (default %.3f ms)  elapsed %.0f s  ETA %.0f s%s",
+          S->tty ? "\r" : "", S->done, S->budget, S->n_tasks, e2e(S, true) * 1e3, e2e(S, false) * 1e3, el, eta,
+          S->tty && !final ? "   " : "\n");
+  fflush(S->out);
+}
+
+static int record(session *S, task *T, const kn_schedule *s, const kn_at_result *r, bool is_default, kn_diag *d) {
+  char trace[4096];
+  kn_at_trace_write(s, trace, sizeof trace);
+  kn_at_record rec = {.target = S->target, .key = T->key, .trace = trace, .seconds = r->seconds,
+                      .status = r->status, .is_default = is_default};
+  kn_at_log_add(&S->log, &rec);
+  if (!is_default) S->sum->by_status[r->status]++;
+  FILE *f = fopen(S->o->log_path, "a");
+  if (!f) return kn_diag_error(d, "tuning log '%s': cannot append to it", S->o->log_path);
+  int rc = kn_at_log_append(f, &rec, d);
+  if (fclose(f) != 0 && rc == 0) rc = kn_diag_error(d, "tuning log '%s': write failed", S->o->log_path);
+  return rc;
+}
+
+/* ---- phase 1: tasks and their defaults ---- */
+
+static void make_tasks(session *S, kn_arena *A) {
+  S->tasks = KN_NEW_ARRAY(A, task, S->groups->n + 1);
+  for (int i = 0; i < S->groups->n; i++) {
+    const char *key = kn_at_workload_key(S->g, &S->groups->groups[i], A);
+    int k = 0;
+    while (k < S->n_tasks && strcmp(S->tasks[k].key, key)) k++;
+    if (k == S->n_tasks) S->tasks[S->n_tasks++] = (task){.key = key, .group = i};
+    S->tasks[k].count++;
+  }
+}
+
+/* Builds and runs every task's default: reference output, baseline time. */
+static int run_defaults(session *S, kn_arena *A, kn_diag *d) {
+  int W = S->o->build_workers > 0 ? S->o->build_workers : 1;
+  kn_at_job *jobs = KN_NEW_ARRAY(A, kn_at_job, S->n_tasks + 1);
+  for (int base = 0; base < S->n_tasks; base += W) {
+    int n = base + W <= S->n_tasks ? W : S->n_tasks - base;
+    for (int k = 0; k < n; k++) {
+      char so[320];
+      path_of(S, base + k, 0, "so", so, sizeof so);
+      kn_at_build_start(&jobs[base + k], S->g, &S->groups->groups[S->tasks[base + k].group], S->t, NULL, so,
+                        S->o->measure.build_timeout);
+    }
+    kn_at_jobs_wait(&jobs[base], n, S->o->stop);
+    if (S->o->stop && *S->o->stop) return 0;
+  }
+  for (int i = 0; i < S->n_tasks && !(S->o->stop && *S->o->stop); i++) {
+    task *T = &S->tasks[i];
+    if (jobs[i].result.status != KN_AT_OK || !jobs[i].has_shape) {
+      if (S->out)
+        fprintf(S->out, "kiln: warning: tune: task %d (%s) left out: its default schedule does not build: %s\n", i,
+                T->key, jobs[i].result.detail);
+      continue;
+    }
+    T->shape = jobs[i].shape;
+    char so[320], ref[320];
+    path_of(S, i, 0, "so", so, sizeof so);
+    path_of(S, i, 0, "ref", ref, sizeof ref);
+    kn_at_job run;
+    kn_at_run_start(&run, so, ref, true, &S->o->measure, KN_AT_FAULT_NONE);
+    kn_at_jobs_wait(&run, 1, S->o->stop);
+    unlink(so);
+    if ((int)run.result.status == KN_AT_INTERRUPTED) return 0;
+    if (run.result.status != KN_AT_OK) {
+      if (S->out)
+        fprintf(S->out, "kiln: warning: tune: task %d (%s) left out: its default schedule does not run: %s\n", i,
+                T->key, run.result.detail);
+      continue;
+    }
+    T->ok = T->have_ref = true;
+    T->default_s = T->best_s = run.result.seconds;
+    char trace[4096];
+    kn_at_trace_write(&T->shape.dflt, trace, sizeof trace);
+    /* resume: the baseline of the first session keeps the budget split stable */
+    for (int r = 0; r < S->log.n; r++) {
+      const kn_at_record *rec = &S->log.records[r];
+      if (rec->status == KN_AT_OK && rec->is_default && !strcmp(rec->key, T->key) && !strcmp(rec->trace, trace))
+        T->default_s = rec->seconds;
+    }
+    if (!kn_at_log_has(&S->log, T->key, trace)) {
+      if (record(S, T, &T->shape.dflt, &run.result, true, d) < 0) return -1;
+    }
+    const kn_at_record *best = kn_at_log_best(&S->log, T->key);
+    if (best && best->seconds < T->best_s) T->best_s = best->seconds;
+  }
+  return 0;
+}
+
+/* ---- phase 2: spaces and the budget ---- */
+
+static void plan_budget(session *S, kn_arena *A) {
+  int total_cap = 0;
+  for (int i = 0; i < S->n_tasks; i++) {
+    task *T = &S->tasks[i];
+    if (!T->ok) continue;
+    T->n_space = kn_at_space_generate(&T->shape, S->t, A, &T->space);
+    T->traces = KN_NEW_ARRAY(A, const char *, T->n_space + 1);
+    for (int k = 0; k < T->n_space; k++) {
+      char trace[4096];
+      kn_at_trace_write(&T->space[k], trace, sizeof trace);
+      T->traces[k] = kn_arena_strdup(A, trace);
+    }
+    T->order = KN_NEW_ARRAY(A, int, T->n_space + 1);
+    S->o->strategy.rank(S->o->strategy.state, i, T->space, T->n_space, T->order);
+    total_cap += T->n_space > 0 ? T->n_space - 1 : 0; /* the default is measured already */
+  }
+  int budget = S->o->trials < total_cap ? S->o->trials : total_cap;
+  S->budget = budget;
+  /* proportional shares, capped by the space, the rest handed on */
+  int given = 0;
+  for (int round = 0; round < 8 && given < budget; round++) {
+    double w = 0;
+    for (int i = 0; i < S->n_tasks; i++)
+      if (S->tasks[i].ok && S->tasks[i].alloc < S->tasks[i].n_space - 1) w += S->tasks[i].count * S->tasks[i].default_s;
+    if (w <= 0) break;
+    int left = budget - given;
+    for (int i = 0; i < S->n_tasks && given < budget; i++) {
+      task *T = &S->tasks[i];
+      int cap = T->n_space - 1 - T->alloc;
+      if (!T->ok || cap <= 0) continue;
+      int share = (int)(left * (T->count * T->default_s) / w + 0.5);
+      if (share < 1) share = 1;
+      if (share > cap) share = cap;
+      if (share > budget - given) share = budget - given;
+      T->alloc += share;
+      given += share;
+    }
+  }
+  for (int i = 0; i < S->n_tasks; i++) {
+    task *T = &S->tasks[i];
+    if (!T->ok) continue;
+    int measured = 0;
+    for (int r = 0; r < S->log.n; r++)
+      if (!S->log.records[r].is_default && !strcmp(S->log.records[r].key, T->key)) measured++;
+    int counted = measured < T->alloc ? measured : T->alloc;
+    S->sum->resumed += counted;
+    S->done += counted;
+    T->todo = T->alloc - counted;
+  }
+}
+
+/* The next unmeasured candidate of T (index into its space), or -1. */
+static int next_candidate(session *S, task *T) {
+  while (T->next < T->n_space) {
+    int k = T->order[T->next++];
+    if (!kn_at_log_has(&S->log, T->key, T->traces[k])) return k;
+  }
+  return -1;
+}
+
+/* ---- phase 3: search ---- */
+
+typedef struct pick {
+  int task, cand;
+} pick;
+
+static bool out_of_time(session *S) {
+  return (S->o->stop && *S->o->stop) || (S->o->time_budget > 0 && kn_at_now() - S->start >= S->o->time_budget);
+}
+
+static int search(session *S, kn_arena *A, kn_diag *d) {
+  int W = S->o->build_workers > 0 ? S->o->build_workers : 1, B = 4 * W, fault_index = 0;
+  pick *batch = KN_NEW_ARRAY(A, pick, B);
+  kn_at_job *jobs = KN_NEW_ARRAY(A, kn_at_job, B);
+  int rr = 0;
+  for (;;) {
+    if (out_of_time(S)) return 0;
+    /* round-robin over tasks with trials left */
+    int n = 0;
+    for (int tries = 0; n < B && tries < S->n_tasks * B; tries++) {
+      task *T = &S->tasks[rr];
+      int ti = rr;
+      rr = (rr + 1) % S->n_tasks;
+      if (!T->ok || T->todo <= 0) continue;
+      int k = next_candidate(S, T);
+      if (k < 0) {
+        T->todo = 0;
+        continue;
+      }
+      T->todo--;
+      batch[n++] = (pick){ti, k};
+    }
+    if (!n) return 0;
+    for (int base = 0; base < n; base += W) {
+      int m = base + W <= n ? W : n - base;
+      for (int j = base; j < base + m; j++) {
+        char so[320];
+        path_of(S, batch[j].task, j + 1, "so", so, sizeof so);
+        task *T = &S->tasks[batch[j].task];
+        kn_at_build_start(&jobs[j], S->g, &S->groups->groups[T->group], S->t, &T->space[batch[j].cand], so,
+                          S->o->measure.build_timeout);
+      }
+      kn_at_jobs_wait(&jobs[base], m, S->o->stop);
+    }
+    for (int j = 0; j < n; j++) {
+      task *T = &S->tasks[batch[j].task];
+      const kn_schedule *s = &T->space[batch[j].cand];
+      char so[320], ref[320];
+      path_of(S, batch[j].task, j + 1, "so", so, sizeof so);
+      path_of(S, batch[j].task, 0, "ref", ref, sizeof ref);
+      kn_at_result res = jobs[j].result;
+      if (res.status == KN_AT_OK && !out_of_time(S)) {
+        kn_at_fault fault = fault_index < S->o->n_plant ? S->o->plant[fault_index] : KN_AT_FAULT_NONE;
+        fault_index++;
+        kn_at_job run;
+        kn_at_run_start(&run, so, ref, false, &S->o->measure, fault);
+        kn_at_jobs_wait(&run, 1, S->o->stop);
+        res = run.result;
+      } else if (res.status == KN_AT_OK) {
+        res.status = (kn_at_status)KN_AT_INTERRUPTED;
+      }
+      unlink(so);
+      if ((int)res.status == KN_AT_INTERRUPTED) continue; /* not measured: the next session retries it */
+      S->o->strategy.observe(S->o->strategy.state, batch[j].task, s, &res);
+      if (record(S, T, s, &res, false, d) < 0) return -1;
+      if (res.status == KN_AT_OK && res.seconds < T->best_s) T->best_s = res.seconds;
+      S->sum->measured++;
+      S->done++;
+      progress(S, false);
+    }
+  }
+}
+
+/* Empties the session's private folder (candidates' .so/.h, references). */
+static void remove_dir_files(const char *dir) {
+  DIR *dp = opendir(dir);
+  if (!dp) return;
+  struct dirent *e;
+  while ((e = readdir(dp))) {
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+    char p[512];
+    snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+    unlink(p);
+  }
+  closedir(dp);
+}
+
+int kn_at_tune(const kn_graph *g, const kn_groups *groups, const kn_target *t, const kn_at_options *o,
+               kn_at_summary *sum, kn_diag *d) {
+  memset(sum, 0, sizeof *sum);
+  session S = {.g = g, .groups = groups, .t = t, .o = o, .sum = sum, .out = o->progress, .start = kn_at_now()};
+  S.tty = S.out && isatty(fileno(S.out));
+  kn_at_target_string(t, S.target, sizeof S.target);
+  if (kn_at_log_load(o->log_path, S.target, true, o->progress, &S.log, d) < 0) return -1;
+  if (S.log.other_target && S.out)
+    fprintf(S.out, "kiln: note: %s: %d records for other targets ignored (this target: %s)\n", o->log_path,
+            S.log.other_target, S.target);
+  FILE *probe = fopen(o->log_path, "a");
+  if (!probe) {
+    kn_at_log_free(&S.log);
+    return kn_diag_error(d, "tuning log '%s': cannot open it for appending", o->log_path);
+  }
+  fclose(probe);
+  const char *tmp = o->measure.workdir ? o->measure.workdir : getenv("TMPDIR");
+  snprintf(S.dir, sizeof S.dir, "%s/kiln-tune.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+  if (!mkdtemp(S.dir)) {
+    kn_at_log_free(&S.log);
+    return kn_diag_error(d, "tune: cannot create a temporary folder under %s", tmp && *tmp ? tmp : "/tmp");
+  }
+  kn_arena A;
+  kn_arena_init(&A);
+  make_tasks(&S, &A);
+  sum->tasks = S.n_tasks;
+  sum->kernels = groups->n;
+  int rc = run_defaults(&S, &A, d);
+  if (rc == 0 && !(o->stop && *o->stop)) {
+    plan_budget(&S, &A);
+    progress(&S, false);
+    rc = search(&S, &A, d);
+  }
+  sum->interrupted = o->stop && *o->stop;
+  sum->default_e2e = e2e(&S, false);
+  sum->best_e2e = e2e(&S, true);
+  if (rc == 0) progress(&S, true);
+  remove_dir_files(S.dir);
+  rmdir(S.dir);
+  kn_arena_free(&A);
+  kn_at_log_free(&S.log);
+  return rc;
+}

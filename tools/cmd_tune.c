@@ -1,0 +1,174 @@
+/* cmd_tune.c — `kiln tune MODEL.onnx --log tune.jsonl [--trials N] ...`:
+ * loads and optimizes the model as `kiln compile` does, fuses it, and hands
+ * the kernels to the autotuner (autotune/tune.c), which measures candidate
+ * schedules on this machine and appends one record per measurement to the
+ * log. Ctrl-C ends the session after the current candidate, log intact. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../autotune/autotune.h"
+#include "../codegen/codegen.h"
+#include "cmds.h"
+#include "pipeline.h"
+
+static void usage(FILE *out) {
+  fprintf(out,
+          "usage: kiln tune MODEL.onnx --log LOG.jsonl [options]\n"
+          "  --log PATH             tuning log (JSONL) to append to; re-running with the same\n"
+          "                         log resumes: measured candidates are skipped\n"
+          "  --trials N             candidates to measure beyond the default schedules (default 100)\n"
+          "  --time-budget S        stop after S seconds (default: no limit)\n"
+          "  --target STRING        target to tune for; must run on this machine (default: the host)\n"
+          "  --max-batch B          batch the kernels are built and timed for (default 1)\n"
+          "  --threads N            threads of the measured kernels (default: the CPUs)\n"
+          "  --workers N            concurrent candidate builds (default 2)\n"
+          "  --seed S               seed of the random search (default 1)\n"
+          "  then: kiln compile MODEL.onnx -o OUT.so --tuning-log LOG.jsonl\n");
+}
+
+static volatile sig_atomic_t stop_requested; /* set by SIGINT: the session ends cleanly */
+
+static void on_sigint(int sig) {
+  (void)sig;
+  stop_requested = 1;
+}
+
+static bool parse_num(const char *s, double lo, double hi, double *out) {
+  char *end;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (errno || end == s || *end || !(v >= lo && v <= hi)) return false;
+  *out = v;
+  return true;
+}
+
+/* "crash,wrong,hang": faults planted in the first candidates (tests). */
+static bool parse_plant(const char *s, kn_at_options *o) {
+  while (*s) {
+    if (o->n_plant == 3) return false;
+    size_t n = strcspn(s, ",");
+    if (n == 5 && !strncmp(s, "crash", 5)) o->plant[o->n_plant++] = KN_AT_FAULT_CRASH;
+    else if (n == 5 && !strncmp(s, "wrong", 5)) o->plant[o->n_plant++] = KN_AT_FAULT_WRONG;
+    else if (n == 4 && !strncmp(s, "hang", 4)) o->plant[o->n_plant++] = KN_AT_FAULT_HANG;
+    else return false;
+    s += n;
+    if (*s == ',') s++;
+  }
+  return true;
+}
+
+int kn_cmd_tune(int argc, char **argv) {
+  const char *model = NULL, *target_spec = NULL;
+  uint64_t seed = 1;
+  int64_t max_batch = 1;
+  kn_at_options o = {.trials = 100, .build_workers = 2, .stop = &stop_requested, .progress = stderr,
+                     .measure = {.build_timeout = 120, .run_timeout = 20, .min_repeat_s = 0.01, .samples = 5}};
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *val = NULL;
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      usage(stdout);
+      return 0;
+    }
+    if (a[0] == '-' && a[1]) {
+      const char *eq = strchr(a, '=');
+      size_t n = eq ? (size_t)(eq - a) : strlen(a);
+      static const char *const flags[] = {"--log", "--trials", "--time-budget", "--target", "--max-batch",
+                                          "--threads", "--workers", "--seed", "--plant-faults"};
+      int f = -1;
+      for (int k = 0; k < 9; k++)
+        if (strlen(flags[k]) == n && !strncmp(a, flags[k], n)) f = k;
+      if (f < 0) {
+        fprintf(stderr, "kiln: error: tune: unknown option '%s' (see 'kiln tune --help')\n", a);
+        return 2;
+      }
+      if (eq) val = eq + 1;
+      else if (i + 1 < argc) val = argv[++i];
+      else {
+        fprintf(stderr, "kiln: error: tune: option '%s' needs a value\n", a);
+        return 2;
+      }
+      double v = 0;
+      bool ok = true;
+      switch (f) {
+      case 0: o.log_path = val; break;
+      case 1: ok = parse_num(val, 0, 1e7, &v) && v == (int)v; o.trials = (int)v; break;
+      case 2: ok = parse_num(val, 0.001, 1e9, &v); o.time_budget = v; break;
+      case 3: target_spec = val; break;
+      case 4: ok = parse_num(val, 1, 1 << 20, &v) && v == (int64_t)v; max_batch = (int64_t)v; break;
+      case 5: ok = parse_num(val, 1, 256, &v) && v == (int)v; o.measure.threads = (int)v; break;
+      case 6: ok = parse_num(val, 1, 16, &v) && v == (int)v; o.build_workers = (int)v; break;
+      case 7: ok = parse_num(val, 0, 1e15, &v) && v == (double)(uint64_t)v; seed = (uint64_t)v; break;
+      case 8: ok = parse_plant(val, &o); break;
+      }
+      if (!ok) {
+        fprintf(stderr, "kiln: error: tune: bad value '%s' for %s (see 'kiln tune --help')\n", val, flags[f]);
+        return 2;
+      }
+    } else if (!model) {
+      model = a;
+    } else {
+      fprintf(stderr, "kiln: error: tune: unexpected argument '%s' (one model at a time)\n", a);
+      return 2;
+    }
+  }
+  if (!model) {
+    fprintf(stderr, "kiln: error: tune: no model given (see 'kiln tune --help')\n");
+    return 2;
+  }
+  if (!o.log_path) {
+    fprintf(stderr, "kiln: error: tune: no log given: add --log LOG.jsonl\n");
+    return 2;
+  }
+  o.strategy = kn_at_strategy_random(&seed);
+
+  kn_diag d;
+  kn_diag_init(&d);
+  kn_target target, host;
+  int status = 1;
+  kn_graph g;
+  kn_graph_init(&g);
+  kn_arena arena;
+  kn_arena_init(&arena);
+  kn_groups groups;
+  kn_at_summary sum;
+  kn_compile_opts co = {.model = model, .max_batch = max_batch};
+  if (kn_target_parse(target_spec, &target, &d) < 0 || kn_cg_check_target(&target, &d) < 0) goto done;
+  if (kn_target_parse(NULL, &host, &d) < 0) goto done;
+  if (target.arch != host.arch) {
+    kn_diag_error(&d, "tune: target '%s' is not this machine's architecture: tuning runs candidates here",
+                  target_spec);
+    goto done;
+  }
+  if (kn_pipeline_load(model, max_batch, &g, &d) < 0 || kn_pipeline_optimize(&co, &g, &d) < 0 ||
+      kn_sched_fuse(&g, &arena, &groups, &d) < 0)
+    goto done;
+
+  struct sigaction sa, old;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_sigint;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, &old); /* no SA_RESTART: waits wake up at once */
+  int rc = kn_at_tune(&g, &groups, &target, &o, &sum, &d);
+  sigaction(SIGINT, &old, NULL);
+  if (rc < 0) goto done;
+  fprintf(stderr,
+          "kiln tune: %s%d kernels in %d tasks; %d candidates measured (%d ok, %d wrong, %d crash, %d timeout, "
+          "%d invalid), %d from earlier sessions; estimate %.3f ms -> %.3f ms (%.2fx); log %s\n",
+          sum.interrupted ? "interrupted: " : "", sum.kernels, sum.tasks, sum.measured, sum.by_status[KN_AT_OK],
+          sum.by_status[KN_AT_WRONG], sum.by_status[KN_AT_CRASH], sum.by_status[KN_AT_TIMEOUT],
+          sum.by_status[KN_AT_INVALID], sum.resumed, sum.default_e2e * 1e3, sum.best_e2e * 1e3,
+          sum.best_e2e > 0 ? sum.default_e2e / sum.best_e2e : 1.0, o.log_path);
+  status = sum.interrupted ? 130 : 0;
+done:
+  if (status == 1) {
+    if (d.count == 0) kn_diag_error(&d, "tune of '%s' failed", model);
+    kn_diag_print(&d, "kiln");
+  }
+  kn_diag_free(&d);
+  kn_graph_free(&g);
+  kn_arena_free(&arena);
+  return status;
+}
