@@ -5,6 +5,7 @@ and under qemu-aarch64, compared with ONNX Runtime.
 
     check_portable_c.py MODEL.onnx [--max-batch B] [--batch b,..] [--threads t,..]
                         [--harness] [--kiln PATH] [--keep DIR] [--seed S]
+    check_portable_c.py --bad-input MODEL.onnx [--kiln PATH]
 
 Steps: `kiln compile MODEL --target c -o TMP/model.c` (and model.h) -> build
 c_driver.c + model.c + tools/npy.c + ir/base.c with `cc -std=c17 -O2 -Wall
@@ -15,6 +16,11 @@ output with ONNX Runtime: max|kiln - ort| <= 1e-4 * max(1, max|ort|).
 --harness also builds tests/models/artifact_harness.c (written for .o
 artifacts: ABI error codes, no malloc while running) unchanged with model.c,
 for both machines, and runs it at the largest batch.
+
+--host-only: the host part only (kiln's own emitter then runs in the
+sanitizer build too). --bad-input: `--target c` with a .so output, a .c output without `--target
+c`, and options after `c` each give exit 1, one "kiln: error:" line naming
+the problem, and no file.
 
 Prints the sizes: the .c file, the weights it embeds, and the host / aarch64
 objects' code (text) and data. The host part always runs; without the cross
@@ -90,6 +96,26 @@ def object_sizes(machine, tmp, c_file):
     return text, data
 
 
+def bad_input(kiln, model):
+    """Must-fail cases; returns 0 or 1."""
+    ok = True
+    with TempDir() as tmp:
+        cases = [
+            (["-o", os.path.join(tmp, "m.so"), "--target", "c"], "must end in .c"),
+            (["-o", os.path.join(tmp, "m.c")], "--target c"),
+            (["-o", os.path.join(tmp, "m.c"), "--target", "c -mcpu=cortex-a76"], "takes no options"),
+        ]
+        for extra, words in cases:
+            proc = run([kiln, "compile", model, *extra])
+            lines = [l for l in proc.stderr.splitlines() if l.strip()]
+            good = (proc.returncode == 1 and len(lines) == 1 and lines[0].startswith("kiln: error:")
+                    and words in lines[0] and not [f for f in os.listdir(tmp)])
+            print(f"{'PASS' if good else 'FAIL'} kiln compile {' '.join(extra[2:])} -o "
+                  f"{os.path.basename(extra[1])}: {lines[0] if lines else '(no diagnostic)'}")
+            ok = ok and good
+    return 0 if ok else 1
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description="Portable C artifacts vs ONNX Runtime, host and aarch64.")
     ap.add_argument("model")
@@ -100,12 +126,16 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--harness", action="store_true", help="also run artifact_harness.c with model.c")
     ap.add_argument("--keep", default=None)
+    ap.add_argument("--bad-input", action="store_true", help="must-fail compile cases only")
+    ap.add_argument("--host-only", action="store_true", help="skip the aarch64 part (no exit 77)")
     args = ap.parse_args(argv)
+    if args.bad_input:
+        return bad_input(args.kiln, args.model)
     name = os.path.basename(args.model)
     if not os.path.exists(args.model):
         print(f"check_portable_c: {args.model}: no such model (run models/export.py)", file=sys.stderr)
         return 1
-    tools, why_not = cross_tools()
+    tools, why_not = (None, None) if args.host_only else cross_tools()
     machines = [Machine("host", os.environ.get("CC") or shutil.which("cc") or "gcc", [])]
     if tools:
         machines.append(Machine("aarch64", tools[0], [tools[1], "-L", SYSROOT]))
