@@ -96,6 +96,8 @@ int kn_cmd_inspect(int argc, char **argv) {
       if (g.nodes[i].op == KN_OP_UNKNOWN)
         printf("  %s (op '%s', domain '%s', opset %lld)\n", g.nodes[i].name, g.nodes[i].op_type,
                g.nodes[i].domain && *g.nodes[i].domain ? g.nodes[i].domain : "ai.onnx", (long long)g.opset);
+    fprintf(stderr, "kiln: error: %s has %d node(s) with ops Kiln does not support (listed above)\n", model,
+            unsupported);
     status = 1;
   }
   free(rows);
