@@ -93,9 +93,14 @@ int kn_cmd_inspect(int argc, char **argv) {
   if (unsupported) {
     printf("unsupported: %d node(s)\n", unsupported);
     for (int i = 0; i < g.n_nodes; i++)
-      if (g.nodes[i].op == KN_OP_UNKNOWN)
-        printf("  %s (op '%s', domain '%s', opset %lld)\n", g.nodes[i].name, g.nodes[i].op_type,
-               g.nodes[i].domain && *g.nodes[i].domain ? g.nodes[i].domain : "ai.onnx", (long long)g.opset);
+      if (g.nodes[i].op == KN_OP_UNKNOWN) {
+        const char *dom = g.nodes[i].domain;
+        if (!dom || !*dom || !strcmp(dom, "ai.onnx"))
+          printf("  %s (op '%s', domain 'ai.onnx', opset %lld)\n", g.nodes[i].name, g.nodes[i].op_type,
+                 (long long)g.opset);
+        else
+          printf("  %s (op '%s', domain '%s')\n", g.nodes[i].name, g.nodes[i].op_type, dom);
+      }
     fprintf(stderr, "kiln: error: %s has %d node(s) with ops Kiln does not support (listed above)\n", model,
             unsupported);
     status = 1;
