@@ -26,6 +26,7 @@ static void usage(FILE *out) {
           "  --threads N            threads of the measured kernels (default: the CPUs)\n"
           "  --workers N            concurrent candidate builds (default 2)\n"
           "  --seed S               seed of the random search (default 1)\n"
+          "  --run-timeout S        a candidate running longer counts as 'timeout' (default 20)\n"
           "  then: kiln compile MODEL.onnx -o OUT.so --tuning-log LOG.jsonl\n");
 }
 
@@ -76,9 +77,9 @@ int kn_cmd_tune(int argc, char **argv) {
       const char *eq = strchr(a, '=');
       size_t n = eq ? (size_t)(eq - a) : strlen(a);
       static const char *const flags[] = {"--log", "--trials", "--time-budget", "--target", "--max-batch",
-                                          "--threads", "--workers", "--seed", "--plant-faults"};
+                                          "--threads", "--workers", "--seed", "--plant-faults", "--run-timeout"};
       int f = -1;
-      for (int k = 0; k < 9; k++)
+      for (int k = 0; k < 10; k++)
         if (strlen(flags[k]) == n && !strncmp(a, flags[k], n)) f = k;
       if (f < 0) {
         fprintf(stderr, "kiln: error: tune: unknown option '%s' (see 'kiln tune --help')\n", a);
@@ -102,6 +103,7 @@ int kn_cmd_tune(int argc, char **argv) {
       case 6: ok = parse_num(val, 1, 16, &v) && v == (int)v; o.build_workers = (int)v; break;
       case 7: ok = parse_num(val, 0, 1e15, &v) && v == (double)(uint64_t)v; seed = (uint64_t)v; break;
       case 8: ok = parse_plant(val, &o); break;
+      case 9: ok = parse_num(val, 0.1, 3600, &v); o.measure.run_timeout = v; break;
       }
       if (!ok) {
         fprintf(stderr, "kiln: error: tune: bad value '%s' for %s (see 'kiln tune --help')\n", val, flags[f]);

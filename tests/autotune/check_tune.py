@@ -1,0 +1,226 @@
+#!/usr/bin/env python3
+"""check_tune.py — `kiln tune` and `kiln compile --tuning-log` through the CLI.
+
+    check_tune.py --kiln KILN --models DIR [--case NAME]
+
+Cases (small budgets, tiny models):
+  records     one JSON record per measured candidate with every field; planted
+              crashing, wrong and hanging candidates are recorded as crash /
+              wrong / timeout and the session goes on
+  resume      the same command again measures nothing; a bigger budget measures
+              only the difference; no candidate is measured twice
+  interrupt   SIGINT mid-session: exit 130, every line whole; a re-run finishes
+              the budget without repeating a candidate
+  corrupt     a corrupt line is skipped with a warning naming its line number
+  other       records for another target are ignored with one notice line
+  numerics    the artifact compiled with the log computes what the default one
+              computes, and both match ONNX Runtime
+"""
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "models"))
+from common import TempDir, compare, make_inputs, model_inputs, ort_reference, run  # noqa: E402
+
+FIELDS = {"v", "kiln", "target", "key", "trace", "seconds", "status", "default", "time"}
+
+
+def records(path):
+    out = []
+    with open(path) as f:
+        for line in f:
+            if line.strip():
+                out.append(json.loads(line))
+    return out
+
+
+def check_records(recs):
+    seen = set()
+    for r in recs:
+        assert FIELDS <= set(r), f"record lacks {FIELDS - set(r)}: {r}"
+        assert r["v"] == 1 and r["status"] in ("ok", "wrong", "crash", "timeout", "invalid"), r
+        assert "-mattr=" in r["target"], r["target"]
+        assert isinstance(r["trace"], list) and any(p["p"] == "reorder" for p in r["trace"]), r["trace"]
+        if r["status"] == "ok":
+            assert r["seconds"] > 0, r
+        ident = (r["key"], json.dumps(r["trace"], sort_keys=True))
+        assert ident not in seen, f"candidate measured twice: {ident}"
+        seen.add(ident)
+
+
+def tune(kiln, model, log, trials, *extra, check=True):
+    proc = run([kiln, "tune", model, "--log", log, "--trials", str(trials), *extra])
+    if check and proc.returncode != 0:
+        raise AssertionError(f"kiln tune failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    return proc
+
+
+def n_tuned(recs):
+    return sum(1 for r in recs if not r["default"])
+
+
+def case_records(a, tmp):
+    log = os.path.join(tmp, "t.jsonl")
+    model = os.path.join(a.models, "tiny_mlp.onnx")
+    proc = tune(a.kiln, model, log, 8, "--plant-faults", "crash,wrong,hang", "--run-timeout", "2")
+    recs = records(log)
+    check_records(recs)
+    assert sum(1 for r in recs if r["default"]) == 3, "one default record per task (3 tasks)"
+    assert n_tuned(recs) == 8, f"{n_tuned(recs)} records for 8 trials"
+    statuses = [r["status"] for r in recs if not r["default"]]
+    for s in ("crash", "wrong", "timeout"):
+        assert s in statuses, f"no '{s}' record: {statuses}"
+    assert "trials 8/8" in proc.stderr, proc.stderr[-2000:]
+    assert "tasks 3" in proc.stderr and "ETA" in proc.stderr and "elapsed" in proc.stderr
+
+
+def case_resume(a, tmp):
+    log = os.path.join(tmp, "t.jsonl")
+    model = os.path.join(a.models, "tiny_mlp.onnx")
+    tune(a.kiln, model, log, 6)
+    first = records(log)
+    tune(a.kiln, model, log, 6)
+    assert len(records(log)) == len(first), "a re-run with the same budget measured again"
+    tune(a.kiln, model, log, 10)
+    recs = records(log)
+    check_records(recs)
+    assert n_tuned(recs) == 10, f"{n_tuned(recs)} records after resuming to 10 trials"
+
+
+def case_interrupt(a, tmp):
+    log = os.path.join(tmp, "t.jsonl")
+    model = os.path.join(a.models, "tiny_cnn.onnx")
+    p = subprocess.Popen([a.kiln, "tune", model, "--log", log, "--trials", "30"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while time.time() < deadline and p.poll() is None:
+        if os.path.exists(log) and n_tuned(records(log)) >= 3:
+            break
+        time.sleep(0.05)
+    assert p.poll() is None, "the session ended before it could be interrupted"
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 130, f"exit {p.returncode} after SIGINT:\n{err[-2000:]}"
+    assert "interrupted" in err, err[-2000:]
+    with open(log) as f:
+        text = f.read()
+    assert text.endswith("\n"), "a partial last line"
+    part = records(log)
+    check_records(part)
+    assert 3 <= n_tuned(part) < 30
+    tune(a.kiln, model, log, 30)
+    recs = records(log)
+    check_records(recs)
+    assert n_tuned(recs) == 30, f"{n_tuned(recs)} records after the resumed session"
+
+
+def case_corrupt(a, tmp):
+    log = os.path.join(tmp, "t.jsonl")
+    model = os.path.join(a.models, "tiny_mlp.onnx")
+    tune(a.kiln, model, log, 2)
+    n = len(records(log))
+    with open(log, "a") as f:
+        f.write('{"v":1,"target":"x", "key": \n')
+    proc = tune(a.kiln, model, log, 4)
+    assert f"t.jsonl:{n + 1}: " in proc.stderr and "warning" in proc.stderr, proc.stderr[-2000:]
+    with open(log) as f:
+        lines = [l for l in f if l.strip()]
+    good = [json.loads(l) for i, l in enumerate(lines) if i != n]
+    check_records(good)
+    assert n_tuned(good) == 4
+    out = os.path.join(tmp, "m.so")
+    proc = run([a.kiln, "compile", model, "-o", out, "--tuning-log", log])
+    assert proc.returncode == 0 and f":{n + 1}: " in proc.stderr, proc.stderr
+
+
+def case_other(a, tmp):
+    log = os.path.join(tmp, "t.jsonl")
+    model = os.path.join(a.models, "tiny_mlp.onnx")
+    tune(a.kiln, model, log, 3)
+    recs = records(log)
+    with open(log, "a") as f:
+        for r in recs:
+            r = dict(r, target="x86_64-unknown-linux-gnu -mcpu=imaginary -mattr=+magic", seconds=1e-9)
+            f.write(json.dumps(r) + "\n")
+    out = os.path.join(tmp, "m.so")
+    proc = run([a.kiln, "compile", model, "-o", out, "--tuning-log", log, "-v"])
+    assert proc.returncode == 0, proc.stderr
+    notes = [l for l in proc.stderr.splitlines() if "note" in l]
+    assert len(notes) == 1 and "other targets" in notes[0] and f"{len(recs)} records" in notes[0], proc.stderr
+    # a log with only foreign records: every kernel keeps its default
+    only = os.path.join(tmp, "other.jsonl")
+    with open(only, "w") as f:
+        for r in recs:
+            f.write(json.dumps(dict(r, target="aarch64-linux-gnu -mcpu=cortex-a76 -mattr=+neon")) + "\n")
+    proc = run([a.kiln, "compile", model, "-o", out, "--tuning-log", only, "-v"])
+    assert proc.returncode == 0 and "0 of 3 kernels use tuned schedules" in proc.stderr, proc.stderr
+
+
+def run_artifact(a, so, feeds, tmp, tag):
+    outdir = os.path.join(tmp, tag)
+    os.makedirs(outdir, exist_ok=True)
+    cmd = [a.kiln, "run", so, "--output-dir", outdir, "--threads", "2"]
+    for name, arr in feeds.items():
+        path = os.path.join(tmp, f"in_{name}.npy")
+        np.save(path, arr)
+        cmd += ["--input", f"{name}={path}"]
+    proc = run(cmd)
+    assert proc.returncode == 0, proc.stderr
+    return {f[:-4]: np.load(os.path.join(outdir, f)) for f in os.listdir(outdir)}
+
+
+def case_numerics(a, tmp):
+    for name, trials in (("tiny_cnn.onnx", 40), ("tiny_bert.onnx", 25)):
+        model = os.path.join(a.models, name)
+        log = os.path.join(tmp, name + ".jsonl")
+        tune(a.kiln, model, log, trials)
+        tuned, dflt = os.path.join(tmp, "tuned.so"), os.path.join(tmp, "default.so")
+        proc = run([a.kiln, "compile", model, "-o", tuned, "--tuning-log", log, "-v"])
+        assert proc.returncode == 0, proc.stderr
+        assert run([a.kiln, "compile", model, "-o", dflt]).returncode == 0
+        feeds = make_inputs(model_inputs(model), batch=1, seed=3)
+        want = ort_reference(model, feeds)
+        got_t = run_artifact(a, tuned, feeds, tmp, "t")
+        got_d = run_artifact(a, dflt, feeds, tmp, "d")
+        for out, ref in want.items():
+            key = "".join(c if c.isalnum() or c in "._-" else "_" for c in out)
+            for tag, got in (("tuned", got_t), ("default", got_d)):
+                ok, err, tol, why = compare(got[key], ref)
+                assert ok, f"{name} {tag} output {out}: error {err} > {tol} {why}"
+            ok, err, tol, why = compare(got_t[key], got_d[key])
+            assert ok, f"{name}: tuned vs default output {out}: error {err} > {tol} {why}"
+        print(f"{name}: {proc.stderr.strip().splitlines()[0]}")
+
+
+CASES = {"records": case_records, "resume": case_resume, "interrupt": case_interrupt, "corrupt": case_corrupt,
+         "other": case_other, "numerics": case_numerics}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--kiln", required=True)
+    ap.add_argument("--models", required=True)
+    ap.add_argument("--case", choices=sorted(CASES), action="append")
+    a = ap.parse_args()
+    failed = 0
+    for name in a.case or CASES:
+        t0 = time.time()
+        with TempDir(prefix="kiln-tune-test-") as tmp:
+            try:
+                CASES[name](a, tmp)
+                print(f"PASS {name} ({time.time() - t0:.1f} s)")
+            except AssertionError as e:
+                failed += 1
+                print(f"FAIL {name}: {e}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

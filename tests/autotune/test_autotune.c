@@ -1,0 +1,466 @@
+/* test_autotune.c — the autotuner's pieces, without processes or LLVM:
+ * traces round-trip (schedule -> JSON -> schedule -> the same loop IR),
+ * every candidate of a small conv, a matmul and a softmax lowered and run
+ * through the loop-IR interpreter against the reference interpreter,
+ * workload keys, and tuning logs (bad lines, other targets, best record). */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "autotune/autotune.h"
+#include "ir/loop_eval.h"
+#include "ir/ref_eval.h"
+#include "ir/shape_infer.h"
+#include "tools/pipeline.h"
+#include "tools/plan_build.h"
+
+static const kn_target avx512 = {.arch = KN_ARCH_X86_64, .vector_bits = 512, .vector_regs = 32, .has_fma = true};
+static const kn_target avx2 = {.arch = KN_ARCH_X86_64, .vector_bits = 256, .vector_regs = 16, .has_fma = true};
+
+/* ---- graphs ---- */
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static float frand(void) {
+  rng ^= rng << 13;
+  rng ^= rng >> 7;
+  rng ^= rng << 17;
+  return (float)((rng >> 11) * (1.0 / 9007199254740992.0)) * 2.0f - 1.0f;
+}
+
+static int input(kn_graph *g, const char *name, int rank, const int64_t *dims) {
+  int v = kn_graph_add_value(g, name);
+  g->values[v].dtype = KN_DT_F32;
+  g->values[v].shape_known = true;
+  g->values[v].shape.rank = rank;
+  memcpy(g->values[v].shape.dim, dims, sizeof(int64_t) * (size_t)rank);
+  g->values[v].shape.batch_mask = 1;
+  g->inputs = kn_arena_alloc(&g->arena, sizeof(int));
+  g->inputs[0] = v;
+  g->n_inputs = 1;
+  return v;
+}
+
+static int weight(kn_graph *g, const char *name, int rank, const int64_t *dims) {
+  kn_shape s = {.rank = rank};
+  memcpy(s.dim, dims, sizeof(int64_t) * (size_t)rank);
+  int64_t n = 1;
+  for (int i = 0; i < rank; i++) n *= dims[i];
+  float *data = malloc(sizeof(float) * (size_t)n);
+  for (int64_t i = 0; i < n; i++) data[i] = frand() * 0.5f;
+  int v = kn_graph_add_const(g, name, KN_DT_F32, &s, data);
+  free(data);
+  return v;
+}
+
+static int node(kn_graph *g, kn_op op, const char *name, const int *in, int n_in) {
+  int out = kn_graph_add_value(g, name);
+  kn_graph_add_node(g, op, name, in, n_in, &out, 1);
+  g->nodes[g->n_nodes - 1].op_type = kn_op_name(op);
+  g->nodes[g->n_nodes - 1].domain = "";
+  return out;
+}
+
+static void attr_ints(kn_graph *g, const char *name, int n, const int64_t *v) {
+  kn_attr a = {.name = name, .kind = KN_ATTR_INTS, .n = n};
+  a.ints = kn_arena_alloc(&g->arena, sizeof(int64_t) * (size_t)n);
+  memcpy(a.ints, v, sizeof(int64_t) * (size_t)n);
+  kn_node_add_attr(g, &g->nodes[g->n_nodes - 1], a);
+}
+
+static void attr_int(kn_graph *g, const char *name, int64_t v) {
+  kn_node_add_attr(g, &g->nodes[g->n_nodes - 1], (kn_attr){.name = name, .kind = KN_ATTR_INT, .i = v});
+}
+
+static void output(kn_graph *g, int v) {
+  g->outputs = kn_arena_alloc(&g->arena, sizeof(int));
+  g->outputs[0] = v;
+  g->n_outputs = 1;
+}
+
+/* conv 3x3 pad 1 + relu on [N, cin, h, w] */
+static void make_conv(kn_graph *g, const char *prefix, int64_t cin, int64_t cout, int64_t hw) {
+  char n1[32], n2[32];
+  snprintf(n1, sizeof n1, "%sconv", prefix);
+  snprintf(n2, sizeof n2, "%srelu", prefix);
+  int x = input(g, "x", 4, (int64_t[]){1, cin, hw, hw});
+  int w = weight(g, "w", 4, (int64_t[]){cout, cin, 3, 3}), b = weight(g, "b", 1, (int64_t[]){cout});
+  int c = node(g, KN_OP_CONV, n1, (int[]){x, w, b}, 3);
+  attr_ints(g, "pads", 4, (int64_t[]){1, 1, 1, 1});
+  output(g, node(g, KN_OP_RELU, n2, (int[]){c}, 1));
+}
+
+static void make_matmul(kn_graph *g) {
+  int x = input(g, "x", 3, (int64_t[]){1, 9, 24});
+  int w = weight(g, "w", 2, (int64_t[]){24, 40}), b = weight(g, "b", 1, (int64_t[]){40});
+  int mm = node(g, KN_OP_MATMUL, "mm", (int[]){x, w}, 2);
+  output(g, node(g, KN_OP_ADD, "bias", (int[]){mm, b}, 2));
+}
+
+static void make_softmax(kn_graph *g) {
+  int x = input(g, "x", 3, (int64_t[]){1, 5, 37});
+  output(g, node(g, KN_OP_SOFTMAX, "softmax", (int[]){x}, 1));
+  attr_int(g, "axis", -1);
+}
+
+/* ---- compiling with a chosen schedule ---- */
+
+typedef struct force {
+  const kn_group *grp;    /* the group whose schedule is captured / forced */
+  const kn_schedule *use; /* NULL: keep the default */
+  kn_at_task_shape shape; /* captured */
+  bool captured, rejected;
+} force;
+
+static void force_choose(void *ctx, const kn_sched_task *task, kn_schedule *s) {
+  force *f = ctx;
+  if (task->grp != f->grp) return;
+  kn_at_task_shape_of(task, s, &f->shape);
+  f->captured = true;
+  if (!f->use) return;
+  kn_diag d;
+  kn_diag_init(&d);
+  if (kn_at_sched_validate(f->use, &f->shape, &d) < 0)
+    f->rejected = true;
+  else
+    *s = *f->use;
+  kn_diag_free(&d);
+}
+
+typedef struct fixture {
+  kn_graph g;
+  kn_arena arena;
+  kn_groups groups;
+  float *in, *ref;
+  int64_t in_n, out_n;
+  const kn_group *target; /* the contraction's group, else the last one */
+} fixture;
+
+static void setup(fixture *fx, void (*make)(kn_graph *)) {
+  kn_graph_init(&fx->g);
+  kn_arena_init(&fx->arena);
+  make(&fx->g);
+  fx->g.max_batch = 1;
+  kn_diag d;
+  kn_diag_init(&d);
+  assert_int_equal(kn_infer_shapes(&fx->g, &d), 0);
+  assert_int_equal(kn_graph_toposort(&fx->g, &d), 0);
+  fx->in_n = kn_value_numel(&fx->g, fx->g.inputs[0]);
+  fx->out_n = kn_value_numel(&fx->g, fx->g.outputs[0]);
+  fx->in = malloc(sizeof(float) * (size_t)fx->in_n);
+  fx->ref = malloc(sizeof(float) * (size_t)fx->out_n);
+  for (int64_t i = 0; i < fx->in_n; i++) fx->in[i] = frand();
+  void *ins[1] = {fx->in}, *outs[1] = {fx->ref};
+  assert_int_equal(kn_ref_run_graph(&fx->g, (const void *const *)ins, outs, 1, &d), 0);
+  kn_compile_opts o = {0};
+  assert_int_equal(kn_pipeline_optimize(&o, &fx->g, &d), 0);
+  assert_int_equal(kn_sched_fuse(&fx->g, &fx->arena, &fx->groups, &d), 0);
+  assert_true(fx->groups.n >= 1);
+  fx->target = &fx->groups.groups[fx->groups.n - 1];
+  for (int i = fx->groups.n - 1; i >= 0; i--)
+    if (kn_op_class_of(fx->g.nodes[fx->groups.groups[i].anchor].op) == KN_CLASS_CONTRACTION)
+      fx->target = &fx->groups.groups[i];
+  kn_diag_free(&d);
+}
+
+static void teardown(fixture *fx) {
+  free(fx->in);
+  free(fx->ref);
+  kn_arena_free(&fx->arena);
+  kn_graph_free(&fx->g);
+}
+
+/* Builds every kernel (f decides the target's schedule), runs the plan with
+ * the loop-IR interpreter on 2 tasks; returns the max error relative to
+ * max(1, max|ref|), or -1 when the forced schedule was rejected. Prints the
+ * target kernel's loop IR into *loops (malloc'd) when loops is set. */
+static double compile_run(fixture *fx, const kn_target *t, force *f, char **loops) {
+  kn_arena A;
+  kn_arena_init(&A);
+  kn_expr_ctx ec = {.arena = &A};
+  kn_diag d;
+  kn_diag_init(&d);
+  kn_sched_provider p = {.choose = force_choose, .ctx = f};
+  kn_kernel_build *kb = KN_NEW_ARRAY(&A, kn_kernel_build, fx->groups.n);
+  for (int i = 0; i < fx->groups.n; i++) {
+    int rc = kn_sched_build_kernel_with(&fx->g, &fx->groups.groups[i], t, &ec, kn_arena_printf(&A, "k%d", i), &p,
+                                        &kb[i], NULL, NULL, &d);
+    if (rc != 0) kn_diag_print(&d, "test");
+    assert_int_equal(rc, 0);
+    if (loops && &fx->groups.groups[i] == fx->target) {
+      size_t n;
+      FILE *m = open_memstream(loops, &n);
+      kn_kernel_print(kb[i].kernel, m);
+      fclose(m);
+    }
+  }
+  if (f->rejected) {
+    kn_arena_free(&A);
+    kn_diag_free(&d);
+    return -1;
+  }
+  kn_plan plan;
+  assert_int_equal(kn_plan_build(&fx->g, kb, fx->groups.n, "t", &A, &plan, &d), 0);
+  float *got = calloc((size_t)fx->out_n, sizeof(float));
+  void *ws = aligned_alloc(64, (size_t)((plan.workspace_bytes + 64) & ~63));
+  for (int s = 0; s < plan.n_steps; s++) {
+    const kn_plan_step *st = &plan.steps[s];
+    void *args[32];
+    for (int a = 0; a < st->n_args; a++) {
+      const kn_plan_arg *pa = &st->args[a];
+      char *base = pa->kind == KILN_ARG_WORKSPACE ? ws
+                   : pa->kind == KILN_ARG_INPUT   ? (char *)fx->in
+                   : pa->kind == KILN_ARG_OUTPUT  ? (char *)got
+                                                  : (char *)plan.consts[pa->index].data;
+      args[a] = base + pa->offset;
+    }
+    kn_loop_eval(st->kernel, args, 1, 2);
+  }
+  double max_ref = 1, max_err = 0;
+  for (int64_t i = 0; i < fx->out_n; i++) {
+    max_ref = fmax(max_ref, fabs(fx->ref[i]));
+    max_err = fmax(max_err, fabs((double)fx->ref[i] - got[i]));
+    if (isnan(got[i])) max_err = INFINITY;
+  }
+  free(got);
+  free(ws);
+  kn_arena_free(&A);
+  kn_diag_free(&d);
+  return max_err / max_ref;
+}
+
+/* ---- tests ---- */
+
+static void make_conv_small(kn_graph *g) { make_conv(g, "", 8, 16, 6); }
+
+static void (*const workloads[])(kn_graph *) = {make_conv_small, make_matmul, make_softmax};
+
+/* schedule -> JSON -> schedule: the same struct and the same loop IR */
+static void test_trace_roundtrip(void **state) {
+  (void)state;
+  for (size_t w = 0; w < sizeof workloads / sizeof workloads[0]; w++) {
+    fixture fx;
+    setup(&fx, workloads[w]);
+    force f = {.grp = fx.target};
+    char *dflt_loops = NULL, *replay_loops = NULL;
+    assert_true(compile_run(&fx, &avx512, &f, &dflt_loops) <= 1e-5);
+    assert_true(f.captured);
+    /* every candidate of the space round-trips */
+    kn_arena A;
+    kn_arena_init(&A);
+    kn_schedule *space;
+    int n = kn_at_space_generate(&f.shape, &avx512, &A, &space);
+    assert_true(n > 4);
+    for (int i = 0; i < n; i++) {
+      char text[4096], again[4096];
+      kn_at_trace_write(&space[i], text, sizeof text);
+      kn_schedule back;
+      kn_diag d;
+      kn_diag_init(&d);
+      assert_int_equal(kn_at_trace_parse(text, &back, &d), 0);
+      kn_diag_free(&d);
+      kn_at_trace_write(&back, again, sizeof again);
+      assert_string_equal(text, again);
+      assert_int_equal(back.n_axes, space[i].n_axes);
+      assert_int_equal(back.n_loops, space[i].n_loops);
+      assert_int_equal(back.n_parallel, space[i].n_parallel);
+      assert_int_equal(back.attach, space[i].attach);
+      assert_memory_equal(back.loops, space[i].loops, sizeof(kn_sched_loop) * (size_t)back.n_loops);
+    }
+    /* the default, replayed from its trace, lowers to the same loops */
+    char text[4096];
+    kn_at_trace_write(&f.shape.dflt, text, sizeof text);
+    kn_schedule back;
+    kn_diag d;
+    kn_diag_init(&d);
+    assert_int_equal(kn_at_trace_parse(text, &back, &d), 0);
+    kn_diag_free(&d);
+    force g = {.grp = fx.target, .use = &back};
+    assert_true(compile_run(&fx, &avx512, &g, &replay_loops) <= 1e-5);
+    assert_string_equal(dflt_loops, replay_loops);
+    free(dflt_loops);
+    free(replay_loops);
+    kn_arena_free(&A);
+    teardown(&fx);
+  }
+}
+
+/* every candidate of each workload computes the reference's values */
+static void check_space(void (*make)(kn_graph *), const kn_target *t, int min_candidates) {
+  fixture fx;
+  setup(&fx, make);
+  force probe = {.grp = fx.target};
+  assert_true(compile_run(&fx, t, &probe, NULL) <= 1e-5);
+  kn_arena A;
+  kn_arena_init(&A);
+  kn_schedule *space;
+  int n = kn_at_space_generate(&probe.shape, t, &A, &space);
+  assert_true(n >= min_candidates);
+  for (int i = 0; i < n; i++) {
+    force f = {.grp = fx.target, .use = &space[i]};
+    double err = compile_run(&fx, t, &f, NULL);
+    if (!(err >= 0 && err <= 1e-5)) {
+      char text[4096];
+      kn_at_trace_write(&space[i], text, sizeof text);
+      fprintf(stderr, "candidate %d: error %g: %s\n", i, err, text);
+    }
+    assert_true(err >= 0 && err <= 1e-5);
+  }
+  kn_arena_free(&A);
+  teardown(&fx);
+}
+
+static void test_space_conv(void **state) {
+  (void)state;
+  check_space(make_conv_small, &avx512, 20);
+}
+static void test_space_matmul(void **state) {
+  (void)state;
+  check_space(make_matmul, &avx512, 20);
+  check_space(make_matmul, &avx2, 20);
+}
+static void test_space_softmax(void **state) {
+  (void)state;
+  check_space(make_softmax, &avx512, 8);
+}
+
+/* invalid schedules are rejected before lowering, with a reason */
+static void test_validate(void **state) {
+  (void)state;
+  fixture fx;
+  setup(&fx, make_matmul);
+  force probe = {.grp = fx.target};
+  compile_run(&fx, &avx512, &probe, NULL);
+  kn_schedule s = probe.shape.dflt;
+  kn_diag d;
+  kn_diag_init(&d);
+  assert_int_equal(kn_at_sched_validate(&s, &probe.shape, &d), 0);
+  s.factors[s.n_axes - 1][0] = 1000; /* larger than the axis */
+  assert_int_equal(kn_at_sched_validate(&s, &probe.shape, &d), -1);
+  s = probe.shape.dflt;
+  s.loops[1] = s.loops[0]; /* a loop twice */
+  assert_int_equal(kn_at_sched_validate(&s, &probe.shape, &d), -1);
+  s = probe.shape.dflt;
+  s.n_axes = 2;
+  assert_int_equal(kn_at_sched_validate(&s, &probe.shape, &d), -1);
+  assert_int_equal(d.count, 3);
+  /* a rejected schedule leaves the kernel on its default */
+  force f = {.grp = fx.target, .use = &s};
+  assert_true(compile_run(&fx, &avx512, &f, NULL) < 0);
+  kn_diag_free(&d);
+  assert_int_equal(kn_at_trace_parse("[{\"p\":\"split\",\"axis\":0,\"factor\":0}]", &s, &d), -1);
+  assert_int_equal(kn_at_trace_parse("[{\"p\":\"warp\"}]", &s, &d), -1);
+  assert_int_equal(kn_at_trace_parse("{\"p\":1}", &s, &d), -1);
+  assert_int_equal(kn_at_trace_parse("[{\"p\":\"reorder\",\"loops\":[[0,0]]},{\"p\":\"unroll\",\"loop\":[3,1]}]", &s, &d), -1);
+  kn_diag_free(&d);
+  teardown(&fx);
+}
+
+static void make_conv_a(kn_graph *g) { make_conv(g, "a_", 8, 16, 6); }
+static void make_conv_b(kn_graph *g) { make_conv(g, "other_names_", 8, 16, 6); }
+static void make_conv_c(kn_graph *g) { make_conv(g, "a_", 8, 16, 7); }
+
+/* keys ignore names and weight values, and see shapes */
+static void test_workload_key(void **state) {
+  (void)state;
+  fixture a, b, c;
+  setup(&a, make_conv_a);
+  setup(&b, make_conv_b);
+  setup(&c, make_conv_c);
+  kn_arena A;
+  kn_arena_init(&A);
+  const char *ka = kn_at_workload_key(&a.g, a.target, &A), *kb = kn_at_workload_key(&b.g, b.target, &A),
+             *kc = kn_at_workload_key(&c.g, c.target, &A);
+  assert_string_equal(ka, kb);
+  assert_string_not_equal(ka, kc);
+  assert_non_null(strstr(ka, "ConvNHWC"));
+  kn_arena_free(&A);
+  teardown(&a);
+  teardown(&b);
+  teardown(&c);
+}
+
+static const char *record_line(const char *target, const char *key, const char *status, double seconds) {
+  static char buf[1024];
+  snprintf(buf, sizeof buf,
+           "{\"v\":1,\"kiln\":\"0\",\"target\":\"%s\",\"key\":\"%s\",\"trace\":[{\"p\":\"reorder\",\"loops\":[[0,0]]},"
+           "{\"p\":\"fuse_parallel\",\"loops\":%d}],\"seconds\":%g,\"status\":\"%s\",\"time\":\"t\"}\n",
+           target, key, seconds < 1e-3 ? 1 : 0, seconds, status);
+  return buf;
+}
+
+/* bad lines skipped with their line number, other targets counted, best kept */
+static void test_log(void **state) {
+  (void)state;
+  char path[] = "/tmp/kn_test_log_XXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  FILE *f = fdopen(fd, "w");
+  fputs(record_line("T", "k1", "ok", 2e-3), f);           /* 1 */
+  fputs("{\"v\":1,\"target\":\"T\",\"key\":\"k1\"\n", f); /* 2: cut short */
+  fputs(record_line("U", "k1", "ok", 1e-6), f);           /* 3: other target */
+  fputs(record_line("T", "k1", "ok", 5e-4), f);           /* 4: the best */
+  fputs(record_line("T", "k1", "crash", 0), f);           /* 5 */
+  fputs(record_line("T", "k1", "melted", 1e-3), f);       /* 6: bad status */
+  fputs("\n", f);                                         /* 7: blank */
+  fputs("[1,2]\n", f);                                    /* 8 */
+  fclose(f);
+  char *warn = NULL;
+  size_t wn;
+  FILE *w = open_memstream(&warn, &wn);
+  kn_at_log log;
+  kn_diag d;
+  kn_diag_init(&d);
+  assert_int_equal(kn_at_log_load(path, "T", false, w, &log, &d), 0);
+  fclose(w);
+  assert_int_equal(log.n, 3);
+  assert_int_equal(log.other_target, 1);
+  assert_int_equal(log.bad_lines, 3);
+  assert_non_null(strstr(warn, ":2: "));
+  assert_non_null(strstr(warn, ":6: "));
+  assert_non_null(strstr(warn, ":8: "));
+  assert_null(strstr(warn, ":7: "));
+  const kn_at_record *best = kn_at_log_best(&log, "k1");
+  assert_non_null(best);
+  assert_true(fabs(best->seconds - 5e-4) < 1e-12);
+  assert_null(kn_at_log_best(&log, "k2"));
+  assert_true(kn_at_log_has(&log, "k1", best->trace));
+  /* appended records read back */
+  kn_at_record r = *best;
+  r.key = "k2";
+  r.seconds = 1e-4;
+  FILE *af = fopen(path, "a");
+  assert_int_equal(kn_at_log_append(af, &r, &d), 0);
+  fclose(af);
+  kn_at_log again;
+  assert_int_equal(kn_at_log_load(path, "T", false, NULL, &again, &d), 0);
+  assert_int_equal(again.n, 4);
+  assert_non_null(kn_at_log_best(&again, "k2"));
+  kn_at_log_free(&again);
+  kn_at_log_free(&log);
+  free(warn);
+  unlink(path);
+  /* a missing log: an error for compile, empty for tune */
+  assert_int_equal(kn_at_log_load(path, "T", false, NULL, &log, &d), -1);
+  assert_non_null(strstr(d.lines[0], path));
+  kn_at_log_free(&log);
+  assert_int_equal(kn_at_log_load(path, "T", true, NULL, &log, &d), 0);
+  assert_int_equal(log.n, 0);
+  kn_at_log_free(&log);
+  kn_diag_free(&d);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_trace_roundtrip), cmocka_unit_test(test_validate),    cmocka_unit_test(test_workload_key),
+      cmocka_unit_test(test_log),             cmocka_unit_test(test_space_conv),  cmocka_unit_test(test_space_matmul),
+      cmocka_unit_test(test_space_softmax),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
