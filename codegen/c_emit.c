@@ -185,6 +185,7 @@ typedef struct slot {
   int uses;  /* parents within the current statement */
   int scope; /* scope of the temporary (0: the statement's scalar code) */
   int temp;  /* -1 if none */
+  bool seen; /* visited by reads_other_lanes */
 } slot;
 
 typedef struct bufname {
@@ -619,15 +620,19 @@ static void stmt_begin(cemit *c, kn_cg_sbuf *pre, const kn_expr *a, const kn_exp
   c->lane_scope = 0;
 }
 
-/* Does `e` load from `buf` at an index other than `index`? */
-static bool reads_other_lanes(const kn_expr *e, const kn_buffer *buf, const kn_expr *index) {
+/* Does `e` load from `buf` at an index other than `index`? (Each node of
+ * the DAG is visited once.) */
+static bool reads_other_lanes(cemit *c, const kn_expr *e, const kn_buffer *buf, const kn_expr *index) {
+  slot *s = slot_of(c, e);
+  if (s->seen) return false;
+  s->seen = true;
   if (e->kind == KN_E_LOAD && e->u.load.buffer == buf && e->u.load.index != index &&
       !kn_e_equal(e->u.load.index, index))
     return true;
   const kn_expr *kids[3];
   int n = n_children(e, kids);
   for (int i = 0; i < n; i++)
-    if (reads_other_lanes(kids[i], buf, index)) return true;
+    if (reads_other_lanes(c, kids[i], buf, index)) return true;
   return false;
 }
 
@@ -646,7 +651,7 @@ static void emit_store(cemit *c, const kn_stmt *s) {
     int64_t stride;
     /* One loop when lane l writes element l only and reads no other lane's. */
     bool direct = index->kind == KN_E_RAMP && const_int(index->u.ramp.stride, &stride) && stride != 0 &&
-                  !reads_other_lanes(value, buf, index);
+                  !reads_other_lanes(c, value, buf, index);
     kn_cg_sbuf body = {0};
     int scope;
     const char *v = gen_lanes_into(c, value, &body, &scope);

@@ -88,6 +88,17 @@ static void test_target_parse(void **state) {
   expect_target_error("x86_64-linux-gnu -mattr=+avx9000", "'avx9000'");
   expect_target_error("x86_64-linux-gnu -march=native", "'-march=native'");
   expect_target_error("x86_64-apple-darwin", "Linux");
+
+  /* portable C: 128-bit vectors, 16 registers, no FMA assumed, no options */
+  assert_int_equal(parse("c", &t, &d), 0);
+  assert_int_equal(t.arch, KN_ARCH_C);
+  assert_string_equal(t.triple, "c");
+  assert_int_equal(t.vector_bits, 128);
+  assert_int_equal(t.vector_regs, 16);
+  assert_false(t.has_fma);
+  assert_int_equal(kn_target_lanes(&t, KN_DT_F32), 4);
+  assert_int_equal(kn_cg_check_target(&t, &d), 0);
+  expect_target_error("c -mcpu=cortex-a76", "takes no options");
 }
 
 /* out[i] = a[i] * b[i] + c[i], 16 lanes; asm must use zmm FMAs on AVX-512 */
