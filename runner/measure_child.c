@@ -1,0 +1,163 @@
+/* measure_child.c — what kiln-runner does with one uploaded candidate, in a
+ * forked child: load it through the artifact ABI (rt/loader.c), fill its
+ * inputs with seeded random values, run it once, write the output as the
+ * reference or compare it with the uploaded one (`wrong` beyond
+ * 1e-4 x max(1, max|ref|), as autotune/measure.c), then time the median of
+ * `samples` samples of at least `repeat` seconds each. The child reports
+ * one fixed-size kn_runner_outcome through a pipe and leaves with _exit; a
+ * crash or a hang is the parent's to notice. */
+#include "measure_child.h"
+
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../rt/loader.h"
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static _Noreturn void report(int fd, kn_runner_outcome *o) {
+  ssize_t w = write(fd, o, sizeof *o);
+  _exit(w == (ssize_t)sizeof *o ? 0 : 3);
+}
+
+static _Noreturn void fail(int fd, kn_runner_outcome *o, const char *code, const char *msg) {
+  snprintf(o->code, sizeof o->code, "%s", code);
+  snprintf(o->message, sizeof o->message, "%s", msg);
+  report(fd, o);
+}
+
+static uint64_t next_rand(uint64_t *x) {
+  *x ^= *x << 13;
+  *x ^= *x >> 7;
+  *x ^= *x << 17;
+  return *x;
+}
+
+static void fill_input(void *p, kn_dtype dt, int64_t n, uint64_t seed) {
+  uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+  for (int64_t i = 0; i < n; i++) {
+    float v = (float)((next_rand(&x) >> 11) * (1.0 / 9007199254740992.0)) * 2.0f - 1.0f;
+    switch (dt) {
+    case KN_DT_F32: ((float *)p)[i] = v; break;
+    case KN_DT_F64: ((double *)p)[i] = v; break;
+    case KN_DT_F16: ((uint16_t *)p)[i] = kn_f32_to_f16(v); break;
+    case KN_DT_BF16: ((uint16_t *)p)[i] = kn_f32_to_bf16(v); break;
+    default: memset(p, 0, (size_t)n * kn_dtype_size(dt)); return;
+    }
+  }
+}
+
+static double compare(const void *got, const void *ref, kn_dtype dt, int64_t n, size_t bytes) {
+  if (dt != KN_DT_F32 && dt != KN_DT_F64) return memcmp(got, ref, bytes) ? INFINITY : 0;
+  double max_ref = 1, max_err = 0;
+  for (int64_t i = 0; i < n; i++) {
+    double r = dt == KN_DT_F32 ? ((const float *)ref)[i] : ((const double *)ref)[i];
+    double x = dt == KN_DT_F32 ? ((const float *)got)[i] : ((const double *)got)[i];
+    if (isnan(r) || isnan(x)) {
+      if (isnan(r) != isnan(x)) return INFINITY;
+      continue;
+    }
+    if (isinf(r) || isinf(x)) {
+      if (r != x) return INFINITY;
+      continue;
+    }
+    max_ref = fmax(max_ref, fabs(r));
+    max_err = fmax(max_err, fabs(r - x));
+  }
+  return max_err / max_ref;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+_Noreturn void kn_runner_measure_child(int fd, const char *so_path, const kn_runner_run_req *rq, const void *ref,
+                             const char *out_path) {
+  kn_runner_outcome o;
+  memset(&o, 0, sizeof o);
+  signal(SIGPIPE, SIG_DFL);
+  kn_diag d;
+  kn_diag_init(&d);
+  kn_loader l;
+  if (kn_loader_open(so_path, &l, &d) < 0) fail(fd, &o, "load", d.count ? d.lines[0] : "cannot load the library");
+  const kiln_artifact *a = l.art;
+  if (rq->threads > 0 && kn_loader_set_threads(&l, rq->threads, &d) < 0)
+    fail(fd, &o, "load", d.count ? d.lines[0] : "set_threads failed");
+  int64_t batch = a->max_batch;
+  if (a->n_inputs < 0 || a->n_inputs > 64 || a->n_outputs != 1 || batch < 1)
+    fail(fd, &o, "load", "unexpected artifact interface (want one output, at most 64 inputs)");
+  void *ins[64], *outs[1];
+  for (int i = 0; i < a->n_inputs; i++) {
+    int64_t bytes = kn_loader_bytes(&a->inputs[i], batch), n = kn_loader_numel(&a->inputs[i], batch);
+    if (bytes < 0 || n < 0 || bytes > ((int64_t)1 << 34)) fail(fd, &o, "load", "an input has a bad size");
+    ins[i] = aligned_alloc(64, (size_t)((bytes + 64) & ~63));
+    if (!ins[i]) fail(fd, &o, "internal", "out of memory for the inputs");
+    fill_input(ins[i], kn_loader_dtype(&a->inputs[i]), n, rq->seed + (uint64_t)i + 1);
+  }
+  int64_t out_bytes = kn_loader_bytes(&a->outputs[0], batch), out_n = kn_loader_numel(&a->outputs[0], batch);
+  if (out_bytes < 0 || out_bytes > ((int64_t)1 << 34)) fail(fd, &o, "load", "the output has a bad size");
+  outs[0] = aligned_alloc(64, (size_t)((out_bytes + 64) & ~63));
+  if (!outs[0]) fail(fd, &o, "internal", "out of memory for the output");
+  memset(outs[0], 0, (size_t)out_bytes);
+  void *ws = kn_loader_workspace_new(a, &d);
+  if (!ws) fail(fd, &o, "load", d.count ? d.lines[0] : "no workspace");
+  if (kn_loader_run(&l, (const void *const *)ins, outs, ws, batch, &d) < 0)
+    fail(fd, &o, "crash", d.count ? d.lines[0] : "run failed");
+  if (!strcmp(rq->fault, "crash")) raise(SIGSEGV);
+  if (!strcmp(rq->fault, "hang"))
+    for (;;) pause();
+  if (!strcmp(rq->fault, "wrong")) {
+    if (kn_loader_dtype(&a->outputs[0]) == KN_DT_F32)
+      ((float *)outs[0])[0] += 1.0f + fabsf(((float *)outs[0])[0]);
+    else
+      ((unsigned char *)outs[0])[0] ^= 0x40;
+  }
+  if (rq->want_out) {
+    int of = open(out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    bool ok = of >= 0 && write(of, outs[0], (size_t)out_bytes) == (ssize_t)out_bytes;
+    if (of >= 0) ok &= close(of) == 0;
+    if (!ok) fail(fd, &o, "internal", "cannot write the output file");
+    o.out_bytes = out_bytes;
+  } else {
+    if (rq->ref_bytes != out_bytes) {
+      char msg[160];
+      snprintf(msg, sizeof msg, "the reference has %lld bytes, the output %lld", (long long)rq->ref_bytes,
+               (long long)out_bytes);
+      fail(fd, &o, "wrong", msg);
+    }
+    o.max_error = compare(outs[0], ref, kn_loader_dtype(&a->outputs[0]), out_n, (size_t)out_bytes);
+    if (!(o.max_error <= 1e-4)) {
+      char msg[160];
+      snprintf(msg, sizeof msg, "differs from the default schedule: error %.3g", o.max_error);
+      fail(fd, &o, "wrong", msg);
+    }
+  }
+  /* timing: calibrate the repeats per sample, then the median sample */
+  double t0 = now_s();
+  kn_loader_run(&l, (const void *const *)ins, outs, ws, batch, &d);
+  double once = now_s() - t0;
+  long reps = once > 0 ? (long)(rq->repeat_s / once) + 1 : 1000;
+  if (reps > 100000) reps = 100000;
+  double samples[64];
+  int ns = rq->samples < 1 ? 1 : rq->samples > 64 ? 64 : rq->samples;
+  for (int s = 0; s < ns; s++) {
+    double start = now_s();
+    for (long r = 0; r < reps; r++) kn_loader_run(&l, (const void *const *)ins, outs, ws, batch, &d);
+    samples[s] = (now_s() - start) / (double)reps;
+  }
+  qsort(samples, (size_t)ns, sizeof(double), cmp_double);
+  o.seconds = samples[ns / 2];
+  snprintf(o.code, sizeof o.code, "ok");
+  report(fd, &o);
+}
