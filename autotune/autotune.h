@@ -128,6 +128,8 @@ typedef struct kn_at_measure_opts {
   double min_repeat_s;  /* each timing sample lasts at least this long */
   int samples;          /* samples whose median is the result */
   const char *workdir;  /* temporary files */
+  const char *runner;       /* "HOST:PORT": run candidates on a kiln-runner (runner/), or NULL: here */
+  const char *runner_token; /* its shared token */
 } kn_at_measure_opts;
 
 typedef struct kn_at_result {

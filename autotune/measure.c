@@ -25,6 +25,7 @@
 
 #include "../codegen/codegen.h"
 #include "../rt/loader.h"
+#include "../runner/client.h"
 
 typedef struct message {
   kn_at_result result;
@@ -205,11 +206,42 @@ static int cmp_double(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
+/* The run on a kiln-runner (--runner): the same checks and timing, done
+ * there. A candidate's failure (crash, timeout, wrong, load) is recorded as
+ * such; a failure of the session (token, busy, size, connection) leaves
+ * the candidate unmeasured, with a warning. */
+static _Noreturn void run_remote(int fd, const char *so_path, const char *ref_path, bool write_ref, const kn_at_measure_opts *o,
+                       kn_at_fault fault, message *m) {
+  static const char *const faults[] = {"none", "crash", "wrong", "hang"};
+  kn_runner_req q = {.so_path = so_path, .ref_path = ref_path, .write_ref = write_ref, .threads = o->threads,
+                     .samples = o->samples, .repeat_s = o->min_repeat_s, .timeout_s = o->run_timeout,
+                     .fault = faults[fault]};
+  kn_runner_reply r;
+  kn_runner_measure(o->runner, o->runner_token ? o->runner_token : "", &q, &r);
+  m->result.seconds = r.seconds;
+  m->result.max_error = r.max_error;
+  snprintf(m->result.detail, sizeof m->result.detail, "%.*s", (int)sizeof m->result.detail - 1, r.message);
+  if (!strcmp(r.code, "ok")) m->result.status = KN_AT_OK;
+  else if (!strcmp(r.code, "crash") || !strcmp(r.code, "load")) m->result.status = KN_AT_CRASH;
+  else if (!strcmp(r.code, "timeout")) m->result.status = KN_AT_TIMEOUT;
+  else if (!strcmp(r.code, "wrong")) m->result.status = KN_AT_WRONG;
+  else {
+    m->result.status = (kn_at_status)KN_AT_INTERRUPTED;
+    char line[512];
+    int n = snprintf(line, sizeof line, "kiln: warning: tune: runner %s: %s: %s (candidate not measured)\n",
+                     o->runner, r.code, r.message);
+    ssize_t w = write(2, line, (size_t)(n < (int)sizeof line ? n : (int)sizeof line - 1));
+    (void)w;
+  }
+  child_exit(fd, m);
+}
+
 static void run_child(int fd, const char *so_path, const char *ref_path, bool write_ref, const kn_at_measure_opts *o,
                       kn_at_fault fault) {
   message m;
   memset(&m, 0, sizeof m);
   m.result.status = KN_AT_CRASH;
+  if (o->runner) run_remote(fd, so_path, ref_path, write_ref, o, fault, &m);
   kn_diag d;
   kn_diag_init(&d);
   kn_loader l;
@@ -294,7 +326,7 @@ static void run_child(int fd, const char *so_path, const char *ref_path, bool wr
 
 void kn_at_run_start(kn_at_job *job, const char *so_path, const char *ref_path, bool write_ref,
                      const kn_at_measure_opts *o, kn_at_fault fault) {
-  start(job, o->run_timeout);
+  start(job, o->runner ? o->run_timeout + 120 : o->run_timeout); /* + upload, busy retries */
   int fds[2];
   if (!fork_child(job, fds)) return;
   if (job->pid == 0) run_child(fds[1], so_path, ref_path, write_ref, o, fault);

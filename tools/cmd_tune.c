@@ -11,6 +11,7 @@
 
 #include "../autotune/autotune.h"
 #include "../codegen/codegen.h"
+#include "../runner/client.h"
 #include "cmds.h"
 #include "pipeline.h"
 
@@ -21,7 +22,11 @@ static void usage(FILE *out) {
           "                         log resumes: measured candidates are skipped\n"
           "  --trials N             candidates to measure beyond the default schedules (default 100)\n"
           "  --time-budget S        stop after S seconds (default: no limit)\n"
-          "  --target STRING        target to tune for; must run on this machine (default: the host)\n"
+          "  --target STRING        target to tune for; must run on this machine or on the runner\n"
+          "                         (default: the host)\n"
+          "  --runner HOST:PORT     measure the candidates on a kiln-runner (a board) instead of here;\n"
+          "                         they are compiled here for --target and uploaded\n"
+          "  --token T              the runner's shared token (default: $KILN_RUNNER_TOKEN)\n"
           "  --max-batch B          batch the kernels are built and timed for (default 1)\n"
           "  --threads N            threads of the measured kernels (default: the CPUs)\n"
           "  --workers N            concurrent candidate builds (default 2)\n"
@@ -77,9 +82,10 @@ int kn_cmd_tune(int argc, char **argv) {
       const char *eq = strchr(a, '=');
       size_t n = eq ? (size_t)(eq - a) : strlen(a);
       static const char *const flags[] = {"--log", "--trials", "--time-budget", "--target", "--max-batch",
-                                          "--threads", "--workers", "--seed", "--plant-faults", "--run-timeout"};
+                                          "--threads", "--workers", "--seed", "--plant-faults", "--run-timeout",
+                                          "--runner", "--token"};
       int f = -1;
-      for (int k = 0; k < 10; k++)
+      for (int k = 0; k < 12; k++)
         if (strlen(flags[k]) == n && !strncmp(a, flags[k], n)) f = k;
       if (f < 0) {
         fprintf(stderr, "kiln: error: tune: unknown option '%s' (see 'kiln tune --help')\n", a);
@@ -104,6 +110,8 @@ int kn_cmd_tune(int argc, char **argv) {
       case 7: ok = parse_num(val, 0, 1e15, &v) && v == (double)(uint64_t)v; seed = (uint64_t)v; break;
       case 8: ok = parse_plant(val, &o); break;
       case 9: ok = parse_num(val, 0.1, 3600, &v); o.measure.run_timeout = v; break;
+      case 10: o.measure.runner = val; break;
+      case 11: o.measure.runner_token = val; break;
       }
       if (!ok) {
         fprintf(stderr, "kiln: error: tune: bad value '%s' for %s (see 'kiln tune --help')\n", val, flags[f]);
@@ -139,8 +147,25 @@ int kn_cmd_tune(int argc, char **argv) {
   kn_compile_opts co = {.model = model, .max_batch = max_batch};
   if (kn_target_parse(target_spec, &target, &d) < 0 || kn_cg_check_target(&target, &d) < 0) goto done;
   if (kn_target_parse(NULL, &host, &d) < 0) goto done;
-  if (target.arch != host.arch) {
-    kn_diag_error(&d, "tune: target '%s' is not this machine's architecture: tuning runs candidates here",
+  if (o.measure.runner) {
+    if (!o.measure.runner_token) o.measure.runner_token = getenv("KILN_RUNNER_TOKEN");
+    if (!o.measure.runner_token || !*o.measure.runner_token) {
+      kn_diag_error(&d, "tune: --runner needs a token: --token T or KILN_RUNNER_TOKEN=T");
+      goto done;
+    }
+    kn_runner_info info;
+    if (kn_runner_ping(o.measure.runner, o.measure.runner_token, &info, &d) < 0) goto done;
+    const char *want = target.arch == KN_ARCH_AARCH64 ? "aarch64" : target.arch == KN_ARCH_X86_64 ? "x86_64" : "c";
+    if (strcmp(info.arch, want)) {
+      kn_diag_error(&d, "tune: runner %s is %s, but the target '%s' is %s", o.measure.runner, info.arch,
+                    target_spec ? target_spec : "host", want);
+      goto done;
+    }
+    fprintf(stderr, "kiln tune: measuring on runner %s (%s, kiln %s%s)\n", o.measure.runner, info.arch,
+            info.version, info.max_threads == 1 ? ", static build: one thread" : "");
+  } else if (target.arch != host.arch) {
+    kn_diag_error(&d, "tune: target '%s' is not this machine's architecture: tuning runs candidates here "
+                  "(or on a board: --runner HOST:PORT)",
                   target_spec);
     goto done;
   }
