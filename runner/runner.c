@@ -147,6 +147,7 @@ static void reply_err(conn *c, const char *code, const char *fmt, ...) {
   for (char *p = msg; *p; p++)
     if (*p == '\n' || *p == '\r') *p = ' ';
   int n = snprintf(line, sizeof line, "ERR %s %s\n", code, msg);
+  if (c->deadline < now_s() + 5) c->deadline = now_s() + 5; /* the reply gets its own time */
   write_all(c, line, (size_t)n);
   fprintf(stderr, "kiln-runner: %s: error %s: %s\n", c->peer, code, msg);
 }
@@ -337,6 +338,27 @@ static void measure(conn *c, const conf *cf, const kn_runner_run_req *rq, const 
   }
 }
 
+/* Closes after the reply has left: a close with unread input pending would
+ * reset the connection and could drop the reply (an error sent before the
+ * client finished writing), so the rest of its input is read and dropped
+ * for up to a second first. */
+static void linger_close(conn *c) {
+  shutdown(c->fd, SHUT_WR);
+  double deadline = now_s() + 1;
+  char buf[4096];
+  for (int64_t dropped = 0; dropped < (16 << 20);) {
+    /* newcomers wait in the backlog meanwhile: the runner is not busy */
+    struct pollfd p = {.fd = c->fd, .events = POLLIN};
+    double left = deadline - now_s();
+    if (left <= 0 || poll(&p, 1, (int)(left * 1000) + 1) <= 0) break;
+    ssize_t r = recv(c->fd, buf, sizeof buf, 0);
+    if (r < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (r <= 0) break;
+    dropped += r;
+  }
+  close(c->fd);
+}
+
 static void serve(conn *c, const conf *cf) {
   c->deadline = now_s() + cf->io_timeout;
   char line[KN_RUNNER_LINE_MAX], verb[8], token[KN_RUNNER_TOKEN_MAX + 1];
@@ -515,7 +537,7 @@ int main(int argc, char **argv) {
     getnameinfo((struct sockaddr *)&ss, sl, host, sizeof host, serv, sizeof serv, NI_NUMERICHOST | NI_NUMERICSERV);
     snprintf(c.peer, sizeof c.peer, "%s:%s", host, serv);
     serve(&c, &cf);
-    close(fd);
+    linger_close(&c);
   }
   close(lfd);
   rmdir(cf.dir);
