@@ -86,7 +86,10 @@ _Noreturn void kn_runner_measure_child(int fd, const char *so_path, const kn_run
                              const char *out_path) {
   kn_runner_outcome o;
   memset(&o, 0, sizeof o);
-  signal(SIGPIPE, SIG_DFL);
+  /* a candidate's fault is a plain signal the parent reports, even when the
+   * runner is built with sanitizers that would catch it */
+  static const int faults[] = {SIGPIPE, SIGSEGV, SIGBUS, SIGFPE, SIGILL};
+  for (size_t i = 0; i < sizeof faults / sizeof faults[0]; i++) signal(faults[i], SIG_DFL);
   kn_diag d;
   kn_diag_init(&d);
   kn_loader l;

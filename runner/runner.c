@@ -336,6 +336,7 @@ static void measure(conn *c, const conf *cf, const kn_runner_run_req *rq, const 
     free(out);
     fprintf(stderr, "kiln-runner: %s: ok %.6g s\n", c->peer, o.seconds);
   }
+  unlink(out_path); /* a failed reference run may have left one */
 }
 
 /* Closes after the reply has left: a close with unread input pending would

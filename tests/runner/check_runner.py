@@ -71,7 +71,7 @@ class Runner:
                 self.proc.kill()
                 self.proc.wait()
         err = self.proc.stderr.read() if self.proc.stderr else ""
-        return err
+        return err, self.proc.returncode
 
 
 def request(port, header, body=b"", timeout=120, send_body_anyway=False):
@@ -292,8 +292,11 @@ def main():
         traceback.print_exc()
         print(f"FAIL: {e}")
     finally:
-        err = r.stop()
+        err, rc = r.stop()
         shutil.rmtree(tmp, ignore_errors=True)
+    if not failed and rc != 0:
+        failed = True
+        print(f"FAIL: the runner exited with status {rc} after SIGTERM (want 0)")
     if failed:
         print("runner log (tail):\n" + err[-3000:])
         return 1
