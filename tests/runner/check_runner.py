@@ -202,8 +202,25 @@ def main():
         expect_err(line, "auth")
         line, _ = request(r.port, f"KILN-RUNNER 1 ping token={token[:-1]}")
         expect_err(line, "auth")
+        env = {k: v for k, v in os.environ.items() if k != "KILN_RUNNER_TOKEN"}
+        p = subprocess.run(base[:7] + [*target, "--trials", "1"], capture_output=True, text=True, timeout=120,
+                           env=env)
+        assert p.returncode != 0 and "needs a token" in p.stderr, p.stderr
+        # the runner's architecture must be the target's
+        other_target = ["--target", "x86_64-linux-gnu"] if a.qemu else ["--target", "aarch64-linux-gnu"]
+        p = subprocess.run(base[:8] + [token, *other_target, "--trials", "1"], capture_output=True, text=True,
+                           timeout=120)
+        assert p.returncode != 0 and f"runner {r.addr} is" in p.stderr and "but the target" in p.stderr, p.stderr
+        # nobody listening
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            free_port = probe.getsockname()[1]
+        p = subprocess.run([a.kiln, "tune", model, "--log", log, "--runner", f"127.0.0.1:{free_port}", "--token",
+                            token, *target, "--trials", "1"], capture_output=True, text=True, timeout=120)
+        assert p.returncode != 0 and "cannot connect" in p.stderr, p.stderr
+        assert len(records(log)) == 7, "a failed session wrote records"
         ping(r, token)
-        print("token: rejected")
+        print("token: rejected; no token, another architecture, nobody listening: diagnosed")
 
         # --- size
         line, _ = request(r.port, f"KILN-RUNNER 1 run token={token} so={MAX_UPLOAD + 1} ref=0 out=1")
