@@ -18,6 +18,13 @@
 #include <unistd.h>
 
 #include "../rt/loader.h"
+#include "elf_load.h"
+
+#ifdef KN_RUNNER_STATIC
+#define KN_CHILD_DLOPEN_NOTE " on one thread"
+#else
+#define KN_CHILD_DLOPEN_NOTE ""
+#endif
 
 static double now_s(void) {
   struct timespec ts;
@@ -82,8 +89,8 @@ static int cmp_double(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-_Noreturn void kn_runner_measure_child(int fd, const char *so_path, const kn_runner_run_req *rq, const void *ref,
-                             const char *out_path) {
+_Noreturn void kn_runner_measure_child(int fd, const char *so_path, const unsigned char *so,
+                                       const kn_runner_run_req *rq, const void *ref, const char *out_path) {
   kn_runner_outcome o;
   memset(&o, 0, sizeof o);
   /* a candidate's fault is a plain signal the parent reports, even when the
@@ -93,9 +100,25 @@ _Noreturn void kn_runner_measure_child(int fd, const char *so_path, const kn_run
   kn_diag d;
   kn_diag_init(&d);
   kn_loader l;
-  if (kn_loader_open(so_path, &l, &d) < 0) fail(fd, &o, "load", d.count ? d.lines[0] : "cannot load the library");
+  memset(&l, 0, sizeof l);
+  int threads = rq->threads;
+  kn_elf_image img;
+  char why[200];
+  if (rq->self_load && kn_runner_elf_load(so, (size_t)rq->so_bytes, &img, why, sizeof why) == 0) {
+    l.art = img.art;
+    if (l.art->abi_version != KILN_ABI_VERSION) fail(fd, &o, "load", "another artifact ABI version");
+  } else {
+    if (rq->self_load) {
+      fprintf(stderr, "kiln-runner: own loader: %s; using dlopen%s\n", why, KN_CHILD_DLOPEN_NOTE);
+      fflush(stderr);
+    }
+    if (kn_loader_open(so_path, &l, &d) < 0) fail(fd, &o, "load", d.count ? d.lines[0] : "cannot load the library");
+#ifdef KN_RUNNER_STATIC
+    threads = 1; /* threads of a dlopened libc crash in a static program */
+#endif
+  }
   const kiln_artifact *a = l.art;
-  if (rq->threads > 0 && kn_loader_set_threads(&l, rq->threads, &d) < 0)
+  if (threads > 0 && kn_loader_set_threads(&l, threads, &d) < 0)
     fail(fd, &o, "load", d.count ? d.lines[0] : "set_threads failed");
   int64_t batch = a->max_batch;
   if (a->n_inputs < 0 || a->n_inputs > 64 || a->n_outputs != 1 || batch < 1)

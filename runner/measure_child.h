@@ -14,6 +14,7 @@ typedef struct kn_runner_run_req {
   double repeat_s, timeout_s;
   uint64_t seed;
   char fault[8]; /* none, crash, hang, wrong: planted faults for tests */
+  bool self_load; /* runner option, not a request field: load with elf_load.c */
 } kn_runner_run_req;
 
 /* What the child reports: code "ok", or an error code of proto.h. */
@@ -24,9 +25,9 @@ typedef struct kn_runner_outcome {
   int64_t out_bytes;
 } kn_runner_outcome;
 
-/* Runs in the child: measures so_path and writes one kn_runner_outcome to
+/* Runs in the child: measures so_path (whose bytes are `so`) and writes one kn_runner_outcome to
  * fd, the output to out_path when rq->want_out; never returns. */
-_Noreturn void kn_runner_measure_child(int fd, const char *so_path, const kn_runner_run_req *rq, const void *ref,
-                                       const char *out_path);
+_Noreturn void kn_runner_measure_child(int fd, const char *so_path, const unsigned char *so,
+                                       const kn_runner_run_req *rq, const void *ref, const char *out_path);
 
 #endif

@@ -11,8 +11,8 @@
  * candidate runs in a forked child (measure_child.c) under a time limit, so
  * a crashing or hanging candidate costs an error reply, never the runner.
  * Every socket wait has a deadline, so a silent client cannot stall it.
- * Built for the host and for aarch64 (static, one thread, and dynamic) by
- * runner/CMakeLists.txt. */
+ * Built for the host and for aarch64 (static, loading candidates itself with
+ * elf_load.c, and dynamic) by runner/CMakeLists.txt. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -35,11 +35,13 @@
 
 /* A static glibc binary can dlopen an artifact (the board's libc.so.6 is
  * loaded beside the static one) but threads started from that second libc
- * crash, so the static build measures on one thread (KN_RUNNER_STATIC). */
+ * crash, so the static build (KN_RUNNER_STATIC) loads artifacts itself
+ * (elf_load.c, `--loader self`, the default there) and measures on one
+ * thread when it has to dlopen. */
 #ifdef KN_RUNNER_STATIC
-#define KN_RUNNER_MAX_THREADS 1
+#define KN_RUNNER_DEFAULT_SELF_LOAD true
 #else
-#define KN_RUNNER_MAX_THREADS 0 /* no cap */
+#define KN_RUNNER_DEFAULT_SELF_LOAD false
 #endif
 
 typedef struct conf {
@@ -47,6 +49,7 @@ typedef struct conf {
   int port;
   int64_t max_upload;
   double timeout, io_timeout;
+  bool self_load; /* --loader self: elf_load.c instead of dlopen */
   char dir[256];
 } conf;
 
@@ -270,7 +273,7 @@ static int check_library(conn *c, const unsigned char *h, int64_t n) {
 }
 
 /* Runs the candidate in a child under the time limit; replies. */
-static void measure(conn *c, const conf *cf, const kn_runner_run_req *rq, const void *ref) {
+static void measure(conn *c, const conf *cf, const kn_runner_run_req *rq, const unsigned char *so, const void *ref) {
   char so_path[320], out_path[320];
   snprintf(so_path, sizeof so_path, "%s/cand.so", cf->dir);
   snprintf(out_path, sizeof out_path, "%s/out.bin", cf->dir);
@@ -291,7 +294,7 @@ static void measure(conn *c, const conf *cf, const kn_runner_run_req *rq, const 
     close(fds[0]);
     close(c->fd);
     close(c->listen_fd);
-    kn_runner_measure_child(fds[1], so_path, rq, ref, out_path);
+    kn_runner_measure_child(fds[1], so_path, so, rq, ref, out_path);
   }
   close(fds[1]);
   double limit = rq->timeout_s < cf->timeout ? rq->timeout_s : cf->timeout;
@@ -360,6 +363,16 @@ static void linger_close(conn *c) {
   close(c->fd);
 }
 
+/* 1 where candidates are dlopened by a static runner: one thread only. */
+static int max_threads(const conf *cf) {
+#ifdef KN_RUNNER_STATIC
+  return cf->self_load ? 0 : 1;
+#else
+  (void)cf;
+  return 0;
+#endif
+}
+
 static void serve(conn *c, const conf *cf) {
   c->deadline = now_s() + cf->io_timeout;
   char line[KN_RUNNER_LINE_MAX], verb[8], token[KN_RUNNER_TOKEN_MAX + 1];
@@ -381,7 +394,7 @@ static void serve(conn *c, const conf *cf) {
   if (!strcmp(verb, "ping")) {
     char ok[256];
     int n = snprintf(ok, sizeof ok, "OK arch=%s version=%s max_upload=%lld timeout=%.9g max_threads=%d\n",
-                     KN_RUNNER_ARCH, KILN_VERSION, (long long)cf->max_upload, cf->timeout, KN_RUNNER_MAX_THREADS);
+                     KN_RUNNER_ARCH, KILN_VERSION, (long long)cf->max_upload, cf->timeout, max_threads(cf));
     write_all(c, ok, (size_t)n);
     return;
   }
@@ -390,8 +403,7 @@ static void serve(conn *c, const conf *cf) {
               (long long)(rq.so_bytes + rq.ref_bytes), (long long)cf->max_upload);
     return;
   }
-  if (KN_RUNNER_MAX_THREADS > 0 && (rq.threads == 0 || rq.threads > KN_RUNNER_MAX_THREADS))
-    rq.threads = KN_RUNNER_MAX_THREADS;
+  rq.self_load = cf->self_load;
   if (write_all(c, "GO\n", 3) < 0) return;
   c->deadline = now_s() + cf->io_timeout;
   unsigned char *so = malloc((size_t)rq.so_bytes + 1), *ref = malloc((size_t)rq.ref_bytes + 1);
@@ -414,7 +426,7 @@ static void serve(conn *c, const conf *cf) {
     goto done;
   }
   c->deadline = now_s() + cf->io_timeout + (rq.timeout_s < cf->timeout ? rq.timeout_s : cf->timeout);
-  measure(c, cf, &rq, ref);
+  measure(c, cf, &rq, so, ref);
 done:
   free(so);
   free(ref);
@@ -427,6 +439,8 @@ static void usage(FILE *out) {
                "  --max-upload BYTES   largest upload accepted (default 268435456)\n"
                "  --timeout S          longest run of one candidate (default 60)\n"
                "  --io-timeout S       longest wait for a client's request or upload (default 60)\n"
+               "  --loader self|dlopen how candidates are loaded (default: self in the static build,\n"
+               "                       binding their imports to the runner's own libc; else dlopen)\n"
                "Measures candidate kernels for `kiln tune --runner HOST:PORT --token TOKEN`.\n");
 }
 
@@ -468,7 +482,8 @@ static int open_listener(const conf *cf, char *shown, size_t cap) {
 }
 
 int main(int argc, char **argv) {
-  conf cf = {.bind_addr = "127.0.0.1", .port = 7070, .max_upload = 256ll << 20, .timeout = 60, .io_timeout = 60};
+  conf cf = {.bind_addr = "127.0.0.1", .port = 7070, .max_upload = 256ll << 20, .timeout = 60, .io_timeout = 60,
+            .self_load = KN_RUNNER_DEFAULT_SELF_LOAD};
   cf.token = getenv("KILN_RUNNER_TOKEN");
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -489,6 +504,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--max-upload")) ok = parse_i64(v, 64, INT64_MAX / 4, &cf.max_upload);
     else if (!strcmp(a, "--timeout")) ok = parse_dbl(v, 0.01, 1e6, &cf.timeout);
     else if (!strcmp(a, "--io-timeout")) ok = parse_dbl(v, 0.01, 1e6, &cf.io_timeout);
+    else if (!strcmp(a, "--loader")) ok = !strcmp(v, "self") || !strcmp(v, "dlopen"), cf.self_load = !strcmp(v, "self");
     else {
       fprintf(stderr, "kiln-runner: error: unknown option '%s' (see --help)\n", a);
       return 2;
@@ -523,8 +539,8 @@ int main(int argc, char **argv) {
   sigaction(SIGINT, &sa, NULL); /* no SA_RESTART: poll wakes up */
   sigaction(SIGTERM, &sa, NULL);
   signal(SIGPIPE, SIG_IGN);
-  printf("kiln-runner: listening on %s (%s, kiln %s, max upload %lld bytes, timeout %.3g s)\n", shown,
-         KN_RUNNER_ARCH, KILN_VERSION, (long long)cf.max_upload, cf.timeout);
+  printf("kiln-runner: listening on %s (%s, kiln %s, max upload %lld bytes, timeout %.3g s, loader %s)\n", shown,
+         KN_RUNNER_ARCH, KILN_VERSION, (long long)cf.max_upload, cf.timeout, cf.self_load ? "self" : "dlopen");
   fflush(stdout);
   while (!stop_requested) {
     struct pollfd p = {.fd = lfd, .events = POLLIN};

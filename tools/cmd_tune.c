@@ -162,7 +162,7 @@ int kn_cmd_tune(int argc, char **argv) {
       goto done;
     }
     fprintf(stderr, "kiln tune: measuring on runner %s (%s, kiln %s%s)\n", o.measure.runner, info.arch,
-            info.version, info.max_threads == 1 ? ", static build: one thread" : "");
+            info.version, info.max_threads == 1 ? ", static build with --loader dlopen: one thread" : "");
   } else if (target.arch != host.arch) {
     kn_diag_error(&d, "tune: target '%s' is not this machine's architecture: tuning runs candidates here "
                   "(or on a board: --runner HOST:PORT)",

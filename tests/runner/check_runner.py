@@ -2,7 +2,8 @@
 """check_runner.py — kiln-runner and `kiln tune --runner` end to end, on loopback.
 
     check_runner.py --kiln KILN --runner RUNNER --models DIR --src DIR
-                    [--qemu] [--target T] [--cc CC] [--other-cc CC] [--threads N]
+                    [--qemu [--no-sysroot]] [--target T] [--cc CC] [--other-cc CC] [--threads N]
+                    [--runner-args "--loader self"]
 
 Starts RUNNER (under qemu-aarch64 with --qemu) on 127.0.0.1 with a random
 free port and a random token, then:
@@ -133,6 +134,8 @@ def main():
     ap.add_argument("--cc", default="cc", help="compiler for libraries of the runner's architecture")
     ap.add_argument("--other-cc", default=None, help="compiler for another architecture")
     ap.add_argument("--threads", default="1", help="threads of the measured kernels in the tune case")
+    ap.add_argument("--runner-args", default="", help="more runner options, e.g. '--loader self'")
+    ap.add_argument("--no-sysroot", action="store_true", help="run qemu without -L (a static runner needs none)")
     a = ap.parse_args()
 
     cmd = [a.runner]
@@ -145,9 +148,10 @@ def main():
             skip(f"{a.runner} not built (needs the aarch64 cross compiler)")
         if not shutil.which(a.cc):
             skip(f"{a.cc} not found (apt-get install gcc-aarch64-linux-gnu)")
-        cmd = [qemu, "-L", sysroot, a.runner]
+        cmd = [qemu, a.runner] if a.no_sysroot else [qemu, "-L", sysroot, a.runner]
     token = secrets.token_hex(16)
-    cmd += ["--token", token, "--port", "0", "--max-upload", str(MAX_UPLOAD), "--timeout", "20", "--io-timeout", "5"]
+    cmd += ["--token", token, "--port", "0", "--max-upload", str(MAX_UPLOAD), "--timeout", "20", "--io-timeout", "5",
+            *a.runner_args.split()]
     model = os.path.join(a.models, "tiny_mlp.onnx")
     target = ["--target", a.target] if a.target else []
     tmp = tempfile.mkdtemp(prefix="kiln-runner-test.")
@@ -311,6 +315,9 @@ def main():
     finally:
         err, rc = r.stop()
         shutil.rmtree(tmp, ignore_errors=True)
+    if not failed and "own loader:" in err:
+        failed = True
+        print("FAIL: the runner's own loader refused a candidate: " + err[err.index("own loader:"):][:300])
     if not failed and rc != 0:
         failed = True
         print(f"FAIL: the runner exited with status {rc} after SIGTERM (want 0)")
