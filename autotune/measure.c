@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "measure_util.h"
 #include "../codegen/codegen.h"
 #include "../rt/loader.h"
 #include "../runner/client.h"
@@ -160,51 +161,6 @@ void kn_at_build_start(kn_at_job *job, const kn_graph *g, const kn_group *grp, c
 
 /* ---- run ---- */
 
-static uint64_t next_rand(uint64_t *x) {
-  *x ^= *x << 13;
-  *x ^= *x >> 7;
-  *x ^= *x << 17;
-  return *x;
-}
-
-static void fill_input(void *p, kn_dtype dt, int64_t n, uint64_t seed) {
-  uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
-  for (int64_t i = 0; i < n; i++) {
-    float v = (float)((next_rand(&x) >> 11) * (1.0 / 9007199254740992.0)) * 2.0f - 1.0f;
-    switch (dt) {
-    case KN_DT_F32: ((float *)p)[i] = v; break;
-    case KN_DT_F64: ((double *)p)[i] = v; break;
-    case KN_DT_F16: ((uint16_t *)p)[i] = kn_f32_to_f16(v); break;
-    case KN_DT_BF16: ((uint16_t *)p)[i] = kn_f32_to_bf16(v); break;
-    default: memset(p, 0, (size_t)n * kn_dtype_size(dt)); return;
-    }
-  }
-}
-
-static double compare(const void *got, const void *ref, kn_dtype dt, int64_t n, size_t bytes) {
-  if (dt != KN_DT_F32 && dt != KN_DT_F64) return memcmp(got, ref, bytes) ? INFINITY : 0;
-  double max_ref = 1, max_err = 0;
-  for (int64_t i = 0; i < n; i++) {
-    double r = dt == KN_DT_F32 ? ((const float *)ref)[i] : ((const double *)ref)[i];
-    double x = dt == KN_DT_F32 ? ((const float *)got)[i] : ((const double *)got)[i];
-    if (isnan(r) || isnan(x)) {
-      if (isnan(r) != isnan(x)) return INFINITY;
-      continue;
-    }
-    if (isinf(r) || isinf(x)) {
-      if (r != x) return INFINITY;
-      continue;
-    }
-    max_ref = fmax(max_ref, fabs(r));
-    max_err = fmax(max_err, fabs(r - x));
-  }
-  return max_err / max_ref;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
 
 /* The run on a kiln-runner (--runner): the same checks and timing, done
  * there. A candidate's failure (crash, timeout, wrong, load) is recorded as
@@ -260,7 +216,7 @@ static void run_child(int fd, const char *so_path, const char *ref_path, bool wr
   for (int i = 0; i < a->n_inputs; i++) {
     int64_t bytes = kn_loader_bytes(&a->inputs[i], batch);
     ins[i] = aligned_alloc(64, (size_t)((bytes + 64) & ~63));
-    fill_input(ins[i], kn_loader_dtype(&a->inputs[i]), kn_loader_numel(&a->inputs[i], batch), (uint64_t)i + 1);
+    kn_at_fill_input(ins[i], kn_loader_dtype(&a->inputs[i]), kn_loader_numel(&a->inputs[i], batch), (uint64_t)i + 1);
   }
   int64_t out_bytes = kn_loader_bytes(&a->outputs[0], batch), out_n = kn_loader_numel(&a->outputs[0], batch);
   outs[0] = aligned_alloc(64, (size_t)((out_bytes + 64) & ~63));
@@ -296,7 +252,7 @@ static void run_child(int fd, const char *so_path, const char *ref_path, bool wr
       snprintf(m.result.detail, sizeof m.result.detail, "cannot read the reference %s", ref_path);
       child_exit(fd, &m);
     }
-    m.result.max_error = compare(outs[0], ref, kn_loader_dtype(&a->outputs[0]), out_n, (size_t)out_bytes);
+    m.result.max_error = kn_at_compare(outs[0], ref, kn_loader_dtype(&a->outputs[0]), out_n, (size_t)out_bytes);
     free(ref);
     if (!(m.result.max_error <= 1e-4)) {
       m.result.status = KN_AT_WRONG;
@@ -318,7 +274,7 @@ static void run_child(int fd, const char *so_path, const char *ref_path, bool wr
     for (long r = 0; r < reps; r++) kn_loader_run(&l, (const void *const *)ins, outs, ws, batch, &d);
     samples[s] = (kn_at_now() - start) / (double)reps;
   }
-  qsort(samples, (size_t)ns, sizeof(double), cmp_double);
+  qsort(samples, (size_t)ns, sizeof(double), kn_at_cmp_double);
   m.result.seconds = samples[ns / 2];
   m.result.status = KN_AT_OK;
   child_exit(fd, &m);

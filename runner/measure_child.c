@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../autotune/measure_util.h"
 #include "../rt/loader.h"
 #include "elf_load.h"
 
@@ -43,51 +44,6 @@ static _Noreturn void fail(int fd, kn_runner_outcome *o, const char *code, const
   report(fd, o);
 }
 
-static uint64_t next_rand(uint64_t *x) {
-  *x ^= *x << 13;
-  *x ^= *x >> 7;
-  *x ^= *x << 17;
-  return *x;
-}
-
-static void fill_input(void *p, kn_dtype dt, int64_t n, uint64_t seed) {
-  uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
-  for (int64_t i = 0; i < n; i++) {
-    float v = (float)((next_rand(&x) >> 11) * (1.0 / 9007199254740992.0)) * 2.0f - 1.0f;
-    switch (dt) {
-    case KN_DT_F32: ((float *)p)[i] = v; break;
-    case KN_DT_F64: ((double *)p)[i] = v; break;
-    case KN_DT_F16: ((uint16_t *)p)[i] = kn_f32_to_f16(v); break;
-    case KN_DT_BF16: ((uint16_t *)p)[i] = kn_f32_to_bf16(v); break;
-    default: memset(p, 0, (size_t)n * kn_dtype_size(dt)); return;
-    }
-  }
-}
-
-static double compare(const void *got, const void *ref, kn_dtype dt, int64_t n, size_t bytes) {
-  if (dt != KN_DT_F32 && dt != KN_DT_F64) return memcmp(got, ref, bytes) ? INFINITY : 0;
-  double max_ref = 1, max_err = 0;
-  for (int64_t i = 0; i < n; i++) {
-    double r = dt == KN_DT_F32 ? ((const float *)ref)[i] : ((const double *)ref)[i];
-    double x = dt == KN_DT_F32 ? ((const float *)got)[i] : ((const double *)got)[i];
-    if (isnan(r) || isnan(x)) {
-      if (isnan(r) != isnan(x)) return INFINITY;
-      continue;
-    }
-    if (isinf(r) || isinf(x)) {
-      if (r != x) return INFINITY;
-      continue;
-    }
-    max_ref = fmax(max_ref, fabs(r));
-    max_err = fmax(max_err, fabs(r - x));
-  }
-  return max_err / max_ref;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
 
 _Noreturn void kn_runner_measure_child(int fd, const char *so_path, const unsigned char *so,
                                        const kn_runner_run_req *rq, const void *ref, const char *out_path) {
@@ -129,7 +85,7 @@ _Noreturn void kn_runner_measure_child(int fd, const char *so_path, const unsign
     if (bytes < 0 || n < 0 || bytes > ((int64_t)1 << 34)) fail(fd, &o, "load", "an input has a bad size");
     ins[i] = aligned_alloc(64, (size_t)((bytes + 64) & ~63));
     if (!ins[i]) fail(fd, &o, "internal", "out of memory for the inputs");
-    fill_input(ins[i], kn_loader_dtype(&a->inputs[i]), n, rq->seed + (uint64_t)i + 1);
+    kn_at_fill_input(ins[i], kn_loader_dtype(&a->inputs[i]), n, rq->seed + (uint64_t)i + 1);
   }
   int64_t out_bytes = kn_loader_bytes(&a->outputs[0], batch), out_n = kn_loader_numel(&a->outputs[0], batch);
   if (out_bytes < 0 || out_bytes > ((int64_t)1 << 34)) fail(fd, &o, "load", "the output has a bad size");
@@ -162,7 +118,7 @@ _Noreturn void kn_runner_measure_child(int fd, const char *so_path, const unsign
                (long long)out_bytes);
       fail(fd, &o, "wrong", msg);
     }
-    o.max_error = compare(outs[0], ref, kn_loader_dtype(&a->outputs[0]), out_n, (size_t)out_bytes);
+    o.max_error = kn_at_compare(outs[0], ref, kn_loader_dtype(&a->outputs[0]), out_n, (size_t)out_bytes);
     if (!(o.max_error <= 1e-4)) {
       char msg[160];
       snprintf(msg, sizeof msg, "differs from the default schedule: error %.3g", o.max_error);
@@ -182,7 +138,7 @@ _Noreturn void kn_runner_measure_child(int fd, const char *so_path, const unsign
     for (long r = 0; r < reps; r++) kn_loader_run(&l, (const void *const *)ins, outs, ws, batch, &d);
     samples[s] = (now_s() - start) / (double)reps;
   }
-  qsort(samples, (size_t)ns, sizeof(double), cmp_double);
+  qsort(samples, (size_t)ns, sizeof(double), kn_at_cmp_double);
   o.seconds = samples[ns / 2];
   snprintf(o.code, sizeof o.code, "ok");
   report(fd, &o);

@@ -1,0 +1,64 @@
+/* measure_util.h — what both halves of a measurement share: the local one
+ * (autotune/measure.c) and the one on a board (runner/measure_child.c, which
+ * is built without kiln's libraries, hence header-only): deterministic random
+ * inputs, the output check against the default schedule, and the ordering of
+ * timing samples. */
+#ifndef KN_AT_MEASURE_UTIL_H
+#define KN_AT_MEASURE_UTIL_H
+
+#include <math.h>
+#include <string.h>
+
+#include "../ir/base.h"
+
+static inline uint64_t kn_at_next_rand(uint64_t *x) {
+  *x ^= *x << 13;
+  *x ^= *x >> 7;
+  *x ^= *x << 17;
+  return *x;
+}
+
+/* Fills n elements with values in [-1, 1) from `seed` (floats; other dtypes 0). */
+static inline void kn_at_fill_input(void *p, kn_dtype dt, int64_t n, uint64_t seed) {
+  uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+  for (int64_t i = 0; i < n; i++) {
+    float v = (float)((kn_at_next_rand(&x) >> 11) * (1.0 / 9007199254740992.0)) * 2.0f - 1.0f;
+    switch (dt) {
+    case KN_DT_F32: ((float *)p)[i] = v; break;
+    case KN_DT_F64: ((double *)p)[i] = v; break;
+    case KN_DT_F16: ((uint16_t *)p)[i] = kn_f32_to_f16(v); break;
+    case KN_DT_BF16: ((uint16_t *)p)[i] = kn_f32_to_bf16(v); break;
+    default: memset(p, 0, (size_t)n * kn_dtype_size(dt)); return;
+    }
+  }
+}
+
+/* max|got - ref| / max(1, max|ref|) for f32/f64 (NaN and inf must match
+ * exactly); other dtypes: 0 if the bytes match, else infinity. */
+static inline double kn_at_compare(const void *got, const void *ref, kn_dtype dt, int64_t n, size_t bytes) {
+  if (dt != KN_DT_F32 && dt != KN_DT_F64) return memcmp(got, ref, bytes) ? INFINITY : 0;
+  double max_ref = 1, max_err = 0;
+  for (int64_t i = 0; i < n; i++) {
+    double r = dt == KN_DT_F32 ? ((const float *)ref)[i] : ((const double *)ref)[i];
+    double x = dt == KN_DT_F32 ? ((const float *)got)[i] : ((const double *)got)[i];
+    if (isnan(r) || isnan(x)) {
+      if (isnan(r) != isnan(x)) return INFINITY;
+      continue;
+    }
+    if (isinf(r) || isinf(x)) {
+      if (r != x) return INFINITY;
+      continue;
+    }
+    max_ref = fmax(max_ref, fabs(r));
+    max_err = fmax(max_err, fabs(r - x));
+  }
+  return max_err / max_ref;
+}
+
+/* qsort order of timing samples. */
+static inline int kn_at_cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+#endif
