@@ -791,22 +791,6 @@ static void emit_stmt(cemit *c, const kn_stmt *s) {
   KN_UNREACHABLE("unknown statement kind");
 }
 
-static bool stores_to(const kn_stmt *s, const kn_buffer *b) {
-  if (!s) return false;
-  switch (s->kind) {
-  case KN_S_FOR: return stores_to(s->u.loop.body, b);
-  case KN_S_STORE: return s->u.store.buffer == b;
-  case KN_S_ALLOC: return stores_to(s->u.alloc.body, b);
-  case KN_S_SEQ:
-    for (int i = 0; i < s->u.seq.n; i++)
-      if (stores_to(s->u.seq.stmts[i], b)) return true;
-    return false;
-  case KN_S_IF: return stores_to(s->u.ifs.then_s, b) || stores_to(s->u.ifs.else_s, b);
-  case KN_S_LET: return stores_to(s->u.let.body, b);
-  }
-  return false;
-}
-
 void kn_cg_c_kernel(kn_cg_sbuf *out, const kn_kernel *k) {
   cemit c = {.out = out, .k = k};
   kn_arena_init(&c.strings);
@@ -816,7 +800,7 @@ void kn_cg_c_kernel(kn_cg_sbuf *out, const kn_kernel *k) {
   for (int i = 0; i < k->n_params; i++) {
     const kn_buffer *p = k->params[i];
     KN_ASSERT(p->kind == KN_BUF_PARAM, "kernel parameter is not a PARAM buffer");
-    bool ro = !stores_to(k->body, p);
+    bool ro = !kn_stmt_stores_to(k->body, p);
     char name[24];
     snprintf(name, sizeof name, "p%d", i);
     kn_cg_sbuf_printf(out, "  %s%s *restrict %s = (%s%s *)args[%d]; /* %s */\n", ro ? "const " : "",

@@ -170,22 +170,6 @@ static void emit_stmt(kn_cg_fn *f, const kn_stmt *s) {
   KN_UNREACHABLE("unknown statement kind");
 }
 
-static bool stores_to(const kn_stmt *s, const kn_buffer *b) {
-  if (!s) return false;
-  switch (s->kind) {
-  case KN_S_FOR: return stores_to(s->u.loop.body, b);
-  case KN_S_STORE: return s->u.store.buffer == b;
-  case KN_S_ALLOC: return stores_to(s->u.alloc.body, b);
-  case KN_S_SEQ:
-    for (int i = 0; i < s->u.seq.n; i++)
-      if (stores_to(s->u.seq.stmts[i], b)) return true;
-    return false;
-  case KN_S_IF: return stores_to(s->u.ifs.then_s, b) || stores_to(s->u.ifs.else_s, b);
-  case KN_S_LET: return stores_to(s->u.let.body, b);
-  }
-  return false;
-}
-
 static void add_param_attr(kn_cg_module *m, LLVMValueRef fn, unsigned idx, const char *name) {
   unsigned kind = LLVMGetEnumAttributeKindForName(name, strlen(name));
   KN_ASSERT(kind != 0, name);
@@ -214,7 +198,7 @@ LLVMValueRef kn_cg_emit_kernel(kn_cg_module *m, const kn_kernel *k) {
   for (int i = 0; i < n; i++) {
     add_param_attr(m, body_fn, (unsigned)i + 1, "noalias");
     add_param_attr(m, body_fn, (unsigned)i + 1, "nocapture");
-    if (!stores_to(k->body, k->params[i])) add_param_attr(m, body_fn, (unsigned)i + 1, "readonly");
+    if (!kn_stmt_stores_to(k->body, k->params[i])) add_param_attr(m, body_fn, (unsigned)i + 1, "readonly");
     LLVMSetValueName2(LLVMGetParam(body_fn, (unsigned)i), k->params[i]->name, strlen(k->params[i]->name));
   }
 

@@ -89,6 +89,22 @@ kn_stmt *kn_s_let(kn_expr_ctx *c, kn_var *v, kn_expr *value, kn_stmt *body) {
   return s;
 }
 
+bool kn_stmt_stores_to(const kn_stmt *s, const kn_buffer *b) {
+  if (!s) return false;
+  switch (s->kind) {
+  case KN_S_FOR: return kn_stmt_stores_to(s->u.loop.body, b);
+  case KN_S_STORE: return s->u.store.buffer == b;
+  case KN_S_ALLOC: return kn_stmt_stores_to(s->u.alloc.body, b);
+  case KN_S_SEQ:
+    for (int i = 0; i < s->u.seq.n; i++)
+      if (kn_stmt_stores_to(s->u.seq.stmts[i], b)) return true;
+    return false;
+  case KN_S_IF: return kn_stmt_stores_to(s->u.ifs.then_s, b) || kn_stmt_stores_to(s->u.ifs.else_s, b);
+  case KN_S_LET: return kn_stmt_stores_to(s->u.let.body, b);
+  }
+  return false;
+}
+
 static void pad(FILE *out, int indent) {
   for (int i = 0; i < indent; i++) fputs("  ", out);
 }

@@ -106,6 +106,9 @@ kn_stmt *kn_s_seq2(kn_expr_ctx *c, kn_stmt *a, kn_stmt *b);
 kn_stmt *kn_s_if(kn_expr_ctx *c, kn_expr *cond, kn_stmt *then_s, kn_stmt *else_s);
 kn_stmt *kn_s_let(kn_expr_ctx *c, kn_var *v, kn_expr *value, kn_stmt *body);
 
+/* Does any STORE in s write buffer b? */
+bool kn_stmt_stores_to(const kn_stmt *s, const kn_buffer *b);
+
 void kn_stmt_print(const kn_stmt *s, FILE *out, int indent);
 void kn_kernel_print(const kn_kernel *k, FILE *out);
 
