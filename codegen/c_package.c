@@ -193,10 +193,16 @@ static int write_c(const kn_plan *plan, const kn_target *t, const char *path, co
           "int %s_run(const void *const *inputs, void *const *outputs, void *workspace, int64_t batch) {\n"
           "  return kn_rt_execute(&%s_artifact, inputs, outputs, workspace, batch);\n"
           "}\n"
-          "int %s_set_threads(int n) { return kn_rt_set_threads(n); }\n\n",
-          p, p, p, p, p, p);
+          "int %s_set_threads(int n) { return kn_rt_set_threads(n); }\n"
+          "int %s_run_profiled(const void *const *inputs, void *const *outputs, void *workspace,\n"
+          "                    int64_t batch, kiln_prof_event *events, int64_t capacity,\n"
+          "                    int64_t *n_events) {\n"
+          "  return kn_rt_execute_profiled(&%s_artifact, inputs, outputs, workspace, batch, events,\n"
+          "                                capacity, n_events);\n"
+          "}\n\n",
+          p, p, p, p, p, p, p, p);
   fprintf(fp, "const kiln_artifact %s_artifact = {\n", p);
-  fprintf(fp, "    .abi_version = KILN_ABI_VERSION,\n    .reserved = 0,\n");
+  fprintf(fp, "    .abi_version = KILN_ABI_VERSION,\n    .abi_minor = KILN_ABI_MINOR,\n");
   fprintf(fp, "    .prefix = ");
   put_cstring(fp, p);
   fprintf(fp, ",\n    .kiln_version = \"%s\",\n    .target = ", KILN_VERSION);
@@ -210,7 +216,8 @@ static int write_c(const kn_plan *plan, const kn_target *t, const char *path, co
   fprintf(fp, "    .steps = %s%s,\n", plan->n_steps ? p : "NULL", plan->n_steps ? "_steps" : "");
   fprintf(fp, "    .args = %s%s,\n", n_args ? p : "NULL", n_args ? "_args" : "");
   fprintf(fp, "    .consts = %s%s,\n", plan->n_consts ? p : "NULL", plan->n_consts ? "_consts" : "");
-  fprintf(fp, "    .run = %s_run,\n    .set_threads = %s_set_threads,\n};\n", p, p);
+  fprintf(fp, "    .run = %s_run,\n    .set_threads = %s_set_threads,\n", p, p);
+  fprintf(fp, "    .run_profiled = %s_run_profiled,\n};\n", p);
   fprintf(fp,
           "\n#ifdef KILN_EXPORT_V1 /* a .so for generic loaders: dlsym(h, \"kiln_artifact_v1\") */\n"
           "extern const kiln_artifact kiln_artifact_v1 __attribute__((alias(\"%s_artifact\")));\n"

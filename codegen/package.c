@@ -1,7 +1,7 @@
 /* package.c — plan -> artifact: one LLVM module holding every kernel, the
  * constants (internal, 64-byte aligned, .rodata), the plan tables and the
- * kiln_artifact descriptor, plus the generated PREFIX_run / PREFIX_set_threads
- * wrappers; then object emission, linking with the embedded runtime, the
+ * kiln_artifact descriptor, plus the generated PREFIX_run / PREFIX_set_threads /
+ * PREFIX_run_profiled wrappers; then object emission, linking with the embedded runtime, the
  * header, and the atomic rename into place.
  *
  * Requires: a plan whose steps reference finalized kernels (ir/loop.h) and
@@ -209,10 +209,10 @@ static void define_types(tables *t) {
   LLVMTypeRef step[8] = {t->i8p, t->i8p, t->i8p, t->i32, t->i32, t->i32, t->i32, t->f64};
   LLVMStructSetBody(t->step_ty, step, 8, 0);
   t->art_ty = LLVMStructCreateNamed(c, "kiln_artifact");
-  LLVMTypeRef art[19] = {t->i32, t->i32, t->i8p, t->i8p, t->i8p, t->i32, t->i32,
+  LLVMTypeRef art[20] = {t->i32, t->i32, t->i8p, t->i8p, t->i8p, t->i32, t->i32,
                          t->i8p, t->i8p, t->i64, t->i64, t->i64, t->i32, t->i32,
-                         t->i8p, t->i8p, t->i8p, t->i8p, t->i8p};
-  LLVMStructSetBody(t->art_ty, art, 19, 0);
+                         t->i8p, t->i8p, t->i8p, t->i8p, t->i8p, t->i8p};
+  LLVMStructSetBody(t->art_ty, art, 20, 0);
 }
 
 /* int NAME(params) { return CALLEE(extra_first, params...); } */
@@ -294,9 +294,15 @@ static void build_module(tables *t, const kn_plan *p, bool shared) {
   LLVMValueRef run = define_wrapper(t, name, t->i32, run_params, 4, "kn_rt_execute", art_p);
   snprintf(name, sizeof name, "%s_set_threads", p->prefix);
   LLVMValueRef set_threads = define_wrapper(t, name, t->i32, &t->i32, 1, "kn_rt_set_threads", NULL);
-  LLVMValueRef fields[19] = {
+  /* PREFIX_run_profiled(inputs, outputs, workspace, batch, events, capacity, n_events) */
+  LLVMTypeRef prof_params[7] = {run_params[0], run_params[1], run_params[2], t->i64,
+                                t->i8p,        t->i64,        LLVMPointerType(t->i64, 0)};
+  snprintf(name, sizeof name, "%s_run_profiled", p->prefix);
+  LLVMValueRef run_profiled =
+      define_wrapper(t, name, t->i32, prof_params, 7, "kn_rt_execute_profiled", art_p);
+  LLVMValueRef fields[20] = {
       i32c(t, KILN_ABI_VERSION),
-      i32c(t, 0),
+      i32c(t, KILN_ABI_MINOR),
       cstr(t, p->prefix),
       cstr(t, KILN_VERSION),
       cstr(t, target),
@@ -314,8 +320,9 @@ static void build_module(tables *t, const kn_plan *p, bool shared) {
       array_or_null(t, t->i8p, consts, p->n_consts, "consts", 8),
       LLVMConstBitCast(run, t->i8p),
       LLVMConstBitCast(set_threads, t->i8p),
+      LLVMConstBitCast(run_profiled, t->i8p),
   };
-  LLVMSetInitializer(art, LLVMConstNamedStruct(t->art_ty, fields, 19));
+  LLVMSetInitializer(art, LLVMConstNamedStruct(t->art_ty, fields, 20));
   LLVMSetGlobalConstant(art, 1);
   LLVMSetAlignment(art, 8);
   if (shared) LLVMAddAlias2(m->mod, t->art_ty, 0, art, "kiln_artifact_v1");

@@ -138,10 +138,17 @@ int kn_cg_write_header(const kn_plan *plan, const kn_target *t, const char *path
           "/* Sets the size of the artifact's thread pool (default: $KILN_NUM_THREADS or\n"
           " * the CPU count, at most 64). */\n"
           "int %s_set_threads(int n);\n"
+          "/* %s_run, also recording when each kernel (and each of its tasks on the\n"
+          " * thread pool) began and ended into events[0, capacity): see kiln_prof_event.\n"
+          " * KILN_PROF_EVENTS(%s_artifact.n_steps, threads) events always suffice;\n"
+          " * KILN_ERR_CAPACITY (nothing ran) sets *n_events to the number needed. */\n"
+          "int %s_run_profiled(const void *const *inputs, void *const *outputs, void *workspace,\n"
+          "                    int64_t batch, kiln_prof_event *events, int64_t capacity,\n"
+          "                    int64_t *n_events);\n"
           "/* Self-description of this artifact. */\n"
           "extern const kiln_artifact %s_artifact;\n"
           "\n#ifdef __cplusplus\n}\n#endif\n\n#endif\n",
-          P, P, p, p, p);
+          P, P, p, p, p, p, p, p);
   if (fclose(fp) != 0) return kn_diag_error(d, "cannot write '%s': %s", path, strerror(errno));
   return 0;
 }

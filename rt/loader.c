@@ -142,8 +142,8 @@ static void describe_tensors(const char *what, const kiln_tensor_desc *t, int n,
 }
 
 void kn_loader_describe(const kiln_artifact *a, FILE *out) {
-  fprintf(out, "artifact %s (kiln %s, target %s, ABI %u)\n", a->prefix, a->kiln_version,
-          a->target, a->abi_version);
+  fprintf(out, "artifact %s (kiln %s, target %s, ABI %u.%u)\n", a->prefix, a->kiln_version,
+          a->target, a->abi_version, a->abi_minor);
   describe_tensors("input", a->inputs, a->n_inputs, out);
   describe_tensors("output", a->outputs, a->n_outputs, out);
   fprintf(out, "  workspace: %lld bytes (align %lld), max batch %lld, %d steps, %d constants\n",
@@ -173,6 +173,7 @@ const char *kn_loader_status_name(int status) {
   case KILN_ERR_BATCH: return "batch size outside [1, max_batch]";
   case KILN_ERR_ARG: return "a NULL pointer or a misaligned workspace";
   case KILN_ERR_THREADS: return "thread count outside [1, 256] or threads failed to start";
+  case KILN_ERR_CAPACITY: return "the profile event buffer is too small";
   default: return "unknown error";
   }
 }
@@ -191,5 +192,24 @@ int kn_loader_set_threads(const kn_loader *l, int n, kn_diag *d) {
   if (st != KILN_OK)
     return kn_diag_error(d, "%s_set_threads(%d) failed: %s", l->art->prefix, n,
                          kn_loader_status_name(st));
+  return 0;
+}
+
+int kn_loader_run_profiled(const kn_loader *l, const void *const *inputs, void *const *outputs,
+                           void *workspace, int64_t batch, kiln_prof_event *events,
+                           int64_t capacity, int64_t *n_events, kn_diag *d) {
+  const kiln_artifact *a = l->art;
+  if (a->abi_minor < 1 || !a->run_profiled)
+    return kn_diag_error(d,
+                         "artifact '%s' (ABI %u.%u, kiln %s) has no %s_run_profiled entry: "
+                         "recompile it with this kiln to profile it",
+                         a->prefix, a->abi_version, a->abi_minor, a->kiln_version, a->prefix);
+  int st = a->run_profiled(inputs, outputs, workspace, batch, events, capacity, n_events);
+  if (st == KILN_ERR_CAPACITY)
+    return kn_diag_error(d, "%s_run_profiled: %lld events needed, the buffer holds %lld", a->prefix,
+                         (long long)*n_events, (long long)capacity);
+  if (st != KILN_OK)
+    return kn_diag_error(d, "%s_run_profiled failed: %s (status %d)", a->prefix,
+                         kn_loader_status_name(st), st);
   return 0;
 }

@@ -45,4 +45,11 @@ int kn_loader_run(const kn_loader *l, const void *const *inputs, void *const *ou
 int kn_loader_set_threads(const kn_loader *l, int n, kn_diag *d);
 const char *kn_loader_status_name(int status);
 
+/* P_run_profiled (ABI 1.1) into events[0, capacity); *n_events gets the
+ * number written. An artifact without it (abi_minor 0, an older kiln) or a
+ * too small buffer is a diagnostic. */
+int kn_loader_run_profiled(const kn_loader *l, const void *const *inputs, void *const *outputs,
+                           void *workspace, int64_t batch, kiln_prof_event *events,
+                           int64_t capacity, int64_t *n_events, kn_diag *d);
+
 #endif

@@ -13,7 +13,13 @@
  * may run on, at most 64. A step is published by bumping `generation`;
  * workers spin briefly, then sleep on a condition variable; the caller waits
  * for `pending` to reach zero the same way. `run_lock` serialises runs and
- * resizes, so concurrent P_run calls (with distinct workspaces) are safe. */
+ * resizes, so concurrent P_run calls (with distinct workspaces) are safe.
+ *
+ * Profiling (P_run_profiled): the same executor with an event buffer from the
+ * caller. The normal path pays one predictable branch per step (and per task
+ * in the workers); the profiled path reads CLOCK_MONOTONIC around each step
+ * and each task and writes kiln_prof_event records at indices reserved
+ * before the step is published, so workers never contend for a slot. */
 #include "runtime.h"
 
 #include <pthread.h>
@@ -23,6 +29,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define SPIN_ROUNDS 4000
@@ -44,6 +51,8 @@ typedef struct pool {
   kiln_kernel_fn fn;
   void *const *args;
   int64_t batch, ntasks;
+  kiln_prof_event *prof; /* NULL, or where task i of the step records itself: prof[i] */
+  int32_t prof_step;
 } pool;
 
 static pool the_pool = {
@@ -59,6 +68,26 @@ static inline void cpu_relax(void) {
 #elif defined(__aarch64__)
   __asm__ __volatile__("yield");
 #endif
+}
+
+static inline int64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Runs task `task` of the published step, timing it when profiling. */
+static inline void run_task(pool *p, int64_t task) {
+  kiln_prof_event *ev = p->prof;
+  if (!ev) {
+    p->fn(p->args, p->batch, task, p->ntasks);
+    return;
+  }
+  int64_t begin = now_ns();
+  p->fn(p->args, p->batch, task, p->ntasks);
+  ev[task] = (kiln_prof_event){.step = p->prof_step, .task = (int32_t)task,
+                               .thread = (int32_t)task, .ntasks = (int32_t)p->ntasks,
+                               .begin_ns = begin, .end_ns = now_ns()};
 }
 
 static void *worker_main(void *arg) {
@@ -82,7 +111,7 @@ static void *worker_main(void *arg) {
     }
     if (atomic_load(&p->stop)) return NULL;
     seen = g;
-    if (id < p->ntasks) p->fn(p->args, p->batch, id, p->ntasks);
+    if (id < p->ntasks) run_task(p, id);
     if (atomic_fetch_sub(&p->pending, 1) == 1) {
       pthread_mutex_lock(&p->lock);
       pthread_cond_broadcast(&p->done);
@@ -141,11 +170,16 @@ static int default_threads(void) {
   return n > KN_RT_DEFAULT_THREAD_CAP ? KN_RT_DEFAULT_THREAD_CAP : n;
 }
 
-static void run_parallel(pool *p, kiln_kernel_fn fn, void *const *args, int64_t batch) {
+/* Runs one step on every pool thread; `prof` (NULL when not profiling) gets
+ * one event per task, prof[i] for task i. */
+static void run_parallel(pool *p, kiln_kernel_fn fn, void *const *args, int64_t batch,
+                         kiln_prof_event *prof, int32_t step) {
   p->fn = fn;
   p->args = args;
   p->batch = batch;
   p->ntasks = p->nthreads;
+  p->prof = prof;
+  p->prof_step = step;
   atomic_store(&p->pending, p->nworkers);
   atomic_fetch_add(&p->generation, 1);
   if (atomic_load(&p->sleepers) > 0) {
@@ -153,7 +187,7 @@ static void run_parallel(pool *p, kiln_kernel_fn fn, void *const *args, int64_t 
     pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->lock);
   }
-  fn(args, batch, 0, p->ntasks);
+  run_task(p, 0);
   int spins = 0;
   while (atomic_load(&p->pending) != 0) {
     if (++spins < SPIN_ROUNDS) {
@@ -187,8 +221,9 @@ static char *arg_base(const kiln_artifact *a, const kiln_arg *arg, const void *c
   }
 }
 
-KN_RT_HIDDEN int kn_rt_execute(const kiln_artifact *a, const void *const *inputs,
-                               void *const *outputs, void *workspace, int64_t batch) {
+/* Checks P_run's arguments. */
+static int check_args(const kiln_artifact *a, const void *const *inputs, void *const *outputs,
+                      void *workspace, int64_t batch) {
   if (!a) return KILN_ERR_ARG;
   if (batch < 1 || batch > a->max_batch) return KILN_ERR_BATCH;
   if ((a->n_inputs > 0 && !inputs) || (a->n_outputs > 0 && !outputs)) return KILN_ERR_ARG;
@@ -201,27 +236,87 @@ KN_RT_HIDDEN int kn_rt_execute(const kiln_artifact *a, const void *const *inputs
     if (a->workspace_align > 1 && (uintptr_t)workspace % (uintptr_t)a->workspace_align)
       return KILN_ERR_ARG;
   }
+  for (int s = 0; s < a->n_steps; s++)
+    if (a->steps[s].n_args < 0 || a->steps[s].n_args > KN_RT_MAX_ARGS) return KILN_ERR_ARG;
+  return KILN_OK;
+}
+
+/* Takes the run lock and makes sure the pool is started (in this process). */
+static pool *pool_acquire(void) {
   pool *p = &the_pool;
   pthread_mutex_lock(&p->run_lock);
   if (p->nthreads > 0 && p->pid != getpid()) pool_stop(p); /* forked child: no workers */
   if (p->nthreads == 0) pool_start(p, default_threads());
-  int status = KILN_OK;
+  return p;
+}
+
+/* Runs every step; with `events`, records them (the caller checked that the
+ * buffer holds profile_capacity() events). Returns the number written. */
+static int64_t run_steps(pool *p, const kiln_artifact *a, const void *const *inputs,
+                         void *const *outputs, void *workspace, int64_t batch,
+                         kiln_prof_event *events) {
+  int64_t n = 0;
   for (int s = 0; s < a->n_steps; s++) {
     const kiln_step *step = &a->steps[s];
     void *args[KN_RT_MAX_ARGS];
-    if (step->n_args < 0 || step->n_args > KN_RT_MAX_ARGS) {
-      status = KILN_ERR_ARG;
-      break;
-    }
     for (int i = 0; i < step->n_args; i++)
       args[i] = arg_base(a, &a->args[step->first_arg + i], inputs, outputs, workspace);
-    if (step->parallel && p->nthreads > 1)
-      run_parallel(p, step->fn, args, batch);
-    else
+    bool parallel = step->parallel && p->nthreads > 1;
+    if (!events) {
+      if (parallel)
+        run_parallel(p, step->fn, args, batch, NULL, s);
+      else
+        step->fn(args, batch, 0, 1);
+      continue;
+    }
+    kiln_prof_event *whole = &events[n++];
+    int64_t begin = now_ns();
+    if (parallel) {
+      run_parallel(p, step->fn, args, batch, &events[n], s);
+      n += p->nthreads;
+    } else {
       step->fn(args, batch, 0, 1);
+    }
+    *whole = (kiln_prof_event){.step = s, .task = -1, .thread = 0,
+                               .ntasks = parallel ? p->nthreads : 1, .begin_ns = begin,
+                               .end_ns = now_ns()};
   }
+  return n;
+}
+
+KN_RT_HIDDEN int kn_rt_execute(const kiln_artifact *a, const void *const *inputs,
+                               void *const *outputs, void *workspace, int64_t batch) {
+  int status = check_args(a, inputs, outputs, workspace, batch);
+  if (status != KILN_OK) return status;
+  pool *p = pool_acquire();
+  run_steps(p, a, inputs, outputs, workspace, batch, NULL);
   pthread_mutex_unlock(&p->run_lock);
-  return status;
+  return KILN_OK;
+}
+
+KN_RT_HIDDEN KN_RT_MAYBE_UNUSED int kn_rt_execute_profiled(const kiln_artifact *a,
+                                                          const void *const *inputs,
+                                                          void *const *outputs, void *workspace,
+                                                          int64_t batch, kiln_prof_event *events,
+                                                          int64_t capacity, int64_t *n_events) {
+  if (!n_events) return KILN_ERR_ARG;
+  *n_events = 0;
+  if (!events && capacity > 0) return KILN_ERR_ARG;
+  int status = check_args(a, inputs, outputs, workspace, batch);
+  if (status != KILN_OK) return status;
+  pool *p = pool_acquire();
+  int64_t need = 0;
+  for (int s = 0; s < a->n_steps; s++)
+    need += 1 + (a->steps[s].parallel && p->nthreads > 1 ? p->nthreads : 0);
+  if (capacity < need) { /* also the size query: events NULL, capacity 0 */
+    pthread_mutex_unlock(&p->run_lock);
+    *n_events = need;
+    return KILN_ERR_CAPACITY;
+  }
+  *n_events = run_steps(p, a, inputs, outputs, workspace, batch, events);
+  p->prof = NULL;
+  pthread_mutex_unlock(&p->run_lock);
+  return KILN_OK;
 }
 
 /* Joins the workers before the code they run is unmapped (dlclose) or the

@@ -19,6 +19,9 @@
 #define KN_RT_HIDDEN __attribute__((visibility("hidden")))
 #endif
 
+/* A portable C artifact of an older layout may not call every entry. */
+#define KN_RT_MAYBE_UNUSED __attribute__((unused))
+
 /* Bounds checked by the packager, relied on by the runtime. */
 #define KN_RT_MAX_ARGS 64     /* arguments of one kernel */
 #define KN_RT_MAX_THREADS 256 /* P_set_threads accepts [1, 256] */
@@ -27,6 +30,14 @@
 /* Runs every step of `a` (what P_run does). Returns KILN_OK or KILN_ERR_*. */
 KN_RT_HIDDEN int kn_rt_execute(const kiln_artifact *a, const void *const *inputs,
                                void *const *outputs, void *workspace, int64_t batch);
+/* P_run_profiled (ABI 1.1): kn_rt_execute recording kiln_prof_event's into
+ * events[0, capacity). *n_events gets the number written, or, with
+ * KILN_ERR_CAPACITY (nothing ran), the number needed. */
+KN_RT_HIDDEN KN_RT_MAYBE_UNUSED int kn_rt_execute_profiled(const kiln_artifact *a,
+                                                          const void *const *inputs,
+                                                          void *const *outputs, void *workspace,
+                                                          int64_t batch, kiln_prof_event *events,
+                                                          int64_t capacity, int64_t *n_events);
 /* Resizes the thread pool (what P_set_threads does). */
 KN_RT_HIDDEN int kn_rt_set_threads(int n);
 

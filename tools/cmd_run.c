@@ -1,6 +1,9 @@
 /* cmd_run.c — `kiln run ART.so --input NAME=FILE.npy ...`: runs an artifact
  * through the loader on .npy inputs, writes one .npy per output, and with
- * --bench times repeated runs.
+ * --bench times repeated runs; with --profile, times each kernel through the
+ * artifact's P_run_profiled (run_profile.c). Under --profile, inputs not given
+ * are filled with deterministic values (floats uniform in [-1, 1), integers
+ * and booleans 0) at the batch of the given ones (1 if none).
  *
  * The batch size N is inferred from the inputs' batch dims (all must agree,
  * 1 <= N <= max_batch); every other dim must match exactly. Output files are
@@ -21,6 +24,7 @@
 #include "cmds.h"
 #include "cross_run.h"
 #include "npy.h"
+#include "run_profile.h"
 
 #define MAX_IO 256
 
@@ -32,7 +36,13 @@ static void usage(FILE *out) {
           "  --output-dir DIR       where NAME.npy is written per output (default .)\n"
           "  --threads N            thread pool size (default $KILN_NUM_THREADS or the CPU count)\n"
           "  --bench N              time N runs and print the median and p90 latency\n"
-          "  --warmup N             untimed runs before --bench (default 3)\n");
+          "  --warmup N             untimed runs before --bench / --profile (default 3)\n"
+          "  --profile              time each kernel over the --bench N runs (default 20): table\n"
+          "                         of median time, share, GFLOP/s and %% of the fp32 peak;\n"
+          "                         inputs not given are filled with deterministic values\n"
+          "  --trace FILE.json      with --profile: write a Chrome trace (Perfetto, chrome://tracing)\n"
+          "  --peak GFLOPS          with --profile: the fp32 peak to compare with (default: measured\n"
+          "                         at startup on the same thread count, ~0.2 s)\n");
 }
 
 static int usage_error(const char *fmt, const char *arg) {
@@ -166,26 +176,62 @@ static int write_output(const char *dir, const kiln_tensor_desc *t, int64_t batc
   return r;
 }
 
+/* An input the user did not give (--profile only): deterministic values,
+ * floats uniform in [-1, 1) from a fixed LCG, integers and booleans 0 (a
+ * valid index for any Gather). */
+static int fill_input(const kiln_tensor_desc *t, int64_t batch, kn_npy *v, kn_diag *d) {
+  kn_dtype dt = kn_loader_dtype(t);
+  int64_t numel = kn_loader_numel(t, batch), bytes = kn_loader_bytes(t, batch);
+  if (numel < 0 || bytes < 0)
+    return kn_diag_error(d, "input '%s': cannot make a value of its dtype and shape", t->name);
+  memset(v, 0, sizeof *v);
+  v->data = calloc(1, bytes > 0 ? (size_t)bytes : 1);
+  if (!v->data) return kn_diag_error(d, "cannot allocate input '%s'", t->name);
+  v->dtype = dt;
+  v->numel = numel;
+  uint64_t state = 0x9e3779b97f4a7c15u;
+  for (int64_t e = 0; e < numel; e++) {
+    state = state * 6364136223846793005u + 1442695040888963407u;
+    float x = (float)((double)(state >> 40) / (double)(1u << 24) * 2.0 - 1.0);
+    switch (dt) {
+    case KN_DT_F32: ((float *)v->data)[e] = x; break;
+    case KN_DT_F64: ((double *)v->data)[e] = x; break;
+    case KN_DT_F16: ((uint16_t *)v->data)[e] = kn_f32_to_f16(x); break;
+    case KN_DT_BF16: ((uint16_t *)v->data)[e] = kn_f32_to_bf16(x); break;
+    default: break; /* integers, bool: 0 */
+    }
+  }
+  return 0;
+}
+
 int kn_cmd_run(int argc, char **argv) {
   const char *artifact = NULL, *out_dir = ".";
   const char *in_names[MAX_IO], *in_files[MAX_IO]; /* NAME=FILE split at in_files[k] - 1 */
   int in_name_len[MAX_IO];
   int n_in = 0;
   long threads = 0, bench = 0, warmup = 3;
+  bool profile = false;
+  const char *trace = NULL;
+  double peak = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *val = NULL;
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
       usage(stdout);
       return 0;
     }
+    if (!strcmp(a, "--profile")) {
+      profile = true;
+      continue;
+    }
     if (a[0] != '-') {
       if (artifact) return usage_error("unexpected argument '%s'", a);
       artifact = a;
       continue;
     }
-    static const char *const flags[] = {"--input", "--output-dir", "--threads", "--bench", "--warmup"};
+    static const char *const flags[] = {"--input", "--output-dir", "--threads", "--bench",
+                                        "--warmup", "--trace",      "--peak"};
     int which = -1;
-    for (int f = 0; f < 5; f++) {
+    for (int f = 0; f < 7; f++) {
       size_t n = strlen(flags[f]);
       if (!strncmp(a, flags[f], n) && (a[n] == 0 || a[n] == '=')) {
         which = f;
@@ -214,11 +260,30 @@ int kn_cmd_run(int argc, char **argv) {
     case 3:
       if (!parse_count(val, 1, 1000000, &bench)) return usage_error("--bench wants a count >= 1, got '%s'", val);
       break;
-    default:
+    case 4:
       if (!parse_count(val, 0, 1000000, &warmup)) return usage_error("--warmup wants a count >= 0, got '%s'", val);
+      break;
+    case 5:
+      if (!*val) return usage_error("--trace wants a file name, got '%s'", val);
+      trace = val;
+      break;
+    default: {
+      char *end;
+      errno = 0;
+      peak = strtod(val, &end);
+      if (errno || end == val || *end || !(peak > 0 && peak < 1e9))
+        return usage_error("--peak wants a positive GFLOP/s figure, got '%s'", val);
+    }
     }
   }
   if (!artifact) return usage_error("no artifact given%s", "");
+  if (trace && !profile) return usage_error("--trace '%s' needs --profile", trace);
+  if (peak > 0 && !profile) return usage_error("--peak needs --profile%s", "");
+  if (profile && bench > 100000) {
+    char n[32];
+    snprintf(n, sizeof n, "%ld", bench);
+    return usage_error("--profile takes at most 100000 runs (--bench), got %s", n);
+  }
   {
     kn_diag cd;
     kn_diag_init(&cd);
@@ -269,13 +334,14 @@ int kn_cmd_run(int argc, char **argv) {
     given[idx] = k;
   }
   for (int i = 0; i < a->n_inputs; i++)
-    if (given[i] < 0) {
+    if (given[i] < 0 && !profile) {
       kn_diag_error(&d, "missing input '%s' (give --input %s=FILE.npy)", a->inputs[i].name,
                     a->inputs[i].name);
       goto done;
     }
   int64_t batch = 0;
   for (int i = 0; i < a->n_inputs; i++) {
+    if (given[i] < 0) continue; /* filled below (--profile) */
     const char *file = in_files[given[i]];
     if (kn_npy_read(file, &vals[i], &d) || check_input(a, &a->inputs[i], file, &vals[i], &batch, &d))
       goto done;
@@ -286,6 +352,11 @@ int kn_cmd_run(int argc, char **argv) {
     inputs[i] = vals[i].data;
   }
   if (batch == 0) batch = 1;
+  for (int i = 0; i < a->n_inputs; i++)
+    if (given[i] < 0) {
+      if (fill_input(&a->inputs[i], batch, &vals[i], &d)) goto done;
+      inputs[i] = vals[i].data;
+    }
   for (int i = 0; i < a->n_outputs; i++) {
     int64_t bytes = kn_loader_bytes(&a->outputs[i], batch);
     if (bytes < 0 || !(outputs[i] = malloc(bytes > 0 ? (size_t)bytes : 1))) {
@@ -314,6 +385,11 @@ int kn_cmd_run(int argc, char **argv) {
     printf("latency: median %.*f ms, p90 %.*f ms (%ld runs, %d threads)\n", median < 1 ? 4 : 3,
            median, p90v < 1 ? 4 : 3, p90v, bench, nthreads);
   }
+  if (profile) {
+    kn_profile_opts po = {.runs = bench ? bench : 20, .warmup = warmup, .threads = nthreads,
+                          .peak_gflops = peak, .trace_path = trace};
+    if (kn_run_profile(&l, inputs, outputs, ws, batch, &po, stdout, &d)) goto done;
+  }
   struct stat st;
   if (stat(out_dir, &st) != 0 && mkdir(out_dir, 0755) != 0) {
     kn_diag_error(&d, "cannot create output directory '%s': %s", out_dir, strerror(errno));
@@ -322,7 +398,7 @@ int kn_cmd_run(int argc, char **argv) {
   for (int i = 0; i < a->n_outputs; i++) {
     const kiln_tensor_desc *t = &a->outputs[i];
     if (write_output(out_dir, t, batch, outputs[i], &d)) goto done;
-    if (bench) continue;
+    if (bench || profile) continue;
     char shape[256];
     kn_loader_shape_str(t, batch, shape, sizeof shape);
     int64_t numel = kn_loader_numel(t, batch);

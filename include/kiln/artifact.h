@@ -7,6 +7,9 @@
  *   int P_run(const void *const *inputs, void *const *outputs,
  *             void *workspace, int64_t batch);
  *   int P_set_threads(int n);
+ *   int P_run_profiled(const void *const *inputs, void *const *outputs,
+ *                      void *workspace, int64_t batch, kiln_prof_event *events,
+ *                      int64_t capacity, int64_t *n_events);   (ABI 1.1)
  * and, in a .so only, the well-known alias `kiln_artifact_v1` (the same
  * descriptor) so that a loader can dlopen any artifact without knowing P.
  *
@@ -16,13 +19,21 @@
  * set in batch_mask is `dims[i] * batch`, with 1 <= batch <= max_batch.
  *
  * Thread safety: P_run may be called concurrently only with distinct
- * workspaces; calls share one thread pool and are serialised on it. */
+ * workspaces; calls share one thread pool and are serialised on it.
+ *
+ * Versions: KILN_ABI_VERSION changes when a layout or meaning changes (a
+ * loader refuses other versions); KILN_ABI_MINOR counts additions that old
+ * readers may ignore (fields appended to kiln_artifact, new entry points).
+ * kiln_artifact.abi_minor says which additions an artifact has:
+ *   0  the original layout, up to set_threads;
+ *   1  run_profiled / P_run_profiled and kiln_prof_event (per-kernel timing). */
 #ifndef KILN_ARTIFACT_H
 #define KILN_ARTIFACT_H
 
 #include <stdint.h>
 
 #define KILN_ABI_VERSION 1
+#define KILN_ABI_MINOR 1
 
 /* Status codes returned by P_run and P_set_threads. */
 enum {
@@ -30,6 +41,7 @@ enum {
   KILN_ERR_BATCH = 1,   /* batch outside [1, max_batch] */
   KILN_ERR_ARG = 2,     /* a NULL pointer or misaligned workspace */
   KILN_ERR_THREADS = 3, /* thread count outside [1, 256] or threads failed to start */
+  KILN_ERR_CAPACITY = 4, /* P_run_profiled: the event buffer is too small (nothing ran) */
 };
 
 /* Element types use ONNX TensorProto.DataType codes (1 = float32, 7 = int64...). */
@@ -68,9 +80,31 @@ typedef struct kiln_step {
   double flops; /* per batch unit */
 } kiln_step;
 
+/* One timed interval of P_run_profiled (ABI 1.1). Per step, one event with
+ * task == -1: the whole step as the calling thread saw it (for a parallel step:
+ * publishing it to the pool, running task 0, waiting for the others); then,
+ * for a step that ran on the pool, one event per task on the thread that ran
+ * it (task i runs on pool thread i; thread 0 is the calling thread). Times are
+ * CLOCK_MONOTONIC nanoseconds. */
+typedef struct kiln_prof_event {
+  int32_t step;   /* index into kiln_artifact.steps */
+  int32_t task;   /* -1: the whole step; else the task index, 0 <= task < ntasks */
+  int32_t thread; /* pool thread: 0 = the caller of P_run_profiled, 1.. = workers */
+  int32_t ntasks; /* tasks the step was split into (1: ran on the caller alone) */
+  int64_t begin_ns, end_ns;
+} kiln_prof_event;
+
+/* Events P_run_profiled may write for n_steps steps on a pool of `threads`
+ * threads: a sufficient `capacity`. */
+#define KILN_PROF_EVENTS(n_steps, threads) ((int64_t)(n_steps) * (1 + (int64_t)(threads)))
+
+typedef int (*kiln_run_profiled_fn)(const void *const *inputs, void *const *outputs,
+                                    void *workspace, int64_t batch, kiln_prof_event *events,
+                                    int64_t capacity, int64_t *n_events);
+
 typedef struct kiln_artifact {
   uint32_t abi_version;
-  uint32_t reserved;
+  uint32_t abi_minor; /* additions present: read fields past set_threads only if >= 1 */
   const char *prefix;
   const char *kiln_version;
   const char *target;
@@ -86,6 +120,8 @@ typedef struct kiln_artifact {
   const void *const *consts;
   int (*run)(const void *const *inputs, void *const *outputs, void *workspace, int64_t batch);
   int (*set_threads)(int n);
+  /* abi_minor >= 1 */
+  kiln_run_profiled_fn run_profiled; /* == P_run_profiled */
 } kiln_artifact;
 
 #endif

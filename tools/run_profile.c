@@ -1,0 +1,261 @@
+/* run_profile.c — `kiln run --profile [--trace FILE.json] [--peak GFLOPS]`.
+ *
+ * Every profiled run calls the artifact's P_run_profiled, which records, per
+ * plan step, the step as the calling thread saw it (task -1) and each of its
+ * tasks on the pool. The table gives per step (one row per kernel call of the
+ * plan): the median over the runs of the step's time, its share of the sum of
+ * those medians (so the shares add up to 100%), GFLOP/s from the descriptor's
+ * per-kernel FLOPs times the batch, and that rate as a fraction of the fp32
+ * FMA peak (--peak, or measured here on the same thread count with
+ * bench/peak.c for ~0.2 s); rows sorted by time. The total line adds the
+ * medians; the run line gives the median wall time of a whole
+ * P_run_profiled call and the median of its part outside every step
+ * (argument checks, taking the pool, the timer reads).
+ *
+ * The trace is Chrome's Trace Event Format (JSON object, "traceEvents"): one
+ * "X" event per run (cat "run"), one per kernel per run (cat "kernel", on the
+ * calling thread, tid 0), and one per task of a kernel that ran on the pool
+ * (cat "task", tid = pool thread); ts / dur in microseconds from the first
+ * run's start; thread names as "M" metadata events. It is written to a
+ * temporary file beside FILE and renamed into place. */
+#include "run_profile.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../bench/peak.h"
+
+#define PEAK_SECONDS 0.2
+
+typedef struct step_stat {
+  int step;
+  double median_ms;
+  double flops; /* at this batch */
+} step_stat;
+
+static int64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static int cmp_stat_desc(const void *a, const void *b) {
+  const step_stat *x = a, *y = b;
+  if (x->median_ms != y->median_ms) return x->median_ms < y->median_ms ? 1 : -1;
+  return x->step - y->step;
+}
+
+static double median(double *v, long n) {
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* A JSON string literal of s. */
+static void json_string(FILE *fp, const char *s) {
+  fputc('"', fp);
+  for (const unsigned char *c = (const unsigned char *)(s ? s : ""); *c; c++) {
+    if (*c == '"' || *c == '\\')
+      fprintf(fp, "\\%c", *c);
+    else if (*c < 0x20)
+      fprintf(fp, "\\u%04x", *c);
+    else
+      fputc(*c, fp);
+  }
+  fputc('"', fp);
+}
+
+typedef struct run_record {
+  int64_t begin_ns, end_ns; /* wall time of the P_run_profiled call */
+  int64_t n_events;
+  const kiln_prof_event *events;
+} run_record;
+
+static void trace_event(FILE *fp, const char *name, const char *cat, int64_t t0, int64_t begin,
+                        int64_t end, int tid) {
+  fputs(",\n{\"name\": ", fp);
+  json_string(fp, name);
+  fprintf(fp, ", \"cat\": \"%s\", \"ph\": \"X\", \"ts\": %.3f, \"dur\": %.3f, \"pid\": 1, \"tid\": %d",
+          cat, (double)(begin - t0) / 1e3, (double)(end - begin) / 1e3, tid);
+}
+
+static int write_trace(const char *path, const kiln_artifact *a, const run_record *runs, long n_runs,
+                       int threads, int64_t batch, kn_diag *d) {
+  size_t len = strlen(path);
+  char *tmp = malloc(len + 16);
+  KN_ASSERT(tmp, "out of memory");
+  snprintf(tmp, len + 16, "%s.tmpXXXXXX", path);
+  int fd = mkstemp(tmp);
+  if (fd < 0) {
+    kn_diag_error(d, "cannot write trace '%s': %s", path, strerror(errno));
+    free(tmp);
+    return -1;
+  }
+  FILE *fp = fdopen(fd, "w");
+  if (!fp) {
+    kn_diag_error(d, "cannot write trace '%s': %s", path, strerror(errno));
+    close(fd);
+    unlink(tmp);
+    free(tmp);
+    return -1;
+  }
+  int64_t t0 = runs[0].begin_ns;
+  fprintf(fp, "{\"displayTimeUnit\": \"ms\", \"otherData\": {\"artifact\": ");
+  json_string(fp, a->prefix);
+  fprintf(fp, ", \"target\": ");
+  json_string(fp, a->target);
+  fprintf(fp, ", \"batch\": %lld, \"threads\": %d, \"runs\": %ld},\n\"traceEvents\": [\n",
+          (long long)batch, threads, n_runs);
+  fprintf(fp, "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": 1, \"tid\": 0, "
+              "\"args\": {\"name\": ");
+  json_string(fp, a->prefix);
+  fputs("}}", fp);
+  for (int t = 0; t < threads; t++)
+    fprintf(fp, ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 1, \"tid\": %d, "
+                "\"args\": {\"name\": \"%s %d\"}}", t, t ? "worker" : "caller", t);
+  for (long r = 0; r < n_runs; r++) {
+    trace_event(fp, "run", "run", t0, runs[r].begin_ns, runs[r].end_ns, 0);
+    fprintf(fp, ", \"args\": {\"run\": %ld}}", r);
+    for (int64_t e = 0; e < runs[r].n_events; e++) {
+      const kiln_prof_event *ev = &runs[r].events[e];
+      const kiln_step *st = &a->steps[ev->step];
+      if (ev->task < 0) {
+        trace_event(fp, st->name, "kernel", t0, ev->begin_ns, ev->end_ns, 0);
+        fprintf(fp, ", \"args\": {\"run\": %ld, \"step\": %d, \"tasks\": %d, \"gflop\": %.6g, "
+                    "\"nodes\": ", r, ev->step, ev->ntasks, st->flops * (double)batch * 1e-9);
+        json_string(fp, st->nodes);
+        fputs("}}", fp);
+      } else {
+        trace_event(fp, st->name, "task", t0, ev->begin_ns, ev->end_ns, ev->thread);
+        fprintf(fp, ", \"args\": {\"run\": %ld, \"step\": %d, \"task\": %d, \"tasks\": %d}}", r,
+                ev->step, ev->task, ev->ntasks);
+      }
+    }
+  }
+  fputs("\n]}\n", fp);
+  bool bad = ferror(fp) != 0;
+  if (fclose(fp) != 0 || bad || rename(tmp, path) != 0) {
+    kn_diag_error(d, "cannot write trace '%s': %s", path, strerror(errno ? errno : EIO));
+    unlink(tmp);
+    free(tmp);
+    return -1;
+  }
+  free(tmp);
+  return 0;
+}
+
+static void print_table(FILE *out, const kiln_artifact *a, step_stat *stats, double run_ms,
+                        double outside_ms, const kn_profile_opts *o, int64_t batch, double peak, bool peak_measured) {
+  qsort(stats, (size_t)a->n_steps, sizeof *stats, cmp_stat_desc);
+  double total_ms = 0, total_flops = 0;
+  int name_w = 6;
+  for (int i = 0; i < a->n_steps; i++) {
+    total_ms += stats[i].median_ms;
+    total_flops += stats[i].flops;
+    int w = (int)strlen(a->steps[stats[i].step].name);
+    if (w > name_w) name_w = w;
+  }
+  fprintf(out,
+          "profile: %s, %d kernel calls, batch %lld, %d threads, %ld runs after %ld warm-up; "
+          "time = median over the runs\n",
+          a->prefix, a->n_steps, (long long)batch, o->threads, o->runs, o->warmup);
+  fprintf(out, "peak: %.1f GFLOP/s fp32 on %d threads (%s)\n", peak, o->threads,
+          peak_measured ? "measured now: FMA loop, bench/peak.c" : "--peak");
+  fprintf(out, "%4s  %-*s %10s %7s %9s %6s  %s\n", "step", name_w, "kernel", "time ms", "share",
+          "GFLOP/s", "%peak", "onnx nodes");
+  for (int i = 0; i < a->n_steps; i++) {
+    const kiln_step *st = &a->steps[stats[i].step];
+    double ms = stats[i].median_ms;
+    double gflops = ms > 0 ? stats[i].flops / (ms * 1e6) : 0;
+    fprintf(out, "%4d  %-*s %10.4f %6.2f%% %9.2f %5.1f%%  %s\n", stats[i].step, name_w, st->name, ms,
+            total_ms > 0 ? 100 * ms / total_ms : 0, gflops, 100 * gflops / peak,
+            st->nodes && *st->nodes ? st->nodes : "-");
+  }
+  double gflops = total_ms > 0 ? total_flops / (total_ms * 1e6) : 0;
+  fprintf(out, "%4s  %-*s %10.4f %6.2f%% %9.2f %5.1f%%  (%.4g GFLOP)\n", "", name_w, "total",
+          total_ms, total_ms > 0 ? 100.0 : 0.0, gflops, 100 * gflops / peak, total_flops * 1e-9);
+  fprintf(out, "run: median %.4f ms per P_run_profiled call, of which %.4f ms outside the kernels\n",
+          run_ms, outside_ms);
+}
+
+int kn_run_profile(const kn_loader *l, const void *const *inputs, void *const *outputs,
+                   void *workspace, int64_t batch, const kn_profile_opts *o, FILE *out,
+                   kn_diag *d) {
+  const kiln_artifact *a = l->art;
+  int64_t cap = KILN_PROF_EVENTS(a->n_steps, o->threads);
+  int status = -1;
+  size_t total = (size_t)o->runs * (size_t)(cap > 0 ? cap : 1);
+  kiln_prof_event *events = calloc(total, sizeof *events);
+  run_record *runs = calloc((size_t)o->runs, sizeof *runs);
+  double *samples = malloc(sizeof(double) * (size_t)o->runs);
+  step_stat *stats = calloc((size_t)(a->n_steps > 0 ? a->n_steps : 1), sizeof *stats);
+  /* step_ms[s * runs + r]: step s's time in run r */
+  double *step_ms = calloc((size_t)(a->n_steps > 0 ? a->n_steps : 1) * (size_t)o->runs, sizeof(double));
+  if (!events || !runs || !samples || !stats || !step_ms) {
+    kn_diag_error(d, "cannot allocate the profile of %ld runs (%zu events)", o->runs, total);
+    goto done;
+  }
+  for (long r = 0; r < o->warmup; r++)
+    if (kn_loader_run(l, inputs, outputs, workspace, batch, d)) goto done;
+  for (long r = 0; r < o->runs; r++) {
+    kiln_prof_event *ev = events + (size_t)r * (size_t)cap;
+    runs[r].events = ev;
+    runs[r].begin_ns = now_ns();
+    if (kn_loader_run_profiled(l, inputs, outputs, workspace, batch, ev, cap, &runs[r].n_events, d))
+      goto done;
+    runs[r].end_ns = now_ns();
+  }
+  /* per step: the median of its whole-step events */
+  for (long r = 0; r < o->runs; r++)
+    for (int64_t e = 0; e < runs[r].n_events; e++) {
+      const kiln_prof_event *ev = &runs[r].events[e];
+      if (ev->step < 0 || ev->step >= a->n_steps) {
+        kn_diag_error(d, "%s_run_profiled reported step %d of %d", a->prefix, ev->step, a->n_steps);
+        goto done;
+      }
+      if (ev->task < 0)
+        step_ms[(size_t)ev->step * (size_t)o->runs + (size_t)r] = (double)(ev->end_ns - ev->begin_ns) / 1e6;
+    }
+  for (long r = 0; r < o->runs; r++) samples[r] = (double)(runs[r].end_ns - runs[r].begin_ns) / 1e6;
+  double run_ms = median(samples, o->runs);
+  for (long r = 0; r < o->runs; r++) { /* the wall time not inside any step, per run */
+    samples[r] = (double)(runs[r].end_ns - runs[r].begin_ns) / 1e6;
+    for (int s = 0; s < a->n_steps; s++) samples[r] -= step_ms[(size_t)s * (size_t)o->runs + (size_t)r];
+  }
+  double outside_ms = median(samples, o->runs);
+  /* medians sort step_ms in place: after the per-run sums above */
+  for (int s = 0; s < a->n_steps; s++)
+    stats[s] = (step_stat){.step = s, .median_ms = median(step_ms + (size_t)s * (size_t)o->runs, o->runs),
+                           .flops = a->steps[s].flops * (double)batch};
+  double peak = o->peak_gflops;
+  if (peak <= 0) {
+    kn_peak_result pr;
+    if (kn_peak_measure(o->threads, PEAK_SECONDS, &pr) || pr.gflops <= 0) {
+      kn_diag_error(d, "could not measure the fp32 peak (give --peak GFLOPS)");
+      goto done;
+    }
+    peak = pr.gflops;
+  }
+  if (o->trace_path &&
+      write_trace(o->trace_path, a, runs, o->runs, o->threads, batch, d))
+    goto done;
+  print_table(out, a, stats, run_ms, outside_ms, o, batch, peak, o->peak_gflops <= 0);
+  if (o->trace_path)
+    fprintf(out, "trace: %s (%ld runs; open in https://ui.perfetto.dev or chrome://tracing)\n",
+            o->trace_path, o->runs);
+  status = 0;
+done:
+  free(events);
+  free(runs);
+  free(samples);
+  free(stats);
+  free(step_ms);
+  return status;
+}
