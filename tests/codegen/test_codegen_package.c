@@ -230,11 +230,77 @@ static void test_shared_library(void **state) {
            t.path);
   assert_int_equal(cg_system("%s", cmd), 1); /* grep found nothing else */
   assert_int_equal(cg_system("readelf -d '%s' | grep -q NEEDED", t.path), 0);
-  assert_int_equal(cg_system("nm -D --defined-only '%s' | awk '{print $3}' | grep -v -E '^(mdl_run|mdl_set_threads|mdl_artifact|kiln_artifact_v1)$' | grep -q .", t.path), 1);
+  assert_int_equal(cg_system("nm -D --defined-only '%s' | awk '{print $3}' | grep -v -E '^(mdl_run|mdl_set_threads|mdl_run_profiled|mdl_artifact|kiln_artifact_v1)$' | grep -q .", t.path), 1);
   assert_int_equal(cg_system("readelf -lW '%s' | grep GNU_STACK | grep -q RWE", t.path), 1);
   /* the header compiles standalone as C99 and C++ free of warnings */
   assert_int_equal(cg_system("cd '%s' && printf '#include \"mdl.h\"\\nint main(void){return MDL_WORKSPACE_SIZE > 0 && MDL_INPUT0_SIZE(2) == 64 && MDL_OUTPUT0_BYTES(1) == 256 ? 0 : 1;}\\n' > h.c && "
                              "cc -std=c99 -Wall -Wextra -Werror -pedantic h.c -o h && ./h", t.dir), 0);
+  cg_free(&t);
+}
+
+/* P_run_profiled (ABI 1.1) on the two-step artifact: the size query, a too
+ * small buffer (nothing runs), then well-formed events: per step one
+ * whole-step event, then for the parallel step one per pool thread, each
+ * inside its step's interval, steps in order; the outputs as with P_run. */
+static void test_run_profiled(void **state) {
+  (void)state;
+  cg_case t;
+  cg_init(&t, "prof");
+  build_two_steps(&t, 0.25f);
+  const kiln_artifact *a = cg_build_and_load(&t);
+  assert_int_equal(a->abi_minor, KILN_ABI_MINOR);
+  assert_non_null(a->run_profiled);
+  kn_diag d;
+  kn_diag_init(&d);
+  void *ws = kn_loader_workspace_new(a, &d);
+  assert_non_null(ws);
+  float x[64], y[64];
+  for (int i = 0; i < 64; i++) x[i] = (float)i;
+  const void *in[1] = {x};
+  void *out[1] = {y};
+  for (int threads = 1; threads <= 3; threads++) {
+    assert_int_equal(a->set_threads(threads), KILN_OK);
+    int64_t need = threads > 1 ? 2 + threads : 2, n = -1;
+    assert_int_equal(a->run_profiled(in, out, ws, 1, NULL, 0, &n), KILN_ERR_CAPACITY);
+    assert_int_equal(n, need);
+    kiln_prof_event ev[KILN_PROF_EVENTS(2, 3)];
+    assert_true(need <= KILN_PROF_EVENTS(2, threads));
+    for (int i = 0; i < 64; i++) y[i] = -1;
+    assert_int_equal(a->run_profiled(in, out, ws, 1, ev, need - 1, &n), KILN_ERR_CAPACITY);
+    assert_float_equal(y[5], -1, 0); /* nothing ran */
+    assert_int_equal(a->run_profiled(in, out, ws, 1, ev, need, NULL), KILN_ERR_ARG);
+    assert_int_equal(a->run_profiled(in, out, ws, 1, NULL, 4, &n), KILN_ERR_ARG);
+    assert_int_equal(a->run_profiled(in, out, ws, 9, ev, need, &n), KILN_ERR_BATCH);
+    assert_int_equal(a->run_profiled(in, out, ws, 1, ev, KILN_PROF_EVENTS(2, threads), &n), KILN_OK);
+    for (int i = 0; i < 64; i++) assert_float_equal(y[i], (float)i * ((float)i * 0.25f) + 0.5f, 0);
+    assert_int_equal(n, need);
+    /* step 0 (parallel on the pool) */
+    assert_int_equal(ev[0].step, 0);
+    assert_int_equal(ev[0].task, -1);
+    assert_int_equal(ev[0].thread, 0);
+    assert_int_equal(ev[0].ntasks, threads);
+    assert_true(ev[0].begin_ns <= ev[0].end_ns);
+    int64_t e = 1;
+    if (threads > 1)
+      for (int task = 0; task < threads; task++, e++) {
+        assert_int_equal(ev[e].step, 0);
+        assert_int_equal(ev[e].task, task);
+        assert_int_equal(ev[e].thread, task);
+        assert_int_equal(ev[e].ntasks, threads);
+        assert_true(ev[e].begin_ns >= ev[0].begin_ns && ev[e].end_ns <= ev[0].end_ns);
+        assert_true(ev[e].begin_ns <= ev[e].end_ns);
+      }
+    /* step 1 (sequential) after step 0 */
+    assert_int_equal(ev[e].step, 1);
+    assert_int_equal(ev[e].task, -1);
+    assert_int_equal(ev[e].ntasks, 1);
+    assert_true(ev[e].begin_ns >= ev[0].end_ns && ev[e].begin_ns <= ev[e].end_ns);
+    /* the loader's wrapper */
+    assert_int_equal(kn_loader_run_profiled(&t.loader, in, out, ws, 1, ev, 1, &n, &d), -1);
+    assert_non_null(strstr(d.lines[d.count - 1], "events needed"));
+  }
+  kn_loader_workspace_free(ws);
+  kn_diag_free(&d);
   cg_free(&t);
 }
 
@@ -265,7 +331,7 @@ static void test_object_artifacts(void **state) {
   assert_int_equal(cg_package(&a, ".o"), 0);
   assert_int_equal(cg_package(&b, ".o"), 0);
   /* only the three prefixed symbols are global in each object */
-  assert_int_equal(cg_system("nm -g --defined-only '%s' | awk '{print $3}' | grep -v -E '^alpha_(run|set_threads|artifact)$' | grep -q .", a.path), 1);
+  assert_int_equal(cg_system("nm -g --defined-only '%s' | awk '{print $3}' | grep -v -E '^alpha_(run|set_threads|run_profiled|artifact)$' | grep -q .", a.path), 1);
   assert_int_equal(cg_system("nm '%s' | grep -q ' T alpha_run'", a.path), 0);
   assert_int_equal(cg_system("nm '%s' | grep -q kiln_artifact_v1", a.path), 1);
   char main_path[600];
@@ -349,6 +415,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_target_parse),   cmocka_unit_test(test_asm_quality),
       cmocka_unit_test(test_shared_library), cmocka_unit_test(test_object_artifacts),
+      cmocka_unit_test(test_run_profiled),
       cmocka_unit_test(test_failed_package_leaves_nothing),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
