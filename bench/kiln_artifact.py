@@ -1,6 +1,6 @@
 """kiln_artifact.py — a thin ctypes wrapper over a Kiln .so artifact.
 
-It mirrors include/kiln/artifact.h (ABI version 1): dlopen the .so, read the
+It mirrors include/kiln/artifact.h (ABI version 1.1): dlopen the .so, read the
 well-known `kiln_artifact_v1` descriptor, and call its `run` / `set_threads`
 entry points with numpy buffers. Nothing else of Kiln is needed. Used by
 bench/bench.py so that timings exclude process start and .npy I/O; usable by
@@ -20,7 +20,8 @@ import os
 import numpy as np
 
 ABI_VERSION = 1
-STATUS = {0: "KILN_OK", 1: "KILN_ERR_BATCH", 2: "KILN_ERR_ARG", 3: "KILN_ERR_THREADS"}
+STATUS = {0: "KILN_OK", 1: "KILN_ERR_BATCH", 2: "KILN_ERR_ARG", 3: "KILN_ERR_THREADS",
+          4: "KILN_ERR_CAPACITY"}
 ONNX_TO_NP = {1: np.float32, 2: np.uint8, 3: np.int8, 4: np.uint16, 5: np.int16, 6: np.int32,
               7: np.int64, 9: np.bool_, 10: np.float16, 11: np.float64, 12: np.uint32,
               13: np.uint64}
@@ -43,7 +44,8 @@ class Step(ctypes.Structure):
 
 
 class Descriptor(ctypes.Structure):
-    _fields_ = [("abi_version", ctypes.c_uint32), ("reserved", ctypes.c_uint32),
+    # run_profiled exists only when abi_minor >= 1 (read it only then).
+    _fields_ = [("abi_version", ctypes.c_uint32), ("abi_minor", ctypes.c_uint32),
                 ("prefix", ctypes.c_char_p), ("kiln_version", ctypes.c_char_p),
                 ("target", ctypes.c_char_p),
                 ("n_inputs", ctypes.c_int32), ("n_outputs", ctypes.c_int32),
@@ -53,7 +55,7 @@ class Descriptor(ctypes.Structure):
                 ("n_steps", ctypes.c_int32), ("n_consts", ctypes.c_int32),
                 ("steps", ctypes.POINTER(Step)), ("args", ctypes.c_void_p),
                 ("consts", ctypes.c_void_p),
-                ("run", RUN_FN), ("set_threads", SET_THREADS_FN)]
+                ("run", RUN_FN), ("set_threads", SET_THREADS_FN), ("run_profiled", ctypes.c_void_p)]
 
 
 class Tensor:
@@ -94,6 +96,7 @@ class Artifact:
         self.outputs = [Tensor(d.outputs[i]) for i in range(d.n_outputs)]
         self.max_batch = d.max_batch
         self.steps = [(d.steps[i].name.decode(), d.steps[i].flops) for i in range(d.n_steps)]
+        self.flops = sum(f for _, f in self.steps)  # per batch unit
         align = max(1, d.workspace_align)
         raw = np.zeros(d.workspace_size + align, dtype=np.uint8)
         start = (-raw.ctypes.data) % align
