@@ -7,8 +7,9 @@
  * go denormal. The ISA is chosen at run time (AVX-512F, else AVX2+FMA on
  * x86-64; NEON on aarch64; else scalar), so one binary measures any CPU of its
  * architecture. Threads start together (they spin on a start flag); the time is the wall
- * time from the barrier to the last thread's end; the result is the best of
- * three repetitions (noise only ever slows a run down). */
+ * time from the start to the last thread's end; the result is the best of
+ * eight short repetitions (noise, such as another process taking the core,
+ * only ever slows a repetition down). */
 #include "peak.h"
 
 #include <pthread.h>
@@ -171,7 +172,7 @@ int kn_peak_measure(int threads, double seconds, kn_peak_result *out) {
     iters *= 4;
     dt = timed_run(loop, iters, 1, &ran);
   }
-  const int reps = 3;
+  const int reps = 8;
   int64_t timed_iters = (int64_t)((double)iters * (seconds / reps) / dt);
   if (timed_iters < 1000) timed_iters = 1000;
   double best = -1;
