@@ -3,6 +3,7 @@
 
     python3 bench/bench.py [--models resnet18,resnet50,...] [--threads 1,2] [--repeats 50]
                            [--warmup 5] [--mode ctypes|cli] [--kiln PATH] [--json FILE]
+                           [--kiln-peak PATH]
 
 For every model: `kiln compile` it once (the compile time is reported), make one
 random input at batch 1 (the same generator as the tests: tests/models/common.py),
@@ -19,7 +20,15 @@ then for every thread count time both engines on that input:
 Each engine runs `warmup` untimed calls, then `repeats` timed ones; the table
 reports the median and p90 in milliseconds and kiln/ort (median over median;
 below 1 means Kiln is faster). The max |kiln - ort| of the outputs is shown as
-a sanity check. Run on an otherwise idle machine.
+a sanity check. Kiln's GFLOP/s is the model's FLOPs (the sum of the kernels'
+FLOPs in the artifact's descriptor, a multiply-add counted as 2) over its
+median time, and "% peak" that rate over the fp32 FMA peak measured by
+kiln-peak (bench/peak.c, built beside kiln) on the same thread count; the
+peak figures are printed in their own table. Run on an otherwise idle machine.
+
+Synthetic models, made by this script when the file is missing from
+--models-dir: matmul1024 = one fp32 MatMul [1024, 1024] x [1024, 1024] with the
+right operand a constant (a linear layer's weights), 2.15 GFLOP.
 """
 import argparse
 import json
@@ -40,8 +49,46 @@ sys.path.insert(0, HERE)
 from common import make_inputs, model_inputs, ort_session  # noqa: E402
 from kiln_artifact import Artifact  # noqa: E402
 
-DEFAULT_MODELS = "resnet18,resnet50,mobilenet_v2,efficientnet_b0,bert"
+DEFAULT_MODELS = "resnet18,resnet50,mobilenet_v2,efficientnet_b0,bert,matmul1024"
 LATENCY_RE = re.compile(r"latency: median ([\d.]+) ms, p90 ([\d.]+) ms")
+
+
+def make_matmul(path, n=1024):
+    """Y = MatMul(A, W): A an fp32 [n, n] input, W an fp32 [n, n] constant."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    w = (np.random.default_rng(0).standard_normal((n, n)) / np.sqrt(n)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["A", "W"], ["Y"], name="matmul")], f"matmul{n}",
+        [helper.make_tensor_value_info("A", TensorProto.FLOAT, [n, n])],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [n, n])],
+        [numpy_helper.from_array(w, "W")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
+                              producer_name="kiln-bench")
+    model.ir_version = 8
+    onnx.save(model, path)
+
+
+SYNTHETIC = {"matmul1024": lambda path: make_matmul(path, 1024)}
+
+
+def measure_peak(kiln_peak, threads):
+    """{threads: (gflops, isa)} from kiln-peak --json, or {} when it is missing."""
+    if not os.access(kiln_peak, os.X_OK):
+        print(f"bench: {kiln_peak} missing: no peak figures (build the kiln-peak target)",
+              file=sys.stderr)
+        return {}
+    peaks = {}
+    for t in threads:
+        proc = subprocess.run([kiln_peak, "--threads", str(t), "--seconds", "0.5", "--json"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if proc.returncode != 0:
+            print(f"bench: kiln-peak failed: {proc.stderr.strip()}", file=sys.stderr)
+            return {}
+        r = json.loads(proc.stdout)
+        peaks[t] = (r["gflops_n"], r["isa"])
+        peaks.setdefault(1, (r["gflops_1"], r["isa"]))
+    return peaks
 
 
 def stats(times_s):
@@ -115,13 +162,20 @@ def main(argv=None):
     ap.add_argument("--models-dir", default=os.path.join(REPO, "models"))
     ap.add_argument("--compile-flags", default="", help="extra kiln compile flags, e.g. \"--target ...\"")
     ap.add_argument("--json", default=None, help="also write the results to this file")
+    ap.add_argument("--kiln-peak", default=None,
+                    help="the peak benchmark (default: kiln-peak beside --kiln)")
     args = ap.parse_args(argv)
 
     threads = [int(t) for t in args.threads.split(",") if t]
+    kiln_peak = args.kiln_peak or os.path.join(os.path.dirname(os.path.abspath(args.kiln)), "kiln-peak")
+    peaks = measure_peak(kiln_peak, threads)
     rows, compiles, failures = [], [], []
     with tempfile.TemporaryDirectory(prefix="kiln-bench-") as tmp:
         for name in [m for m in args.models.split(",") if m]:
             path = os.path.join(args.models_dir, name + ".onnx")
+            if not os.path.isfile(path) and name in SYNTHETIC:
+                path = os.path.join(tmp, name + ".onnx")
+                SYNTHETIC[name](path)
             if not os.path.isfile(path):
                 print(f"bench: {path} missing (run /usr/bin/python3 models/export.py)", file=sys.stderr)
                 return 1
@@ -138,6 +192,7 @@ def main(argv=None):
                              "size_mb": os.path.getsize(so) / 1e6})
             print(f"{name}: compiled in {compile_s:.2f} s", file=sys.stderr)
             feeds = make_inputs(model_inputs(path), batch=1, seed=0)
+            flops = Artifact(so).flops  # per batch unit; batch 1 here
             for t in threads:
                 try:
                     if args.mode == "ctypes":
@@ -152,20 +207,32 @@ def main(argv=None):
                     failures.append(name)
                     break
                 o_med, o_p90, o_outs = bench_ort(path, feeds, t, args.warmup, args.repeats)
+                gflops = flops / (k_med * 1e6) if k_med > 0 else float("nan")
+                peak = peaks.get(t, (None, None))[0]
                 row = {"model": name, "threads": t, "kiln_ms": k_med, "kiln_p90_ms": k_p90,
                        "ort_ms": o_med, "ort_p90_ms": o_p90, "ratio": k_med / o_med,
-                       "max_err": max_err(k_outs, o_outs)}
+                       "max_err": max_err(k_outs, o_outs), "gflop": flops * 1e-9,
+                       "kiln_gflops": gflops, "ort_gflops": flops / (o_med * 1e6),
+                       "peak_frac": gflops / peak if peak else None}
                 rows.append(row)
                 print(f"{name} threads {t}: kiln {k_med:.3f} ms, ort {o_med:.3f} ms, "
                       f"ratio {row['ratio']:.2f}", file=sys.stderr)
 
     print(f"\nbatch 1, {args.repeats} timed runs after {args.warmup} warm-up, kiln via {args.mode}, "
           "ORT with ORT_ENABLE_ALL\n")
-    print("| model | threads | kiln ms | ort ms | kiln/ort | kiln p90 | ort p90 | max err |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("| model | threads | kiln ms | ort ms | kiln/ort | kiln p90 | ort p90 | max err "
+          "| GFLOP | kiln GFLOP/s | % peak | ort GFLOP/s |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
+        frac = f"{100 * r['peak_frac']:.1f}%" if r["peak_frac"] is not None else "-"
         print(f"| {r['model']} | {r['threads']} | {r['kiln_ms']:.3f} | {r['ort_ms']:.3f} | "
-              f"{r['ratio']:.2f} | {r['kiln_p90_ms']:.3f} | {r['ort_p90_ms']:.3f} | {r['max_err']:.2g} |")
+              f"{r['ratio']:.2f} | {r['kiln_p90_ms']:.3f} | {r['ort_p90_ms']:.3f} | {r['max_err']:.2g} "
+              f"| {r['gflop']:.3g} | {r['kiln_gflops']:.1f} | {frac} | {r['ort_gflops']:.1f} |")
+    if peaks:
+        print("\n| threads | fp32 FMA peak GFLOP/s (kiln-peak) |")
+        print("|---:|---:|")
+        for t in sorted(peaks):
+            print(f"| {t} | {peaks[t][0]:.1f} ({peaks[t][1]}) |")
     print("\n| model | kiln compile s | artifact MB |")
     print("|---|---:|---:|")
     for c in compiles:
@@ -176,7 +243,8 @@ def main(argv=None):
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"rows": rows, "compiles": compiles, "mode": args.mode,
-                       "repeats": args.repeats, "warmup": args.warmup}, f, indent=1)
+                       "repeats": args.repeats, "warmup": args.warmup,
+                       "peak_gflops": {str(t): p[0] for t, p in peaks.items()}}, f, indent=1)
     return 0 if all(c["compile_s"] is not None for c in compiles) and not failures else 1
 
 
