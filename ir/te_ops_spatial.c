@@ -113,7 +113,7 @@ static kn_te_tensor *resize_def(kn_te_ctx *c, const kn_node *n, kn_te_tensor **i
   const kn_ref_tensor *opt[3];
   int idx_in[3] = {ri, si, zi};
   for (int k = 0; k < 3; k++)
-    if (!const_ref(c, kn_te_in_value(n, idx_in[k]), &buf[k], &opt[k]))
+    if (!const_ref(c, idx_in[k] >= 0 ? kn_te_in_value(n, idx_in[k]) : -1, &buf[k], &opt[k]))
       return kn_te_unsupported(d, n, "non-constant input %d", idx_in[k]);
   kn_resize_geom g;
   if (kn_resize_resolve(n, c->g->opset, &c->g->values[n->in[0]].shape, opt[0], opt[1], opt[2], &g, d) < 0)
