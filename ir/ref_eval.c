@@ -8,6 +8,7 @@
  * Div by one (done inside kn_ref_elemwise). Any other op that sees them
  * returns KN_REF_NOFOLD and stays in the graph. */
 #include "ref_eval.h"
+#include "spatial.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -135,6 +136,7 @@ int kn_ref_error(kn_ref_call *c, const char *fmt, ...) {
 /* ---- dispatch ---- */
 
 static int dispatch(kn_ref_call *c) {
+  if (kn_spatial_op(c->node->op)) return kn_ref_spatial(c);
   switch (kn_op_class_of(c->node->op)) {
   case KN_CLASS_CONTRACTION:
   case KN_CLASS_REDUCE: return kn_ref_nn(c);

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "shape_infer_impl.h"
+#include "spatial.h"
 
 /* Largest side-table tensor: shape arithmetic is tiny. */
 #define KNOWN_MAX_ELEMS 4096
@@ -335,6 +336,12 @@ static void op_arity(kn_op op, int *max_in, int *max_out) {
   case KN_OP_SPLIT: *max_in = 2, *max_out = -1; return;
   case KN_OP_SLICE: *max_in = 5; return;
   case KN_OP_PAD: *max_in = 4; return;
+  /* spatial family (spatial.h) */
+  case KN_OP_RESIZE: *max_in = 4; return;
+  case KN_OP_CONV_TRANSPOSE: case KN_OP_COL2IM: case KN_OP_ROI_ALIGN: case KN_OP_MAX_UNPOOL:
+    *max_in = 3; return;
+  case KN_OP_UPSAMPLE: case KN_OP_CENTER_CROP_PAD: case KN_OP_GRID_SAMPLE: case KN_OP_AFFINE_GRID:
+    *max_in = 2; return;
   default: *max_in = 1; return;
   }
 }
@@ -352,6 +359,7 @@ static int infer_node(kn_infer *c) {
     return kn_infer_fail(c, "has %d inputs, at most %d allowed", n->n_in, max_in);
   if (n->n_out < 1 || (max_out >= 0 && n->n_out > max_out))
     return kn_infer_fail(c, "has %d outputs, expected 1..%d", n->n_out, max_out < 0 ? 64 : max_out);
+  if (kn_spatial_op(n->op)) return kn_infer_spatial(c);
   switch (kn_op_class_of(n->op)) {
   case KN_CLASS_ELEMWISE:
     return n->op == KN_OP_BATCH_NORM ? kn_infer_nn(c) : kn_infer_elemwise(c);

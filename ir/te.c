@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "te_ops.h"
+#include "spatial.h"
 
 /* ---- constructors ---- */
 
@@ -104,6 +105,7 @@ kn_te_tensor *kn_te_op_output(kn_te_ctx *c, int node, int output_index, kn_te_te
     if (!inputs[i]) return kn_te_unsupported(d, n, "input %d without a tensor", i);
   }
   if (n->op == KN_OP_UNKNOWN) return kn_te_unsupported(d, n, "operator");
+  if (kn_spatial_op(n->op)) return kn_te_spatial(c, n, output_index, inputs, d);
   switch (kn_op_class_of(n->op)) {
   case KN_CLASS_ELEMWISE: return kn_te_elemwise(c, n, output_index, inputs, d);
   case KN_CLASS_INJECTIVE:
