@@ -232,10 +232,17 @@ const kn_ref_tensor *kn_infer_known(const kn_infer *c, int k) {
   return t->data ? t : NULL;
 }
 
+int kn_infer_fail_unknown(kn_infer *c, int k, const char *what, const char *why) {
+  const kn_node *n = kn_infer_node(c);
+  if (c->missing && k < n->n_in && n->in[k] >= 0) c->missing[n->in[k]] = true;
+  if (what) return kn_infer_fail(c, "input %d (%s) must be a constant%s", k, what, why);
+  return kn_infer_fail(c, "input %d must be a constant%s", k, why);
+}
+
 int kn_infer_ints(kn_infer *c, int k, const char *what, int64_t *vals, int64_t *coefs, int max,
                   int *count) {
   const kn_ref_tensor *t = kn_infer_known(c, k);
-  if (!t) return kn_infer_fail(c, "input %d (%s) must be a constant", k, what);
+  if (!t) return kn_infer_fail_unknown(c, k, what, "");
   if (!kn_dtype_is_int(t->dtype))
     return kn_infer_fail(c, "input %d (%s) must be an integer tensor, not %s", k, what,
                          kn_dtype_name(t->dtype));
@@ -364,7 +371,36 @@ static int infer_node(kn_infer *c) {
   return kn_infer_fail(c, "no shape rule");
 }
 
-int kn_infer_shapes(kn_graph *g, kn_diag *d) {
+/* Marks in needed[] the graph inputs behind each value a node needed but did
+ * not know: walking back from such a value through producers whose output is
+ * not known, every graph input reached decides it. Shape and Size read only
+ * their input's shape, so the walk does not pass through them. */
+static void find_needed_inputs(kn_infer *c, bool *needed) {
+  kn_graph *g = c->g;
+  int *stack = KN_NEW_ARRAY(&c->scratch, int, g->n_values + 1);
+  bool *seen = KN_NEW_ARRAY(&c->scratch, bool, g->n_values + 1);
+  int top = 0;
+  for (int v = 0; v < g->n_values; v++)
+    if (c->missing[v] && !seen[v]) seen[v] = true, stack[top++] = v;
+  while (top > 0) {
+    int v = stack[--top];
+    const kn_value *val = &g->values[v];
+    if (c->known[v].data || val->data) continue;
+    if (val->producer < 0) {
+      for (int i = 0; i < g->n_inputs; i++)
+        if (g->inputs[i] == v) needed[v] = true;
+      continue;
+    }
+    const kn_node *n = &g->nodes[val->producer];
+    if (n->op == KN_OP_SHAPE || n->op == KN_OP_SIZE) continue;
+    for (int k = 0; k < n->n_in; k++) {
+      int u = n->in[k];
+      if (u >= 0 && !seen[u]) seen[u] = true, stack[top++] = u;
+    }
+  }
+}
+
+static int infer_all(kn_graph *g, bool *needed, kn_diag *d) {
   if (kn_graph_toposort(g, d) < 0) return -1;
   int rc = 0;
   for (int i = 0; i < g->n_inputs; i++) {
@@ -376,6 +412,7 @@ int kn_infer_shapes(kn_graph *g, kn_diag *d) {
   kn_infer c = {.g = g, .d = d};
   kn_arena_init(&c.scratch);
   c.known = KN_NEW_ARRAY(&c.scratch, kn_ref_tensor, g->n_values);
+  if (needed) c.missing = KN_NEW_ARRAY(&c.scratch, bool, g->n_values);
   for (int v = 0; v < g->n_values; v++) {
     kn_value *val = &g->values[v];
     if (val->data) c.known[v] = (kn_ref_tensor){val->dtype, val->shape, val->data, val->batch_coef};
@@ -399,6 +436,11 @@ int kn_infer_shapes(kn_graph *g, kn_diag *d) {
     }
     propagate_known(&c);
   }
+  if (needed) find_needed_inputs(&c, needed);
   kn_arena_free(&c.scratch);
   return rc;
 }
+
+int kn_infer_shapes(kn_graph *g, kn_diag *d) { return infer_all(g, NULL, d); }
+
+int kn_infer_shapes_needs(kn_graph *g, bool *needed, kn_diag *d) { return infer_all(g, needed, d); }
