@@ -96,7 +96,16 @@ static int bind_one(kn_graph *g, const kn_binding *b, kn_diag *d) {
   kn_dtype dtype = KN_DT_INVALID;
   kn_shape shape = {0};
   void *data = NULL;
-  if (load_value(g, b, &dtype, &shape, &data, d) < 0) return -1;
+  kn_diag load_diag; /* the loaders name the file; say which --bind read it */
+  kn_diag_init(&load_diag);
+  int loaded = load_value(g, b, &dtype, &shape, &data, &load_diag);
+  for (int i = 0; i < load_diag.count; i++) {
+    const char *line = load_diag.lines[i];
+    if (!strncmp(line, "--bind ", 7)) kn_diag_error(d, "%s", line);
+    else kn_diag_error(d, "--bind %s: %s", b->name, line);
+  }
+  kn_diag_free(&load_diag);
+  if (loaded < 0) return -1;
   if (dtype != v->dtype || !kn_shape_equal(&shape, &v->shape)) {
     kn_shape_str(&shape, have, sizeof have);
     return kn_diag_error(d, "--bind %s: '%s' holds %s %s, but input '%s' is declared %s %s", b->name, b->file,
