@@ -234,9 +234,16 @@ const kn_ref_tensor *kn_infer_known(const kn_infer *c, int k) {
 
 int kn_infer_fail_unknown(kn_infer *c, int k, const char *what, const char *why) {
   const kn_node *n = kn_infer_node(c);
-  if (c->missing && k < n->n_in && n->in[k] >= 0) c->missing[n->in[k]] = true;
-  if (what) return kn_infer_fail(c, "input %d (%s) must be a constant%s", k, what, why);
-  return kn_infer_fail(c, "input %d must be a constant%s", k, why);
+  int v = k < n->n_in ? n->in[k] : -1;
+  if (c->missing && v >= 0) c->missing[v] = true;
+  bool is_input = false; /* then say so: the user can bind it (kiln compile --bind) */
+  for (int i = 0; v >= 0 && i < c->g->n_inputs; i++) is_input |= c->g->inputs[i] == v;
+  char label[64] = "";
+  if (what) snprintf(label, sizeof label, " (%s)", what);
+  if (is_input)
+    return kn_infer_fail(c, "input %d%s must be a constant%s; it is graph input '%s', which can be bound at compile time",
+                         k, label, why, c->g->values[v].name);
+  return kn_infer_fail(c, "input %d%s must be a constant%s", k, label, why);
 }
 
 int kn_infer_ints(kn_infer *c, int k, const char *what, int64_t *vals, int64_t *coefs, int max,

@@ -314,10 +314,9 @@ static void bound_file(const char *set_dir, const kn_bind_need *need, char *buf,
 /* Runs the test with inputs bound at compile time: for each data set, the
  * inputs of `needs` are bound to its values and the model is compiled again;
  * inputs the pipeline asks for next are added (a few rounds at most). Sets r
- * to PASS_BOUND, FAIL or SKIP; `diag` is the refusal that started it. */
+ * to PASS_BOUND, FAIL or SKIP (the refusal of the compile with inputs bound). */
 static void run_bound(const char *test_dir, const char *work_dir, int threads, char **sets, int n_sets,
-                      kn_compile_opts o, kn_bind_need *needs, int n_needs, const char *diag,
-                      kn_conf_result *r) {
+                      kn_compile_opts o, kn_bind_need *needs, int n_needs, kn_conf_result *r) {
   kn_arena arena;
   kn_arena_init(&arena);
   kn_bind_need *all = KN_NEW_ARRAY(&arena, kn_bind_need, KN_CONF_MAX_TENSORS);
@@ -355,8 +354,7 @@ static void run_bound(const char *test_dir, const char *work_dir, int threads, c
     for (int b = 0; b < n_all && len < sizeof names; b++)
       len += (size_t)snprintf(names + len, sizeof names - len, "%s%s", b ? ", " : "", all[b].name);
     if (compiled < 0) {
-      set_result(r, KN_CONF_SKIP, "%s (also with %s bound at compile time: %s)", diag, names,
-                 first_diag(&d, o.model));
+      set_result(r, KN_CONF_SKIP, "with %s bound at compile time: %s", names, first_diag(&d, o.model));
       ok = false;
     } else if (kn_loader_open(artifact, &l, &d) < 0 || kn_loader_set_threads(&l, threads, &d) < 0) {
       set_result(r, KN_CONF_FAIL, "with %s bound at compile time: %s", names, first_diag(&d, ""));
@@ -396,7 +394,7 @@ void kn_conf_run_test(const char *test_dir, const char *work_dir, int threads, k
     if (n_sets > 0) kn_pipeline_needed_bindings(&o, &arena, &needs, &n_needs, &quiet);
     kn_diag_free(&quiet);
     if (n_needs > 0)
-      run_bound(test_dir, work_dir, threads, sets, n_sets, o, needs, n_needs, first_diag(&d, model), r);
+      run_bound(test_dir, work_dir, threads, sets, n_sets, o, needs, n_needs, r);
     else
       set_result(r, KN_CONF_SKIP, "%s", first_diag(&d, model));
     goto done;
