@@ -233,10 +233,24 @@ const kn_ref_tensor *kn_infer_known(const kn_infer *c, int k) {
   return t->data ? t : NULL;
 }
 
+int kn_infer_fail_unknown(kn_infer *c, int k, const char *what, const char *why) {
+  const kn_node *n = kn_infer_node(c);
+  int v = k < n->n_in ? n->in[k] : -1;
+  if (c->missing && v >= 0) c->missing[v] = true;
+  bool is_input = false; /* then say so: the user can bind it (kiln compile --bind) */
+  for (int i = 0; v >= 0 && i < c->g->n_inputs; i++) is_input |= c->g->inputs[i] == v;
+  char label[64] = "";
+  if (what) snprintf(label, sizeof label, " (%s)", what);
+  if (is_input)
+    return kn_infer_fail(c, "input %d%s must be a constant%s; it is graph input '%s', which can be bound at compile time",
+                         k, label, why, c->g->values[v].name);
+  return kn_infer_fail(c, "input %d%s must be a constant%s", k, label, why);
+}
+
 int kn_infer_ints(kn_infer *c, int k, const char *what, int64_t *vals, int64_t *coefs, int max,
                   int *count) {
   const kn_ref_tensor *t = kn_infer_known(c, k);
-  if (!t) return kn_infer_fail(c, "input %d (%s) must be a constant", k, what);
+  if (!t) return kn_infer_fail_unknown(c, k, what, "");
   if (!kn_dtype_is_int(t->dtype))
     return kn_infer_fail(c, "input %d (%s) must be an integer tensor, not %s", k, what,
                          kn_dtype_name(t->dtype));
@@ -372,7 +386,36 @@ static int infer_node(kn_infer *c) {
   return kn_infer_fail(c, "no shape rule");
 }
 
-int kn_infer_shapes(kn_graph *g, kn_diag *d) {
+/* Marks in needed[] the graph inputs behind each value a node needed but did
+ * not know: walking back from such a value through producers whose output is
+ * not known, every graph input reached decides it. Shape and Size read only
+ * their input's shape, so the walk does not pass through them. */
+static void find_needed_inputs(kn_infer *c, bool *needed) {
+  kn_graph *g = c->g;
+  int *stack = KN_NEW_ARRAY(&c->scratch, int, g->n_values + 1);
+  bool *seen = KN_NEW_ARRAY(&c->scratch, bool, g->n_values + 1);
+  int top = 0;
+  for (int v = 0; v < g->n_values; v++)
+    if (c->missing[v] && !seen[v]) seen[v] = true, stack[top++] = v;
+  while (top > 0) {
+    int v = stack[--top];
+    const kn_value *val = &g->values[v];
+    if (c->known[v].data || val->data) continue;
+    if (val->producer < 0) {
+      for (int i = 0; i < g->n_inputs; i++)
+        if (g->inputs[i] == v) needed[v] = true;
+      continue;
+    }
+    const kn_node *n = &g->nodes[val->producer];
+    if (n->op == KN_OP_SHAPE || n->op == KN_OP_SIZE) continue;
+    for (int k = 0; k < n->n_in; k++) {
+      int u = n->in[k];
+      if (u >= 0 && !seen[u]) seen[u] = true, stack[top++] = u;
+    }
+  }
+}
+
+static int infer_all(kn_graph *g, bool *needed, kn_diag *d) {
   if (kn_graph_toposort(g, d) < 0) return -1;
   int rc = 0;
   for (int i = 0; i < g->n_inputs; i++) {
@@ -384,6 +427,7 @@ int kn_infer_shapes(kn_graph *g, kn_diag *d) {
   kn_infer c = {.g = g, .d = d};
   kn_arena_init(&c.scratch);
   c.known = KN_NEW_ARRAY(&c.scratch, kn_ref_tensor, g->n_values);
+  if (needed) c.missing = KN_NEW_ARRAY(&c.scratch, bool, g->n_values);
   for (int v = 0; v < g->n_values; v++) {
     kn_value *val = &g->values[v];
     if (val->data) c.known[v] = (kn_ref_tensor){val->dtype, val->shape, val->data, val->batch_coef};
@@ -407,6 +451,11 @@ int kn_infer_shapes(kn_graph *g, kn_diag *d) {
     }
     propagate_known(&c);
   }
+  if (needed) find_needed_inputs(&c, needed);
   kn_arena_free(&c.scratch);
   return rc;
 }
+
+int kn_infer_shapes(kn_graph *g, kn_diag *d) { return infer_all(g, NULL, d); }
+
+int kn_infer_shapes_needs(kn_graph *g, bool *needed, kn_diag *d) { return infer_all(g, needed, d); }

@@ -20,6 +20,13 @@
  * Nodes are toposorted first. Reports every failing node; returns 0 or -1. */
 int kn_infer_shapes(kn_graph *g, kn_diag *d);
 
+/* kn_infer_shapes, and also sets needed[v] (g->n_values entries, zeroed by
+ * the caller) for each graph input v whose *data* some node needs at compile
+ * time (Reshape's shape, Reduce*'s axes, Pad's pads, Range's bounds...,
+ * directly or through ops computing them) and cannot know. Binding those
+ * inputs to values (kiln compile --bind) makes them constants. */
+int kn_infer_shapes_needs(kn_graph *g, bool *needed, kn_diag *d);
+
 /* ---- helpers shared with ref_eval, the passes and the compute library ---- */
 
 /* Maps axis in [-rank, rank) to [0, rank); -1 when out of range. */

@@ -12,6 +12,7 @@ typedef struct kn_infer {
   kn_ref_tensor *known; /* per value: data known at compile time (side table) */
   kn_arena scratch;     /* owns the side-table data */
   int node;             /* the node being inferred */
+  bool *missing;        /* per value, or NULL: data a node needed but not known */
 } kn_infer;
 
 /* Appends "node 'name' (Op): <msg>" and returns -1. */
@@ -23,6 +24,10 @@ const kn_value *kn_infer_in(const kn_infer *c, int k);
 int kn_infer_set(kn_infer *c, int k, kn_dtype t, const kn_shape *s);
 /* Input k's data when known at compile time (constant or side table). */
 const kn_ref_tensor *kn_infer_known(const kn_infer *c, int k);
+/* Records that input k must be known at compile time but is not (for
+ * kn_infer_shapes_needs), then fails with "input K (what) must be a
+ * constant" plus `why` (may be ""). Returns -1. */
+int kn_infer_fail_unknown(kn_infer *c, int k, const char *what, const char *why);
 /* Reads the integer input k (named `what` in diagnostics), which must be
  * known, into vals[0..*count). Batch coefficients go to coefs when it is not
  * NULL, and are an error otherwise. Returns 0 or -1. */

@@ -481,10 +481,12 @@ static int constant_of_shape(kn_infer *c) {
 
 static int range(kn_infer *c) {
   const kn_ref_tensor *t[3];
+  for (int k = 0; k < 3 && c->missing; k++) /* all three at once for kn_infer_shapes_needs */
+    if (kn_infer_in(c, k) && !kn_infer_known(c, k)) c->missing[kn_infer_node(c)->in[k]] = true;
   for (int k = 0; k < 3; k++) {
     if (!need_in(c, k)) return -1;
     t[k] = kn_infer_known(c, k);
-    if (!t[k]) return kn_infer_fail(c, "input %d must be a constant (dynamic Range is not supported)", k);
+    if (!t[k]) return kn_infer_fail_unknown(c, k, NULL, " (dynamic Range is not supported)");
     if (t[k]->coef) return kn_infer_fail(c, "input %d depends on the batch size", k);
     if (kn_ref_numel(&t[k]->shape) != 1) return kn_infer_fail(c, "input %d must be a scalar", k);
   }

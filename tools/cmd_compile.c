@@ -18,6 +18,9 @@ static void usage(FILE *out) {
           "                         or \"c\" (portable C source, -o OUT.c)\n"
           "  --max-batch B          largest batch the artifact accepts (default 1)\n"
           "  --prefix NAME          C prefix of the artifact's symbols (default \"model\")\n"
+          "  --bind NAME=FILE       make graph input NAME the constant in FILE (.npy or ONNX\n"
+          "                         TensorProto .pb); the artifact no longer takes NAME\n"
+          "                         (repeatable)\n"
           "  --tuning-log LOG.jsonl use the best record per workload of a `kiln tune` log\n"
           "                         (records for other targets are ignored with a notice)\n"
           "  --dump-after=STAGE     print the IR after STAGE to stdout; stages:");
@@ -43,6 +46,14 @@ static bool has_suffix(const char *s, const char *suffix) {
 
 int kn_cmd_compile(int argc, char **argv) {
   kn_compile_opts o = {.prefix = "model", .max_batch = 1};
+  kn_binding *binds = calloc((size_t)argc, sizeof *binds);
+  kn_arena arena;
+  kn_arena_init(&arena);
+  kn_diag d;
+  kn_diag_init(&d);
+  int status = 2;
+  if (!binds) goto out;
+  o.binds = binds;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char *val = NULL;
@@ -52,7 +63,8 @@ int kn_cmd_compile(int argc, char **argv) {
     int r;
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
       usage(stdout);
-      return 0;
+      status = 0;
+      goto out;
     } else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) {
       o.verbose = true;
     } else if ((r = TAKE("-o")) || (r = TAKE("--output"))) {
@@ -64,6 +76,13 @@ int kn_cmd_compile(int argc, char **argv) {
     } else if ((r = TAKE("--prefix"))) {
       if (r < 0) goto missing;
       o.prefix = val;
+    } else if ((r = TAKE("--bind"))) {
+      if (r < 0) goto missing;
+      if (kn_binding_parse(val, &arena, &binds[o.n_binds], &d) < 0) {
+        kn_diag_print(&d, "kiln");
+        goto out;
+      }
+      o.n_binds++;
     } else if ((r = TAKE("--tuning-log"))) {
       if (r < 0) goto missing;
       o.tuning_log = val;
@@ -77,55 +96,56 @@ int kn_cmd_compile(int argc, char **argv) {
       long long b = strtoll(val, &end, 10);
       if (errno || *end || b < 1 || b > (1 << 20)) {
         fprintf(stderr, "kiln: error: --max-batch: '%s' is not a batch size in [1, 1048576]\n", val);
-        return 2;
+        goto out;
       }
       o.max_batch = b;
     } else if (a[0] == '-' && a[1]) {
       fprintf(stderr, "kiln: error: compile: unknown option '%s' (see 'kiln compile --help')\n", a);
-      return 2;
+      goto out;
     } else if (!o.model) {
       o.model = a;
     } else {
       fprintf(stderr, "kiln: error: compile: unexpected argument '%s' (one model at a time)\n", a);
-      return 2;
+      goto out;
     }
     continue;
   missing:
     fprintf(stderr, "kiln: error: compile: option '%s' needs a value\n", a);
-    return 2;
+    goto out;
 #undef TAKE
   }
   if (!o.model) {
     fprintf(stderr, "kiln: error: compile: no model given (see 'kiln compile --help')\n");
-    return 2;
+    goto out;
   }
   if (!o.output) {
     fprintf(stderr, "kiln: error: compile: no output given: add -o OUT.so or -o OUT.o\n");
-    return 2;
+    goto out;
   }
   if (!has_suffix(o.output, ".so") && !has_suffix(o.output, ".o") && !has_suffix(o.output, ".c")) {
     fprintf(stderr, "kiln: error: compile: output '%s' must end in .so, .o or .c (with --target c)\n",
             o.output);
-    return 2;
+    goto out;
   }
   if (!valid_prefix(o.prefix)) {
     fprintf(stderr, "kiln: error: compile: --prefix '%s' is not a C identifier free for the artifact "
                     "(names starting with 'kiln' or 'kn_' are reserved)\n", o.prefix);
-    return 2;
+    goto out;
   }
   if (o.dump_after && !kn_pipeline_stage_valid(o.dump_after)) {
     fprintf(stderr, "kiln: error: compile: unknown stage '%s' for --dump-after; stages:", o.dump_after);
     for (int i = 0; kn_pipeline_stages[i]; i++) fprintf(stderr, " %s", kn_pipeline_stages[i]);
     fprintf(stderr, "\n");
-    return 2;
+    goto out;
   }
-  kn_diag d;
-  kn_diag_init(&d);
-  int status = kn_compile(&o, &d) < 0 ? 1 : 0;
+  status = kn_compile(&o, &d) < 0 ? 1 : 0;
   if (status) {
     if (d.count == 0) kn_diag_error(&d, "compile of '%s' failed", o.model);
     kn_diag_print(&d, "kiln");
   }
+out:
   kn_diag_free(&d);
+  kn_arena_free(&arena);
+  free(binds);
   return status;
 }

@@ -59,6 +59,42 @@ int kn_pipeline_load(const char *model, int64_t max_batch, kn_graph *g, kn_diag 
   return 0;
 }
 
+int kn_pipeline_load_bound(const kn_compile_opts *o, kn_graph *g, kn_diag *d) {
+  if (kn_fe_load_onnx(o->model, g, d) < 0) return -1;
+  if (kn_bind_inputs(g, o->binds, o->n_binds, d) < 0) return -1;
+  if (o->max_batch < 1) return kn_diag_error(d, "--max-batch must be at least 1");
+  g->max_batch = o->max_batch;
+  return kn_infer_shapes(g, d);
+}
+
+int kn_pipeline_needed_bindings(const kn_compile_opts *o, kn_arena *arena, kn_bind_need **needs, int *count,
+                                kn_diag *d) {
+  *needs = NULL;
+  *count = 0;
+  kn_graph g;
+  kn_graph_init(&g);
+  int status = -1;
+  if (kn_fe_load_onnx(o->model, &g, d) < 0) goto done;
+  int n_declared = g.n_inputs;
+  int *declared = KN_NEW_ARRAY(arena, int, n_declared + 1);
+  memcpy(declared, g.inputs, sizeof *declared * (size_t)n_declared);
+  if (kn_bind_inputs(&g, o->binds, o->n_binds, d) < 0) goto done;
+  g.max_batch = o->max_batch < 1 ? 1 : o->max_batch;
+  bool *needed = KN_NEW_ARRAY(arena, bool, g.n_values + 1);
+  kn_diag quiet; /* the compile that failed reported these already */
+  kn_diag_init(&quiet);
+  kn_infer_shapes_needs(&g, needed, &quiet);
+  kn_diag_free(&quiet);
+  *needs = KN_NEW_ARRAY(arena, kn_bind_need, n_declared + 1);
+  for (int i = 0; i < n_declared; i++)
+    if (needed[declared[i]])
+      (*needs)[(*count)++] = (kn_bind_need){kn_arena_strdup(arena, g.values[declared[i]].name), i};
+  status = 0;
+done:
+  kn_graph_free(&g);
+  return status;
+}
+
 int kn_pipeline_optimize(const kn_compile_opts *o, kn_graph *g, kn_diag *d) {
   dump_graph(o, "import", g);
   if (run_pass(o, "fold_constants", kn_pass_fold_constants, g, d) < 0) return -1;
@@ -85,7 +121,7 @@ int kn_compile(const kn_compile_opts *o, kn_diag *d) {
   kn_arena_init(&arena);
   kn_expr_ctx ec = {.arena = &arena};
   kn_at_log tuning = {0};
-  if (kn_pipeline_load(o->model, o->max_batch, &g, d) < 0) goto done;
+  if (kn_pipeline_load_bound(o, &g, d) < 0) goto done;
   if (kn_pipeline_optimize(o, &g, d) < 0) goto done;
 
   kn_groups groups;

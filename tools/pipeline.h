@@ -5,6 +5,7 @@
 #include <stdbool.h>
 
 #include "../ir/graph.h"
+#include "bind.h"
 
 typedef struct kn_compile_opts {
   const char *model;      /* input .onnx */
@@ -15,7 +16,16 @@ typedef struct kn_compile_opts {
   const char *tuning_log; /* JSONL tuning records to replay, or NULL */
   int64_t max_batch;
   bool verbose;
+  const kn_binding *binds; /* --bind: graph inputs made constants */
+  int n_binds;
 } kn_compile_opts;
+
+/* A graph input Kiln needs the value of at compile time: its name and its
+ * position among the model's graph inputs (initializers excluded). */
+typedef struct kn_bind_need {
+  const char *name;
+  int position;
+} kn_bind_need;
 
 /* Stage names accepted by --dump-after, NULL-terminated. */
 extern const char *const kn_pipeline_stages[];
@@ -23,6 +33,16 @@ bool kn_pipeline_stage_valid(const char *name);
 
 /* Loads and shape-infers a model (the front of the pipeline). */
 int kn_pipeline_load(const char *model, int64_t max_batch, kn_graph *g, kn_diag *d);
+/* Loads a model, binds o->binds (--bind), sets o->max_batch and
+ * shape-infers: the front of kn_compile. */
+int kn_pipeline_load_bound(const kn_compile_opts *o, kn_graph *g, kn_diag *d);
+/* Which graph inputs, beyond those o->binds binds, must be bound for the
+ * model to compile: those whose data an op needs at compile time (see
+ * kn_infer_shapes_needs). Fills *needs (in `arena`, in input order) and
+ * *count (0 when none, e.g. when the model fails for another reason).
+ * Returns 0, or -1 when the model cannot even be loaded or bound. */
+int kn_pipeline_needed_bindings(const kn_compile_opts *o, kn_arena *arena, kn_bind_need **needs, int *count,
+                                kn_diag *d);
 /* Runs the graph passes in order (shapes re-inferred after each). */
 int kn_pipeline_optimize(const kn_compile_opts *o, kn_graph *g, kn_diag *d);
 /* The whole pipeline; writes nothing on failure. */

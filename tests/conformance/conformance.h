@@ -10,9 +10,15 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-typedef enum kn_conf_status { KN_CONF_PASS, KN_CONF_FAIL, KN_CONF_SKIP } kn_conf_status;
+/* KN_CONF_PASS_BOUND: Kiln refused the model because some graph inputs must
+ * be constants (kn_pipeline_needed_bindings); with exactly those inputs bound
+ * to each data set's values (kiln compile --bind), one compile per data set,
+ * every data set passed. Counted apart from KN_CONF_PASS everywhere. */
+typedef enum kn_conf_status { KN_CONF_PASS, KN_CONF_FAIL, KN_CONF_SKIP, KN_CONF_PASS_BOUND } kn_conf_status;
+#define KN_CONF_N_STATUS 4
 
-/* One finished test: its status and the text after "name: " (empty on PASS). */
+/* One finished test: its status and the text after "name: " (empty on PASS;
+ * "inputs bound at compile time: a, b" on PASS_BOUND). */
 typedef struct kn_conf_result {
   const char *name;
   kn_conf_status status;

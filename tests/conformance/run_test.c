@@ -6,9 +6,16 @@
  * (|actual - expected| <= atol + rtol * |expected|, rtol 1e-3, atol 1e-7;
  * exact for integers and booleans; NaN matches NaN).
  *
+ * When Kiln refuses the model because some graph inputs must be constants
+ * (Reduce* axes, Reshape shape... fed as graph inputs), the pipeline names
+ * them (kn_pipeline_needed_bindings) and the test is run again with exactly
+ * those inputs bound to each data set's values (kiln compile --bind), one
+ * compile per data set; the artifact then takes the other inputs only.
+ *
  * Outcomes: SKIP when Kiln refuses the model (the first diagnostic line, with
  * the model path taken off), FAIL on wrong values, shapes or dtypes, or when
- * the test data cannot be fed, PASS otherwise. */
+ * the test data cannot be fed, PASS otherwise; PASS_BOUND when it passed only
+ * with inputs bound (the detail lists them). */
 #include <dirent.h>
 #include <math.h>
 #include <stdarg.h>
@@ -25,6 +32,7 @@
 #define KN_CONF_ATOL 1e-7
 #define KN_CONF_MAX_BATCH 64
 #define KN_CONF_MAX_TENSORS 64
+#define KN_CONF_BIND_ROUNDS 4
 
 static void set_result(kn_conf_result *r, kn_conf_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -170,9 +178,22 @@ static bool values_close(const void *actual, const void *expected, kn_dtype dt, 
   return ok;
 }
 
-/* Feeds one data set; returns true if it passed (else r is filled). */
+/* Index into bound[] of the binding that test tensor k (of n) feeds, or -1:
+ * by name, else by position among the model's inputs. */
+static int bound_tensor(const kn_graph *g, const int *vals, int n, const kn_bind_need *bound,
+                        int n_bound, int k) {
+  for (int b = 0; b < n_bound; b++) {
+    bool named = false;
+    for (int i = 0; i < n && !named; i++) named = !strcmp(g->values[vals[i]].name, bound[b].name);
+    if (named ? !strcmp(g->values[vals[k]].name, bound[b].name) : bound[b].position == k) return b;
+  }
+  return -1;
+}
+
+/* Feeds one data set, leaving out the inputs named in bound[0..n_bound)
+ * (compiled into the artifact); returns true if it passed (else r is filled). */
 static bool run_data_set(const kn_loader *l, const char *set_dir, const char *set_name,
-                         kn_conf_result *r) {
+                         const kn_bind_need *bound, int n_bound, kn_conf_result *r) {
   const kiln_artifact *a = l->art;
   kn_graph g;
   kn_graph_init(&g);
@@ -189,6 +210,12 @@ static bool run_data_set(const kn_loader *l, const char *set_dir, const char *se
   if (n_in < 0 || n_out < 0) {
     set_result(r, KN_CONF_FAIL, "%s: cannot read test data: %s", set_name, first_diag(&d, ""));
     goto done;
+  }
+  if (n_bound > 0) { /* keep the inputs the artifact still takes, in order */
+    int kept = 0;
+    for (int k = 0; k < n_in; k++)
+      if (bound_tensor(&g, in_vals, n_in, bound, n_bound, k) < 0) in_vals[kept++] = in_vals[k];
+    n_in = kept;
   }
   if (n_in != a->n_inputs) {
     set_result(r, KN_CONF_FAIL, "%s: the test data has %d inputs, the artifact %d", set_name, n_in,
@@ -267,6 +294,84 @@ done:
   return ok;
 }
 
+/* The data set's tensor file feeding input `need`: input_K.pb whose tensor
+ * has its name, else input_<position>.pb. Writes the path into buf. */
+static void bound_file(const char *set_dir, const kn_bind_need *need, char *buf, size_t cap) {
+  kn_graph g;
+  kn_graph_init(&g);
+  kn_diag d;
+  kn_diag_init(&d);
+  int vals[KN_CONF_MAX_TENSORS];
+  int n = load_tensors(set_dir, "input", &g, vals, &d);
+  int k = need->position;
+  for (int i = 0; i < n; i++)
+    if (!strcmp(g.values[vals[i]].name, need->name)) k = i;
+  if (snprintf(buf, cap, "%s/input_%d.pb", set_dir, k) >= (int)cap) buf[0] = 0;
+  kn_diag_free(&d);
+  kn_graph_free(&g);
+}
+
+/* Runs the test with inputs bound at compile time: for each data set, the
+ * inputs of `needs` are bound to its values and the model is compiled again;
+ * inputs the pipeline asks for next are added (a few rounds at most). Sets r
+ * to PASS_BOUND, FAIL or SKIP (the refusal of the compile with inputs bound). */
+static void run_bound(const char *test_dir, const char *work_dir, int threads, char **sets, int n_sets,
+                      kn_compile_opts o, kn_bind_need *needs, int n_needs, kn_conf_result *r) {
+  kn_arena arena;
+  kn_arena_init(&arena);
+  kn_bind_need *all = KN_NEW_ARRAY(&arena, kn_bind_need, KN_CONF_MAX_TENSORS);
+  kn_binding *binds = KN_NEW_ARRAY(&arena, kn_binding, KN_CONF_MAX_TENSORS);
+  int n_all = 0;
+  for (int i = 0; i < n_needs && n_all < KN_CONF_MAX_TENSORS; i++) all[n_all++] = needs[i];
+  char names[256] = "";
+  bool ok = true;
+  for (int s = 0; s < n_sets && ok; s++) {
+    char set_dir[4096], artifact[4096];
+    snprintf(set_dir, sizeof set_dir, "%s/%s", test_dir, sets[s]);
+    snprintf(artifact, sizeof artifact, "%s/model_%d.so", work_dir, s);
+    o.output = artifact;
+    o.binds = binds;
+    kn_diag d;
+    kn_diag_init(&d);
+    kn_loader l = {0};
+    int compiled = -1;
+    for (int round = 0; round < KN_CONF_BIND_ROUNDS; round++) {
+      for (int b = 0; b < n_all; b++) {
+        char path[4096];
+        bound_file(set_dir, &all[b], path, sizeof path);
+        binds[b] = (kn_binding){all[b].name, kn_arena_strdup(&arena, path)};
+      }
+      o.n_binds = n_all;
+      if ((compiled = kn_compile(&o, &d)) == 0) break;
+      kn_bind_need *more = NULL;
+      int n_more = 0;
+      if (kn_pipeline_needed_bindings(&o, &arena, &more, &n_more, &d) < 0 || n_more == 0) break;
+      for (int i = 0; i < n_more && n_all < KN_CONF_MAX_TENSORS; i++) all[n_all++] = more[i];
+      kn_diag_free(&d);
+      kn_diag_init(&d);
+    }
+    size_t len = 0;
+    for (int b = 0; b < n_all && len < sizeof names; b++)
+      len += (size_t)snprintf(names + len, sizeof names - len, "%s%s", b ? ", " : "", all[b].name);
+    if (compiled < 0) {
+      set_result(r, KN_CONF_SKIP, "with %s bound at compile time: %s", names, first_diag(&d, o.model));
+      ok = false;
+    } else if (kn_loader_open(artifact, &l, &d) < 0 || kn_loader_set_threads(&l, threads, &d) < 0) {
+      set_result(r, KN_CONF_FAIL, "with %s bound at compile time: %s", names, first_diag(&d, ""));
+      ok = false;
+    } else if (!run_data_set(&l, set_dir, sets[s], all, n_all, r)) {
+      char detail[sizeof r->detail];
+      snprintf(detail, sizeof detail, "%s", r->detail);
+      set_result(r, KN_CONF_FAIL, "with %s bound at compile time: %s", names, detail);
+      ok = false;
+    }
+    if (l.dl) kn_loader_close(&l);
+    kn_diag_free(&d);
+  }
+  if (ok) set_result(r, KN_CONF_PASS_BOUND, "inputs bound at compile time: %s", names);
+  kn_arena_free(&arena);
+}
+
 void kn_conf_run_test(const char *test_dir, const char *work_dir, int threads, kn_conf_result *r) {
   set_result(r, KN_CONF_PASS, "%s", "");
   char model[4096], artifact[4096];
@@ -277,17 +382,27 @@ void kn_conf_run_test(const char *test_dir, const char *work_dir, int threads, k
   kn_compile_opts o = {
       .model = model, .output = artifact, .prefix = "model", .max_batch = KN_CONF_MAX_BATCH};
   kn_loader l = {0};
+  kn_arena arena;
+  kn_arena_init(&arena);
   char **sets = NULL;
-  int n_sets = 0;
+  int n_sets = list_names(test_dir, "test_data_set_", &sets);
   if (kn_compile(&o, &d) < 0) {
-    set_result(r, KN_CONF_SKIP, "%s", first_diag(&d, model));
+    kn_bind_need *needs = NULL;
+    int n_needs = 0;
+    kn_diag quiet;
+    kn_diag_init(&quiet);
+    if (n_sets > 0) kn_pipeline_needed_bindings(&o, &arena, &needs, &n_needs, &quiet);
+    kn_diag_free(&quiet);
+    if (n_needs > 0)
+      run_bound(test_dir, work_dir, threads, sets, n_sets, o, needs, n_needs, r);
+    else
+      set_result(r, KN_CONF_SKIP, "%s", first_diag(&d, model));
     goto done;
   }
   if (kn_loader_open(artifact, &l, &d) < 0 || kn_loader_set_threads(&l, threads, &d) < 0) {
     set_result(r, KN_CONF_FAIL, "%s", first_diag(&d, ""));
     goto done;
   }
-  n_sets = list_names(test_dir, "test_data_set_", &sets);
   if (n_sets <= 0) {
     set_result(r, KN_CONF_FAIL, "no test_data_set_* folder");
     goto done;
@@ -295,10 +410,11 @@ void kn_conf_run_test(const char *test_dir, const char *work_dir, int threads, k
   for (int i = 0; i < n_sets; i++) {
     char set_dir[4096];
     snprintf(set_dir, sizeof set_dir, "%s/%s", test_dir, sets[i]);
-    if (!run_data_set(&l, set_dir, sets[i], r)) break;
+    if (!run_data_set(&l, set_dir, sets[i], NULL, 0, r)) break;
   }
 done:
-  if (sets) free_names(sets, n_sets);
+  if (sets) free_names(sets, n_sets > 0 ? n_sets : 0);
   if (l.dl) kn_loader_close(&l);
+  kn_arena_free(&arena);
   kn_diag_free(&d);
 }

@@ -9,11 +9,17 @@
  * Each test runs in a forked child (its own process group, scratch folder
  * and time limit), so a crash or hang costs one line: "FAIL name: crashed
  * (signal N)" or "FAIL name: timed out". Up to -j children run at once;
- * lines are printed in test-name order, then "N passed, N failed, N skipped".
+ * lines are printed in test-name order, then "N passed, N failed, N skipped;
+ * passed with inputs bound at compile time: N". A model Kiln refuses because
+ * some graph inputs must be constants is run again with those inputs bound
+ * to each data set's values (run_test.c); such a pass is printed
+ * "PASS-BOUND name: inputs bound at compile time: a, b" and never counted
+ * among the plain passes.
  *
  * Exit status: 0 unless a test named in --expected did not pass (each such
- * test is printed as "REGRESSION name"); tests passing but not listed are
- * printed as "NEWLY PASSING name" without failing. 2 on usage errors; 77
+ * test is printed as "REGRESSION name"; a line "NAME bound" in the list
+ * accepts a pass with inputs bound, a plain line does not); tests passing but
+ * not listed are printed as "NEWLY PASSING name" without failing. 2 on usage errors; 77
  * (ctest's skip code) with --skip-reason, which prints the reason and runs
  * nothing (used when the installed onnx is not the pinned version). */
 #include <dirent.h>
@@ -152,7 +158,7 @@ static _Noreturn void child_main(const options *o, const char *test, const char 
   kn_conf_result r = {.name = test};
   kn_conf_run_test(path, work, o->threads, &r);
   char line[sizeof r.detail + 2];
-  int n = snprintf(line, sizeof line, "%c%s", "PFS"[r.status], r.detail);
+  int n = snprintf(line, sizeof line, "%c%s", "PFSB"[r.status], r.detail);
   if (write(fd, line, (size_t)n) != n) _exit(3);
   _exit(0);
 }
@@ -210,13 +216,16 @@ static void finish(slot *s, const char *work, int wstatus, bool timed_out, kn_co
     r->status = KN_CONF_FAIL;
     snprintf(r->detail, sizeof r->detail, "crashed (signal %d)%s%s", WTERMSIG(wstatus),
              why[0] ? ": " : "", why);
-  } else if (s->len == 0 || !strchr("PFS", s->buf[0])) {
+  } else if (s->len == 0 || !strchr("PFSB", s->buf[0])) {
     last_stderr_line(work, why, sizeof why);
     r->status = KN_CONF_FAIL;
     snprintf(r->detail, sizeof r->detail, "the test process exited with status %d and no result%s%s",
              WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -1, why[0] ? ": " : "", why);
   } else {
-    r->status = s->buf[0] == 'P' ? KN_CONF_PASS : s->buf[0] == 'F' ? KN_CONF_FAIL : KN_CONF_SKIP;
+    r->status = s->buf[0] == 'P'   ? KN_CONF_PASS
+                : s->buf[0] == 'F' ? KN_CONF_FAIL
+                : s->buf[0] == 'B' ? KN_CONF_PASS_BOUND
+                                   : KN_CONF_SKIP;
     snprintf(r->detail, sizeof r->detail, "%s", s->buf + 1);
   }
   rm_tree(work);
@@ -224,7 +233,7 @@ static void finish(slot *s, const char *work, int wstatus, bool timed_out, kn_co
 }
 
 static void print_result(const kn_conf_result *r) {
-  static const char *const words[] = {"PASS", "FAIL", "SKIP"};
+  static const char *const words[] = {"PASS", "FAIL", "SKIP", "PASS-BOUND"};
   printf("%s %s%s%s\n", words[r->status], r->name, r->detail[0] ? ": " : "", r->detail);
   fflush(stdout);
 }
@@ -295,28 +304,41 @@ static void run_all(const options *o, const char *base, char **tests, int n, kn_
   free(done);
 }
 
-/* Reads a list of test names (one per line, '#' comments). */
-static char **read_list(const char *path, int *count) {
+/* One line of the expected list: a test name, and whether it is expected to
+ * pass only with inputs bound at compile time ("NAME bound"). */
+typedef struct listed {
+  char *name;
+  bool bound;
+} listed;
+
+/* Reads the expected list (one test per line, optional word "bound" after
+ * the name, '#' comments). */
+static listed *read_list(const char *path, int *count) {
   FILE *fp = fopen(path, "r");
   if (!fp) return NULL;
   int n = 0, cap = 256;
-  char **names = malloc(sizeof *names * (size_t)cap), line[512];
-  KN_ASSERT(names, "out of memory");
+  listed *list = malloc(sizeof *list * (size_t)cap);
+  char line[512];
+  KN_ASSERT(list, "out of memory");
   while (fgets(line, sizeof line, fp)) {
-    line[strcspn(line, " \t\r\n#")] = 0;
-    if (!line[0]) continue;
+    line[strcspn(line, "#\r\n")] = 0;
+    size_t len = strcspn(line, " \t");
+    if (!len) continue;
+    char *rest = line + len + strspn(line + len, " \t");
+    line[len] = 0;
     if (n == cap) {
       cap *= 2;
-      names = realloc(names, sizeof *names * (size_t)cap);
-      KN_ASSERT(names, "out of memory");
+      list = realloc(list, sizeof *list * (size_t)cap);
+      KN_ASSERT(list, "out of memory");
     }
-    names[n] = strdup(line);
-    KN_ASSERT(names[n], "out of memory");
+    list[n].name = strdup(line);
+    KN_ASSERT(list[n].name, "out of memory");
+    list[n].bound = !strncmp(rest, "bound", 5);
     n++;
   }
   fclose(fp);
   *count = n;
-  return names;
+  return list;
 }
 
 static const kn_conf_result *find_result(const kn_conf_result *res, int n, const char *name) {
@@ -327,36 +349,44 @@ static const kn_conf_result *find_result(const kn_conf_result *res, int n, const
 
 /* Regressions and newly passing tests against the expected list; returns
  * the number of regressions (tests listed but not run count when no filter
- * narrowed the run). */
+ * narrowed the run). A test listed plainly must PASS; one listed "bound" must
+ * PASS or PASS_BOUND. Newly passing: a PASS not listed plainly, or a
+ * PASS_BOUND not listed at all. */
 static int check_expected(const options *o, const kn_conf_result *res, int n) {
   int n_list = 0;
-  char **list = read_list(o->expected, &n_list);
+  listed *list = read_list(o->expected, &n_list);
   if (!list) {
     fprintf(stderr, "kn_conformance: cannot read expected list '%s'\n", o->expected);
     return 1;
   }
   int regressions = 0, newly = 0;
   for (int i = 0; i < n_list; i++) {
-    const kn_conf_result *r = find_result(res, n, list[i]);
+    const kn_conf_result *r = find_result(res, n, list[i].name);
     if (!r && o->n_filters) continue;
-    if (!r || r->status != KN_CONF_PASS) {
-      printf("REGRESSION %s%s%s\n", list[i], r ? ": " : ": no such test",
+    bool ok = r && (r->status == KN_CONF_PASS || (list[i].bound && r->status == KN_CONF_PASS_BOUND));
+    if (!ok) {
+      printf("REGRESSION %s%s%s%s\n", list[i].name, r ? ": " : ": no such test",
+             r && r->status == KN_CONF_PASS_BOUND ? "passes only with inputs bound at compile time; " : "",
              r ? (r->detail[0] ? r->detail : "did not pass") : "");
       regressions++;
     }
   }
   for (int i = 0; i < n; i++) {
-    if (res[i].status != KN_CONF_PASS) continue;
-    bool listed = false;
-    for (int k = 0; k < n_list && !listed; k++) listed = !strcmp(list[k], res[i].name);
-    if (!listed) {
-      printf("NEWLY PASSING %s\n", res[i].name);
+    if (res[i].status != KN_CONF_PASS && res[i].status != KN_CONF_PASS_BOUND) continue;
+    const listed *l = NULL;
+    for (int k = 0; k < n_list && !l; k++)
+      if (!strcmp(list[k].name, res[i].name)) l = &list[k];
+    if (res[i].status == KN_CONF_PASS && (!l || l->bound)) {
+      printf("NEWLY PASSING %s%s\n", res[i].name, l ? " (no longer needs inputs bound)" : "");
+      newly++;
+    } else if (res[i].status == KN_CONF_PASS_BOUND && !l) {
+      printf("NEWLY PASSING WITH INPUTS BOUND %s: %s\n", res[i].name, res[i].detail);
       newly++;
     }
   }
   printf("expected list: %d listed, %d regressions, %d newly passing%s\n", n_list, regressions,
          newly, newly ? " (add them to the list)" : "");
-  for (int i = 0; i < n_list; i++) free(list[i]);
+  for (int i = 0; i < n_list; i++) free(list[i].name);
   free(list);
   return regressions;
 }
@@ -367,9 +397,13 @@ static int write_expected(const char *path, const kn_conf_result *res, int n) {
     fprintf(stderr, "kn_conformance: cannot write '%s': %s\n", path, strerror(errno));
     return -1;
   }
-  fprintf(fp, "# ONNX backend node tests expected to pass (tests/conformance); one per line.\n");
-  for (int i = 0; i < n; i++)
+  fprintf(fp, "# ONNX backend node tests expected to pass (tests/conformance); one per line.\n"
+              "# \"NAME bound\": passes only with the inputs Kiln needs as constants bound at\n"
+              "# compile time (kiln compile --bind), one compile per data set.\n");
+  for (int i = 0; i < n; i++) {
     if (res[i].status == KN_CONF_PASS) fprintf(fp, "%s\n", res[i].name);
+    if (res[i].status == KN_CONF_PASS_BOUND) fprintf(fp, "%s bound\n", res[i].name);
+  }
   return fclose(fp) == 0 ? 0 : -1;
 }
 
@@ -401,11 +435,11 @@ int main(int argc, char **argv) {
   if (o.expected && check_expected(&o, res, n) > 0) status = 1;
   if (o.write_expected && write_expected(o.write_expected, res, n) < 0) status = 1;
   if (o.report && kn_conf_write_report(o.report, o.onnx_version, seconds, res, n) < 0) status = 1;
-  int count[3] = {0};
+  int count[KN_CONF_N_STATUS] = {0};
   for (int i = 0; i < n; i++) count[res[i].status]++;
   printf("%d tests in %.1f s (onnx %s, %d jobs)\n", n, seconds, o.onnx_version, o.jobs);
-  printf("%d passed, %d failed, %d skipped\n", count[KN_CONF_PASS], count[KN_CONF_FAIL],
-         count[KN_CONF_SKIP]);
+  printf("%d passed, %d failed, %d skipped; passed with inputs bound at compile time: %d\n",
+         count[KN_CONF_PASS], count[KN_CONF_FAIL], count[KN_CONF_SKIP], count[KN_CONF_PASS_BOUND]);
   for (int i = 0; i < n; i++) free(tests[i]);
   free(tests);
   free(res);

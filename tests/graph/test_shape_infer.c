@@ -272,8 +272,41 @@ static void reshape_chain_with_batch(void **state) {
   tg_node(&g, KN_OP_RESHAPE, "indivisible", "x,bad", "z");
   tg_output(&g, "y");
   tg_output(&g, "z");
-  tg_infer_fails(&g, "node 'dynamic' (Reshape): input 1 (shape) must be a constant");
+  tg_infer_fails(&g, "node 'dynamic' (Reshape): input 1 (shape) must be a constant; it is graph input "
+                     "'dyn', which can be bound at compile time");
   tg_infer_fails(&g, "node 'indivisible' (Reshape): cannot reshape [N*1,6] to [4,1] with -1 at 1");
+  kn_graph_free(&g);
+}
+
+/* kn_infer_shapes_needs names the graph inputs whose data decides a shape:
+ * through ops computing it (Add of an input), not through Shape (x is read
+ * for its shape only), and never an input used only as data. */
+static void needed_inputs(void **state) {
+  (void)state;
+  kn_graph g;
+  kn_graph_init(&g);
+  g.opset = 18;
+  int x = tg_input(&g, "x", KN_DT_F32, "2,6");
+  int axes = tg_input(&g, "axes", KN_DT_I64, "1");
+  int delta = tg_input(&g, "delta", KN_DT_I64, "1");
+  int unused = tg_input(&g, "data_only", KN_DT_F32, "2,6");
+  tg_const_i64(&g, "one", "1", (int64_t[]){1});
+  tg_node(&g, KN_OP_SHAPE, "shape", "x", "s");
+  tg_node(&g, KN_OP_RESHAPE, "reshape_ok", "x,s", "r");
+  tg_node(&g, KN_OP_ADD, "shift", "axes,delta", "axes2");
+  tg_node(&g, KN_OP_REDUCE_SUM, "reduce", "r,axes2", "y");
+  tg_node(&g, KN_OP_ADD, "plain", "x,data_only", "z");
+  tg_output(&g, "y");
+  tg_output(&g, "z");
+  bool *needed = calloc((size_t)g.n_values, sizeof *needed);
+  kn_diag d;
+  kn_diag_init(&d);
+  assert_int_equal(kn_infer_shapes_needs(&g, needed, &d), -1);
+  assert_true(d.count >= 1 && strstr(d.lines[0], "node 'reduce' (ReduceSum): input 1 (axes) must be a constant"));
+  assert_true(needed[axes] && needed[delta]);
+  assert_false(needed[x] || needed[unused]);
+  kn_diag_free(&d);
+  free(needed);
   kn_graph_free(&g);
 }
 
@@ -557,6 +590,7 @@ int main(void) {
       cmocka_unit_test(reports_every_unsupported_op),
       cmocka_unit_test(overflow_is_diagnosed),
       cmocka_unit_test(malformed_nodes),
+      cmocka_unit_test(needed_inputs),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -205,6 +205,64 @@ def case_compile_unwritable_output(c):
     c.expect_error(["compile", c.model("tiny_mlp"), "-o", out], ["no_such_dir"], c.tmp)
 
 
+def bind_model(c):
+    """Reshape(x, shape) with `shape` a graph input, and x with the batch dim."""
+    return save_model(c.path("bind.onnx"),
+                      [helper.make_node("Reshape", ["x", "shape"], ["y"], name="reshape"),
+                       helper.make_node("Relu", ["b"], ["z"], name="relu")],
+                      [f32("x", [2, 6]), helper.make_tensor_value_info("shape", TensorProto.INT64, [2]),
+                       f32("b", ["N", 3])],
+                      [f32("y", [3, 4]), f32("z", ["N", 3])])
+
+
+def case_compile_bind_unknown_input(c):
+    p = c.npy("shape_ok.npy", np.array([3, 4], np.int64))
+    compile_case(c, bind_model(c), ["--bind", "no_such_input"], "--bind", f"no_such_input={p}")
+
+
+def case_compile_bind_wrong_dtype(c):
+    p = c.npy("shape_i32.npy", np.array([3, 4], np.int32))
+    compile_case(c, bind_model(c), ["shape", "shape_i32.npy", "int32", "int64"], "--bind", f"shape={p}")
+
+
+def case_compile_bind_wrong_shape(c):
+    p = c.npy("shape_3.npy", np.array([3, 4, 1], np.int64))
+    compile_case(c, bind_model(c), ["shape", "shape_3.npy", "[3]", "[2]"], "--bind", f"shape={p}")
+
+
+def case_compile_bind_unreadable_file(c):
+    compile_case(c, bind_model(c), ["no_such_file.npy"], "--bind", f"shape={c.path('no_such_file.npy')}")
+
+
+def case_compile_bind_corrupt_pb(c):
+    p = c.path("garbage.pb")
+    with open(p, "wb") as f:
+        f.write(b"\xff\xff\xff\xff not a tensor")
+    compile_case(c, bind_model(c), ["garbage.pb"], "--bind", f"shape={p}")
+
+
+def case_compile_bind_not_npy_or_pb(c):
+    p = c.path("shape.txt")
+    with open(p, "w") as f:
+        f.write("3 4\n")
+    compile_case(c, bind_model(c), ["shape", "shape.txt"], "--bind", f"shape={p}")
+
+
+def case_compile_bind_twice(c):
+    p = c.npy("shape_ok.npy", np.array([3, 4], np.int64))
+    compile_case(c, bind_model(c), ["shape", "more than once"], "--bind", f"shape={p}", "--bind", f"shape={p}")
+
+
+def case_compile_bind_batch_input(c):
+    p = c.npy("b_val.npy", np.zeros((1, 3), np.float32))
+    s = c.npy("shape_ok.npy", np.array([3, 4], np.int64))
+    compile_case(c, bind_model(c), ["'b'", "batch"], "--bind", f"b={p}", "--bind", f"shape={s}")
+
+
+def case_compile_bind_no_value(c):
+    compile_case(c, bind_model(c), ["--bind", "shape"], "--bind", "shape")
+
+
 # ---- run cases -------------------------------------------------------------------------------
 
 def run_case(c, args, culprits):
