@@ -47,7 +47,8 @@ int kn_dc_reshape(kn_dc *c, int a, const int64_t *shape, int n);
 int kn_dc_clamp(kn_dc *c, int a, kn_dtype t, double lo, double hi);
 
 /* Makes value v stand for output k of the composite: v's producer writes the
- * output value instead (an Identity when v has no producer). */
+ * output value instead (an Identity when v has no producer). Nothing when
+ * the composite has no output k. */
 void kn_dc_output(kn_dc *c, int k, int v);
 
 /* Input k of the composite (-1 when omitted) and its value. */

@@ -21,15 +21,28 @@
 #include "ref_eval.h"
 #include "shape_infer.h"
 
-static bool is_composite(kn_op op) {
+/* Whether op is a composite; if so its required and most inputs, and most
+ * outputs (the rewrites rely on these). */
+static bool composite_arity(kn_op op, int *min_in, int *max_in, int *max_out) {
+  *max_out = 1;
   switch (op) {
-  case KN_OP_NLL_LOSS: case KN_OP_SCE_LOSS: case KN_OP_LP_NORMALIZATION: case KN_OP_MVN:
-  case KN_OP_INSTANCE_NORM: case KN_OP_GROUP_NORM: case KN_OP_LRN: case KN_OP_LP_POOL:
-  case KN_OP_QUANTIZE_LINEAR: case KN_OP_DEQUANTIZE_LINEAR: case KN_OP_DYNAMIC_QUANTIZE_LINEAR:
-  case KN_OP_MATMUL_INTEGER: case KN_OP_QLINEAR_MATMUL: case KN_OP_CONV_INTEGER:
-  case KN_OP_QLINEAR_CONV: return true;
+  case KN_OP_NLL_LOSS: *min_in = 2, *max_in = 3; return true;
+  case KN_OP_SCE_LOSS: *min_in = 2, *max_in = 3, *max_out = 2; return true;
+  case KN_OP_LP_NORMALIZATION: case KN_OP_MVN: case KN_OP_LRN: case KN_OP_LP_POOL:
+    *min_in = *max_in = 1; return true;
+  case KN_OP_INSTANCE_NORM: case KN_OP_GROUP_NORM: *min_in = *max_in = 3; return true;
+  case KN_OP_QUANTIZE_LINEAR: case KN_OP_DEQUANTIZE_LINEAR: *min_in = 2, *max_in = 3; return true;
+  case KN_OP_DYNAMIC_QUANTIZE_LINEAR: *min_in = *max_in = 1, *max_out = 3; return true;
+  case KN_OP_MATMUL_INTEGER: case KN_OP_CONV_INTEGER: *min_in = 2, *max_in = 4; return true;
+  case KN_OP_QLINEAR_MATMUL: *min_in = *max_in = 8; return true;
+  case KN_OP_QLINEAR_CONV: *min_in = 8, *max_in = 9; return true;
   default: return false;
   }
+}
+
+static bool is_composite(kn_op op) {
+  int a, b, c;
+  return composite_arity(op, &a, &b, &c);
 }
 
 /* ---- builder ---- */
@@ -140,6 +153,7 @@ int kn_dc_clamp(kn_dc *c, int a, kn_dtype t, double lo, double hi) {
 
 void kn_dc_output(kn_dc *c, int k, int v) {
   kn_graph *g = c->g;
+  if (k >= g->nodes[c->node].n_out) return; /* an optional output the model leaves out */
   int out = g->nodes[c->node].out[k];
   int p = g->values[v].producer;
   if (p < 0 || p == c->node) {
@@ -160,6 +174,14 @@ void kn_dc_output(kn_dc *c, int k, int v) {
 
 static int rewrite(kn_graph *g, int node, kn_diag *d) {
   kn_dc c = {.g = g, .d = d, .node = node, .name = g->nodes[node].name, .last = -1};
+  const kn_node *n = &g->nodes[node];
+  int min_in, max_in, max_out;
+  composite_arity(n->op, &min_in, &max_in, &max_out);
+  if (n->n_in > max_in || n->n_out > max_out)
+    return kn_dc_fail(&c, "has %d inputs and %d outputs, at most %d and %d allowed", n->n_in, n->n_out, max_in,
+                      max_out);
+  for (int k = 0; k < min_in; k++)
+    if (k >= n->n_in || n->in[k] < 0) return kn_dc_fail(&c, "required input %d is missing", k);
   kn_pass_kill_node(g, node);
   int rc = kn_dc_loss_norm(&c);
   if (rc == 1) rc = kn_dc_quant(&c);

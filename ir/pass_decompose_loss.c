@@ -252,8 +252,13 @@ static int lp_pool(kn_dc *c) {
   ws.dim[0] = chans;
   ws.dim[1] = 1;
   int64_t count = chans;
-  for (int i = 0; i < n_kernel; i++) ws.dim[i + 2] = kernel[i], count *= kernel[i];
-  if (count > (1 << 24)) return kn_dc_fail(c, "attribute 'kernel_shape' is too large");
+  for (int i = 0; i < n_kernel; i++) {
+    if (kernel[i] < 1 || kernel[i] > 4096)
+      return kn_dc_fail(c, "attribute 'kernel_shape' entry %lld is not in [1, 4096]", (long long)kernel[i]);
+    if (count > (1 << 24)) break;
+    ws.dim[i + 2] = kernel[i], count *= kernel[i];
+  }
+  if (count > (1 << 24)) return kn_dc_fail(c, "attribute 'kernel_shape' is too large for %lld channels", (long long)chans);
   int w = kn_dc_const(c, t, &ws, NULL);
   for (int64_t i = 0; i < count; i++) kn_ref_store(t, c->g->values[w].data, i, 1.0);
   int a = p == 2 ? kn_dc_bin(c, KN_OP_MUL, x, x) : kn_dc_un(c, KN_OP_ABS, x);

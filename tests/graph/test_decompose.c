@@ -98,6 +98,34 @@ static void sce_none_log_prob(void **state) {
   kn_graph_free(&g);
 }
 
+/* SoftmaxCrossEntropyLoss at opset 12 over [N,C,D] (LogSoftmax there would
+ * flatten from axis 1, so the rewrite spells log-softmax out). */
+static void sce_opset12_spatial(void **state) {
+  (void)state;
+  kn_graph g;
+  kn_graph_init(&g);
+  g.opset = 12;
+  tg_input(&g, "x", KN_DT_F32, "1,3,2");
+  tg_const_i64(&g, "t", "1,2", (int64_t[]){1, 2});
+  int n = tg_node(&g, KN_OP_SCE_LOSS, "sce", "x,t", "loss");
+  tg_attr_s(&g, n, "reduction", "sum");
+  tg_output(&g, "loss");
+  decompose_ok(&g, KN_OP_SCE_LOSS);
+  float x[6] = {0.5f, -1, 2, 0, -0.5f, 3}, loss;
+  const void *in[1] = {x};
+  void *out[1] = {&loss};
+  run(&g, in, out);
+  double expect = 0;
+  for (int dd = 0; dd < 2; dd++) {
+    double s = 0;
+    for (int k = 0; k < 3; k++) s += exp(x[k * 2 + dd]);
+    int cls = dd == 0 ? 1 : 2;
+    expect -= x[cls * 2 + dd] - log(s);
+  }
+  assert_float_equal(loss, expect, 1e-5);
+  kn_graph_free(&g);
+}
+
 /* GroupNormalization on a batch-symbolic input, against a naive loop. */
 static void group_norm_batch(void **state) {
   (void)state;
@@ -218,11 +246,18 @@ static void must_fail(void **state) {
   tg_output(&g, "y");
   decompose_fails(&g, "node 'bad' (NegativeLogLikelihoodLoss): attribute 'reduction' = 'avg'");
   kn_graph_free(&g);
+  kn_graph_init(&g);
+  tg_input(&g, "x", KN_DT_F32, "1,2,3");
+  tg_node(&g, KN_OP_INSTANCE_NORM, "bad", "x", "y");
+  tg_output(&g, "y");
+  decompose_fails(&g, "node 'bad' (InstanceNormalization): required input 1 is missing");
+  kn_graph_free(&g);
 }
 
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(nll_mean_weight_ignore), cmocka_unit_test(sce_none_log_prob),
+      cmocka_unit_test(sce_opset12_spatial),
       cmocka_unit_test(group_norm_batch),       cmocka_unit_test(quantize_round_saturate),
       cmocka_unit_test(matmul_integer_zero_points), cmocka_unit_test(must_fail),
   };
