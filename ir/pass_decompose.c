@@ -190,6 +190,9 @@ static int rewrite(kn_graph *g, int node, kn_diag *d) {
 }
 
 int kn_pass_decompose(kn_graph *g, kn_diag *d) {
+  bool any = false;
+  for (int i = 0; i < g->n_nodes && !any; i++) any = !g->nodes[i].dead && is_composite(g->nodes[i].op);
+  if (!any) return 0; /* most models: no inference here at all */
   for (;;) {
     kn_diag quiet;
     kn_diag_init(&quiet);

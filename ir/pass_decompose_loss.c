@@ -5,7 +5,7 @@
  *       negated, times Gather(weight, target); ignored targets read class 0
  *       and are zeroed by Where; mean divides by the summed weights.
  *   SoftmaxCrossEntropyLoss    LogSoftmax over axis 1, then the above.
- *   LpNormalization            x / ReduceL1|L2(x, axis).
+ *   LpNormalization            x / ReduceL1|L2(x, axis), 0 where the norm is 0.
  *   MeanVarianceNormalization  (x - mean) / (sqrt(E[x^2] - mean^2) + 1e-9),
  *                              as the ONNX function body.
  *   InstanceNormalization      per (n, c) mean and variance over the spatial
@@ -107,7 +107,11 @@ static int lp_normalization(kn_dc *c) {
   if (kn_axis_norm(axis, kn_dc_val(c, x)->shape.rank) < 0)
     return kn_dc_fail(c, "attribute 'axis' = %lld is out of range", (long long)axis);
   int norm = kn_dc_reduce(c, p == 1 ? KN_OP_REDUCE_L1 : KN_OP_REDUCE_L2, x, &axis, 1, true);
-  kn_dc_output(c, 0, kn_dc_bin(c, KN_OP_DIV, x, norm));
+  /* a zero norm means x is all zeros along the axis: divide by 1, giving 0 */
+  kn_dtype t = kn_dc_val(c, x)->dtype;
+  int is_zero = kn_dc_bin(c, KN_OP_EQUAL, norm, kn_dc_scalar(c, t, 0));
+  int in[3] = {is_zero, kn_dc_scalar(c, t, 1), norm};
+  kn_dc_output(c, 0, kn_dc_bin(c, KN_OP_DIV, x, kn_dc_op(c, KN_OP_WHERE, in, 3)));
   return 0;
 }
 
