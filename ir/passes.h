@@ -12,6 +12,9 @@
 
 #include "graph.h"
 
+/* Rewrites composite ops (losses, normalisations, LRN, LpPool, quantization)
+ * into primitive ops; runs on the imported graph before shape inference. */
+int kn_pass_decompose(kn_graph *g, kn_diag *d);
 /* Evaluates nodes whose inputs are all constants (Shape/Size: known shapes),
  * batch symbol carried as batch_coef; removes Identity / inference Dropout. */
 int kn_pass_fold_constants(kn_graph *g, kn_diag *d);
