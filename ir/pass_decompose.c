@@ -175,7 +175,7 @@ void kn_dc_output(kn_dc *c, int k, int v) {
 static int rewrite(kn_graph *g, int node, kn_diag *d) {
   kn_dc c = {.g = g, .d = d, .node = node, .name = g->nodes[node].name, .last = -1};
   const kn_node *n = &g->nodes[node];
-  int min_in, max_in, max_out;
+  int min_in = 0, max_in = 0, max_out = 0;
   composite_arity(n->op, &min_in, &max_in, &max_out);
   if (n->n_in > max_in || n->n_out > max_out)
     return kn_dc_fail(&c, "has %d inputs and %d outputs, at most %d and %d allowed", n->n_in, n->n_out, max_in,
