@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "index_family.h"
+
 /* ---- element access ---- */
 
 double kn_ref_load(kn_dtype t, const void *p, int64_t i) {
@@ -135,6 +137,7 @@ int kn_ref_error(kn_ref_call *c, const char *fmt, ...) {
 /* ---- dispatch ---- */
 
 static int dispatch(kn_ref_call *c) {
+  if (kn_index_family_has(c->node->op)) return kn_ref_index(c);
   switch (kn_op_class_of(c->node->op)) {
   case KN_CLASS_CONTRACTION:
   case KN_CLASS_REDUCE: return kn_ref_nn(c);
