@@ -68,6 +68,40 @@ static int cum(kn_ref_call *c) {
   return 0;
 }
 
+/* Element a of x comes strictly before element b in TopK's order by value
+ * (larger first when `largest`); equal values keep index order. */
+static bool better(const kn_ref_tensor *x, int64_t a, int64_t b, bool largest) {
+  if (kn_dtype_is_float(x->dtype)) {
+    double p = kn_ref_load(x->dtype, x->data, a), q = kn_ref_load(x->dtype, x->data, b);
+    return largest ? p > q : p < q;
+  }
+  int64_t p = kn_ref_load_int(x->dtype, x->data, a), q = kn_ref_load_int(x->dtype, x->data, b);
+  if (!kn_dtype_is_signed(x->dtype)) return largest ? (uint64_t)p > (uint64_t)q : (uint64_t)p < (uint64_t)q;
+  return largest ? p > q : p < q;
+}
+
+/* kiln.TopKRank: the number of elements of the line before each one. */
+static int top_k_rank(kn_ref_call *c) {
+  const kn_ref_tensor *x = &c->in[0];
+  int r = x->shape.rank;
+  int axis = kn_axis_norm(kn_node_attr_int(c->node, "axis", -1), r);
+  bool largest = kn_node_attr_int(c->node, "largest", 1) != 0;
+  int64_t n = x->shape.dim[axis], inner = 1, outer = 1;
+  for (int i = axis + 1; i < r; i++) inner *= x->shape.dim[i];
+  for (int i = 0; i < axis; i++) outer *= x->shape.dim[i];
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t in = 0; in < inner; in++)
+      for (int64_t e = 0; e < n; e++) {
+        int64_t oe = (o * n + e) * inner + in, count = 0;
+        for (int64_t m = 0; m < n; m++) {
+          int64_t om = (o * n + m) * inner + in;
+          count += better(x, om, oe, largest) || (m < e && !better(x, oe, om, largest));
+        }
+        ((int64_t *)c->out[0].data)[oe] = count;
+      }
+  return 0;
+}
+
 /* TopK: per line along the axis, a stable selection: larger (smaller)
  * values first, equal values by lower index. */
 static int top_k(kn_ref_call *c) {
@@ -79,7 +113,6 @@ static int top_k(kn_ref_call *c) {
   for (int i = axis + 1; i < r; i++) inner *= x->shape.dim[i];
   for (int i = 0; i < axis; i++) outer *= x->shape.dim[i];
   bool *taken = kn_arena_alloc(c->arena, (size_t)(n ? n : 1));
-  bool fl = is_fl(x->dtype), uns = !fl && !kn_dtype_is_signed(x->dtype);
   for (int64_t o = 0; o < outer; o++)
     for (int64_t in = 0; in < inner; in++) {
       memset(taken, 0, (size_t)(n ? n : 1));
@@ -91,20 +124,7 @@ static int top_k(kn_ref_call *c) {
             best = e;
             continue;
           }
-          int64_t oe = (o * n + e) * inner + in, ob = (o * n + best) * inner + in;
-          bool better;
-          if (fl) {
-            double a = kn_ref_load(x->dtype, x->data, oe), b = kn_ref_load(x->dtype, x->data, ob);
-            better = largest ? a > b : a < b;
-          } else if (uns) {
-            uint64_t a = (uint64_t)kn_ref_load_int(x->dtype, x->data, oe);
-            uint64_t b = (uint64_t)kn_ref_load_int(x->dtype, x->data, ob);
-            better = largest ? a > b : a < b;
-          } else {
-            int64_t a = kn_ref_load_int(x->dtype, x->data, oe), b = kn_ref_load_int(x->dtype, x->data, ob);
-            better = largest ? a > b : a < b;
-          }
-          if (better) best = e;
+          if (better(x, (o * n + e) * inner + in, (o * n + best) * inner + in, largest)) best = e;
         }
         taken[best] = true;
         int64_t yo = (o * k + p) * inner + in;
@@ -322,6 +342,7 @@ int kn_ref_index(kn_ref_call *c) {
   case KN_OP_CUM_SUM:
   case KN_OP_CUM_PROD: return cum(c);
   case KN_OP_TOP_K: return top_k(c);
+  case KN_OP_TOP_K_RANK: return top_k_rank(c);
   case KN_OP_ONE_HOT: return one_hot(c);
   case KN_OP_GATHER_ND: return gather_nd(c);
   case KN_OP_EYE_LIKE: return eye_like(c);

@@ -21,7 +21,8 @@ bool kn_index_family_arity(kn_op op, int *max_in, int *max_out) {
   case KN_OP_CUM_SUM: case KN_OP_CUM_PROD: case KN_OP_GATHER_ND: case KN_OP_REVERSE_SEQUENCE:
   case KN_OP_BIT_SHIFT: case KN_OP_BITWISE_AND: case KN_OP_BITWISE_OR: case KN_OP_BITWISE_XOR:
     *max_in = 2; return true;
-  case KN_OP_TOP_K: *max_in = 2, *max_out = 2; return true;
+  case KN_OP_TOP_K: *max_in = 3, *max_out = 2; return true;
+  case KN_OP_TOP_K_RANK: *max_in = 1; return true;
   case KN_OP_SCATTER_ELEMENTS: case KN_OP_SCATTER: case KN_OP_SCATTER_ND:
   case KN_OP_TENSOR_SCATTER: case KN_OP_ONE_HOT: *max_in = 3; return true;
   case KN_OP_EINSUM: *max_in = KN_EINSUM_MAX_IN; return true;
@@ -288,10 +289,22 @@ static int top_k(kn_infer *c) {
   if ((x->shape.batch_mask >> axis) & 1u) return kn_infer_fail(c, "TopK along the batch axis");
   if (k < 0 || k > x->shape.dim[axis])
     return kn_infer_fail(c, "K = %lld is out of range for axis %d of %s", (long long)k, axis, SHAPE_STR(&x->shape));
+  const kn_value *rank = kn_infer_in(c, 2);
+  if (rank && (rank->dtype != KN_DT_I64 || !kn_shape_equal(&rank->shape, &x->shape)))
+    return kn_infer_fail(c, "input 2 (rank) must be int64 of the input's shape");
   kn_shape s = x->shape;
   s.dim[axis] = k;
   if (kn_infer_set(c, 0, x->dtype, &s) < 0) return -1;
   return kn_infer_set(c, 1, KN_DT_I64, &s);
+}
+
+/* kiln.TopKRank: per element, its position in TopK's order along the axis */
+static int top_k_rank(kn_infer *c) {
+  const kn_value *x = need_in(c, 0);
+  if (!x) return -1;
+  if (kn_axis_norm(kn_node_attr_int(kn_infer_node(c), "axis", -1), x->shape.rank) < 0)
+    return kn_infer_fail(c, "axis is out of range for rank %d", x->shape.rank);
+  return kn_infer_set(c, 0, KN_DT_I64, &x->shape);
 }
 
 static int one_hot(kn_infer *c) {
@@ -457,6 +470,7 @@ int kn_infer_index(kn_infer *c) {
   case KN_OP_SCATTER_ND: return scatter_nd(c);
   case KN_OP_TENSOR_SCATTER: return tensor_scatter(c);
   case KN_OP_TOP_K: return top_k(c);
+  case KN_OP_TOP_K_RANK: return top_k_rank(c);
   case KN_OP_ONE_HOT: return one_hot(c);
   case KN_OP_GATHER_ND: return gather_nd(c);
   case KN_OP_EYE_LIKE: return eye_like(c);

@@ -1,6 +1,5 @@
 /* te_ops_index.c — compute definitions of the [indexing, scans, bitwise,
- * einsum] family (index_family.h); the scatters and TopK are in
- * te_ops_scatter.c.
+ * einsum] family (index_family.h); the scatters are in te_ops_scatter.c.
  *
  *  - CumSum / CumProd: one reduction stage indexed by the output axes,
  *    folding x along the axis over a prefix (or suffix) selected by a mask:
@@ -16,6 +15,9 @@
  *    indices read at run time are wrapped (negative) and clamped.
  *  - Einsum: one reduction stage over the summed labels of the product of
  *    the operands (a plain product when nothing is summed).
+ *  - TopK: kiln.TopKRank counts, per element, the elements before it in
+ *    the order (a sum-reduction, O(n^2) per line); TopK's indices are then
+ *    the element of each rank (a min-reduction, O(K n)), its values x there.
  *  - Det: the Leibniz sum over the permutations (matrices up to 4 x 4). */
 #include <string.h>
 
@@ -242,6 +244,58 @@ static kn_te_tensor *einsum_def(kn_te_ctx *c, const kn_node *n, kn_te_tensor **i
   return o;
 }
 
+/* ---- TopK ---- */
+
+/* Element (value xa, index ia) comes before (xb, ib) in TopK's order. */
+static kn_expr *before(kn_te_ctx *c, kn_expr *xa, kn_expr *xb, kn_expr *ia, kn_expr *ib, bool largest) {
+  kn_expr *strict = cmp(c, largest ? KN_E_GT : KN_E_LT, xa, xb);
+  kn_expr *tie = kn_te_and(c, cmp(c, KN_E_EQ, xa, xb), cmp(c, KN_E_LT, ia, ib));
+  return kn_e_bin(c->ec, KN_E_OR, strict, tie);
+}
+
+/* kiln.TopKRank: rank[..e..] = number of m along the axis before e. */
+static kn_te_tensor *top_k_rank_def(kn_te_ctx *c, const kn_node *n, kn_te_tensor *x, kn_diag *d) {
+  kn_te_tensor *o = kn_te_out_compute(c, n, 0, NULL);
+  int axis = kn_te_norm_axis(kn_node_attr_int(n, "axis", -1), x->rank);
+  if (axis < 0 || o->rank != x->rank || x->dtype == KN_DT_BOOL) return kn_te_unsupported(d, n, "axis/dtype");
+  bool largest = kn_node_attr_int(n, "largest", 1) != 0;
+  kn_expr *idx[KN_TE_MAX_RANK], *mi[KN_TE_MAX_RANK];
+  kn_te_axis_exprs(c, o, idx);
+  kn_var *m = kn_var_new(c->ec, "m");
+  memcpy(mi, idx, sizeof mi);
+  mi[axis] = kn_e_var(c->ec, m);
+  kn_expr *b = before(c, kn_te_at(c, x, mi), kn_te_at(c, x, idx), mi[axis], idx[axis], largest);
+  kn_expr *ext = x->shape[axis];
+  o->body = kn_e_reduce(c->ec, KN_RED_SUM, &m, &ext, 1, kn_e_select(c->ec, b, kn_te_ix(c, 1), kn_te_ix(c, 0)));
+  return o;
+}
+
+/* TopK output 1 (indices): the e whose rank is the output position p along
+ * the axis (a min-reduction over e, O(K n)); output 0 reads x there. */
+static kn_te_tensor *top_k_def(kn_te_ctx *c, const kn_node *n, int out, kn_te_tensor **in, kn_diag *d) {
+  kn_te_tensor *x = in[0], *rank = n->n_in > 2 ? in[2] : NULL;
+  if (!rank) return kn_te_unsupported(d, n, "TopK without its rank input (kn_pass_split_topk)");
+  int axis = kn_te_norm_axis(kn_node_attr_int(n, "axis", -1), x->rank);
+  kn_te_tensor *o = kn_te_out_compute(c, n, out, out ? "indices" : NULL);
+  if (axis < 0 || o->rank != x->rank) return kn_te_unsupported(d, n, "axis");
+  kn_te_tensor *st = out == 1 ? o : kn_te_stage(c, n, "index", KN_DT_I64, o->rank, o->shape);
+  kn_expr *si[KN_TE_MAX_RANK], *ri[KN_TE_MAX_RANK];
+  kn_te_axis_exprs(c, st, si);
+  kn_var *e = kn_var_new(c->ec, "e");
+  memcpy(ri, si, sizeof ri);
+  ri[axis] = kn_e_var(c->ec, e);
+  kn_expr *ext = x->shape[axis];
+  kn_expr *hit = cmp(c, KN_E_EQ, kn_te_at(c, rank, ri), si[axis]);
+  st->body = kn_e_reduce(c->ec, KN_RED_MIN, &e, &ext, 1, kn_e_select(c->ec, hit, ri[axis], ext));
+  if (out == 1) return o;
+  kn_expr *idx[KN_TE_MAX_RANK], *xi[KN_TE_MAX_RANK];
+  kn_te_axis_exprs(c, o, idx);
+  memcpy(xi, idx, sizeof xi);
+  xi[axis] = kn_te_ix_clamp(c, kn_te_at(c, st, idx), ext);
+  o->body = kn_te_at(c, x, xi);
+  return o;
+}
+
 /* ---- Det ---- */
 
 typedef struct det_ctx {
@@ -324,6 +378,8 @@ kn_te_tensor *kn_te_index_op(kn_te_ctx *c, const kn_node *n, int out, kn_te_tens
       if (!in[i]) return kn_te_unsupported(d, n, "missing operand %d", i);
     return einsum_def(c, n, in, d);
   case KN_OP_DET: return det_def(c, n, in, d);
+  case KN_OP_TOP_K: return top_k_def(c, n, out, in, d);
+  case KN_OP_TOP_K_RANK: return top_k_rank_def(c, n, in[0], d);
   default: return kn_te_scatter_op(c, n, out, in, d);
   }
 }
