@@ -75,7 +75,9 @@ kn_expr *kn_e_bin(kn_expr_ctx *c, kn_expr_kind k, kn_expr *a, kn_expr *b) {
   KN_ASSERT(a->dtype == b->dtype, "binary op on different dtypes");
   match_lanes(c, &a, &b);
   kn_dtype t = is_compare(k) ? KN_DT_BOOL : a->dtype;
-  if (k == KN_E_AND || k == KN_E_OR) KN_ASSERT(a->dtype == KN_DT_BOOL, "logic op on non-bool");
+  /* on bool: logical; on integers: bitwise (BitwiseAnd/Or) */
+  if (k == KN_E_AND || k == KN_E_OR)
+    KN_ASSERT(a->dtype == KN_DT_BOOL || kn_dtype_is_int(a->dtype), "logic op on a float");
   kn_expr *e = node(c, k, t, a->lanes);
   e->u.bin.a = a;
   e->u.bin.b = b;

@@ -251,8 +251,8 @@ static val eval(ev *e, const kn_expr *x) {
       case KN_E_LE: r.i[l] = fl ? p <= q : m <= n; break;
       case KN_E_GT: r.i[l] = fl ? p > q : m > n; break;
       case KN_E_GE: r.i[l] = fl ? p >= q : m >= n; break;
-      case KN_E_AND: r.i[l] = m && n; break;
-      case KN_E_OR: r.i[l] = m || n; break;
+      case KN_E_AND: r.i[l] = m & n; break; /* bool 0/1 or bitwise */
+      case KN_E_OR: r.i[l] = m | n; break;
       default: KN_UNREACHABLE("bad binary op");
       }
       if (r.is_float) r.f[l] = round_to(x->dtype, r.f[l]);

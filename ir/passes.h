@@ -34,6 +34,8 @@ int kn_pass_explicit_pad(kn_graph *g, kn_diag *d);
 /* Gives every graph output storage of its own, written by a kernel: an
  * output that is an input, a constant or another output gets an Identity copy. */
 int kn_pass_materialize_outputs(kn_graph *g, kn_diag *d);
+/* pass_split_topk.c: adds kiln.TopKRank(X) as input 2 of every TopK. */
+int kn_pass_split_topk(kn_graph *g, kn_diag *d);
 
 /* ---- helpers shared by the pass files (pass_util.c) ---- */
 

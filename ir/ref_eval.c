@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "index_family.h"
+
 /* ---- element access ---- */
 
 double kn_ref_load(kn_dtype t, const void *p, int64_t i) {
@@ -137,6 +139,7 @@ int kn_ref_error(kn_ref_call *c, const char *fmt, ...) {
 
 static int dispatch(kn_ref_call *c) {
   if (kn_spatial_op(c->node->op)) return kn_ref_spatial(c);
+  if (kn_index_family_has(c->node->op)) return kn_ref_index(c);
   switch (kn_op_class_of(c->node->op)) {
   case KN_CLASS_CONTRACTION:
   case KN_CLASS_REDUCE: return kn_ref_nn(c);

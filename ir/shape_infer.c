@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "index_family.h"
 #include "shape_infer_impl.h"
 #include "spatial.h"
 
@@ -327,6 +328,7 @@ static void propagate_known(kn_infer *c) {
 /* Most inputs and outputs an op may have (-1: any number); every op needs
  * at least one output. The rules and kernels rely on this. */
 static void op_arity(kn_op op, int *max_in, int *max_out) {
+  if (kn_index_family_arity(op, max_in, max_out)) return; /* [indexing, scans, bitwise, einsum] */
   *max_out = 1;
   switch (op) {
   case KN_OP_CONSTANT: *max_in = 0; return;
@@ -374,6 +376,7 @@ static int infer_node(kn_infer *c) {
   if (n->n_out < 1 || (max_out >= 0 && n->n_out > max_out))
     return kn_infer_fail(c, "has %d outputs, expected 1..%d", n->n_out, max_out < 0 ? 64 : max_out);
   if (kn_spatial_op(n->op)) return kn_infer_spatial(c);
+  if (kn_index_family_has(n->op)) return kn_infer_index(c);
   switch (kn_op_class_of(n->op)) {
   case KN_CLASS_ELEMWISE:
     return n->op == KN_OP_BATCH_NORM ? kn_infer_nn(c) : kn_infer_elemwise(c);

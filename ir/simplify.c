@@ -58,8 +58,8 @@ static kn_expr *fold_int(kn_expr_ctx *c, kn_expr_kind k, kn_dtype t, int64_t a, 
   case KN_E_LE: return kn_e_const_int(c, KN_DT_BOOL, a <= b);
   case KN_E_GT: return kn_e_const_int(c, KN_DT_BOOL, a > b);
   case KN_E_GE: return kn_e_const_int(c, KN_DT_BOOL, a >= b);
-  case KN_E_AND: return kn_e_const_int(c, KN_DT_BOOL, a && b);
-  case KN_E_OR: return kn_e_const_int(c, KN_DT_BOOL, a || b);
+  case KN_E_AND: return kn_e_const_int(c, t, a & b); /* bool 0/1 or bitwise */
+  case KN_E_OR: return kn_e_const_int(c, t, a | b);
   default: break;
   }
   *ok = false;

@@ -403,8 +403,8 @@ static val eval_bin(ev *s, const kn_expr *e) {
   case KN_E_LE: return mk(t, 0, fl ? a.f <= b.f : a.i <= b.i);
   case KN_E_GT: return mk(t, 0, fl ? a.f > b.f : a.i > b.i);
   case KN_E_GE: return mk(t, 0, fl ? a.f >= b.f : a.i >= b.i);
-  case KN_E_AND: return mk(t, 0, a.i && b.i);
-  case KN_E_OR: return mk(t, 0, a.i || b.i);
+  case KN_E_AND: return mk(t, 0, a.i & b.i); /* bool 0/1 or bitwise */
+  case KN_E_OR: return mk(t, 0, a.i | b.i);
   default: break;
   }
   if (fl) {

@@ -24,6 +24,11 @@ kn_te_tensor *kn_te_shape_op(kn_te_ctx *c, const kn_node *n, int out, kn_te_tens
 kn_te_tensor *kn_te_contraction(kn_te_ctx *c, const kn_node *n, int out, kn_te_tensor **in,
                                 kn_diag *d);
 kn_te_tensor *kn_te_pool(kn_te_ctx *c, const kn_node *n, int out, kn_te_tensor **in, kn_diag *d);
+/* [indexing, scans, bitwise, einsum]: index_family.h */
+kn_te_tensor *kn_te_index_op(kn_te_ctx *c, const kn_node *n, int out, kn_te_tensor **in,
+                             kn_diag *d);
+kn_te_tensor *kn_te_scatter_op(kn_te_ctx *c, const kn_node *n, int out, kn_te_tensor **in,
+                               kn_diag *d);
 kn_te_tensor *kn_te_reduce_op(kn_te_ctx *c, const kn_node *n, int out, kn_te_tensor **in,
                               kn_diag *d);
 

@@ -165,7 +165,9 @@ static void collect_stages(lower *L, kn_expr *e, bool in_out) {
     if (e->u.load.tensor && e->u.load.tensor->kind == KN_TE_COMPUTE &&
         e->u.load.tensor->body->kind == KN_E_REDUCE)
       add_stage(L, e, in_out);
-    for (int i = 0; i < e->u.load.n; i++) collect_stages(L, e->u.load.indices[i], false);
+    /* an index is evaluated where the load is: a stage read there (TopK's
+     * values at the selected index) is read by O when the load is */
+    for (int i = 0; i < e->u.load.n; i++) collect_stages(L, e->u.load.indices[i], in_out);
     return;
   case KN_E_NOT:
   case KN_E_CAST: collect_stages(L, e->u.un.a, in_out); return;

@@ -104,6 +104,7 @@ int kn_pipeline_optimize(const kn_compile_opts *o, kn_graph *g, kn_diag *d) {
   if (run_pass(o, "layout", kn_pass_layout, g, d) < 0) return -1;
   if (run_pass(o, "explicit_pad", kn_pass_explicit_pad, g, d) < 0) return -1;
   if (kn_pass_fold_constants(g, d) < 0 || kn_pass_dce(g, d) < 0) return -1;
+  if (kn_pass_split_topk(g, d) < 0) return -1;
   if (kn_pass_materialize_outputs(g, d) < 0) return -1;
   if (kn_infer_shapes(g, d) < 0 || kn_graph_toposort(g, d) < 0 || kn_graph_verify(g, d) < 0) return -1;
   dump_graph(o, "cleanup", g);

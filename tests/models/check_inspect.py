@@ -7,7 +7,7 @@
 For a model: exit 0, every op type of the graph appears in the census, and the
 parameter count (elements of all initializers) appears as an exact integer
 (thousands separators "," "_" or "'" allowed). With --unsupported: a model with
-two unsupported ops (Det, com.example FrobnicateOp) — inspect reports both op
+two unsupported ops (StringNormalizer, com.example FrobnicateOp) — inspect reports both op
 types and node names, whatever its exit status, without crashing.
 """
 import argparse
@@ -55,7 +55,7 @@ def check_unsupported(kiln):
         path = os.path.join(tmp, "unsupported.onnx")
         x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 3])
         graph = helper.make_graph(
-            [helper.make_node("Det", ["x"], ["d"], name="my_det"),
+            [helper.make_node("StringNormalizer", ["x"], ["d"], name="my_strnorm"),
              helper.make_node("FrobnicateOp", ["x"], ["f"], name="my_frob", domain="com.example")],
             "unsupported", [x],
             [helper.make_tensor_value_info("d", TensorProto.FLOAT, []),
@@ -70,7 +70,7 @@ def check_unsupported(kiln):
     if proc.returncode < 0 or sanitizer_report(proc.stderr):
         print(f"FAIL kiln inspect crashed: {describe_failure(proc)}")
         return 1
-    missing = [s for s in ("Det", "my_det", "FrobnicateOp", "my_frob") if s not in text]
+    missing = [s for s in ("StringNormalizer", "my_strnorm", "FrobnicateOp", "my_frob") if s not in text]
     if missing:
         print(f"FAIL: kiln inspect does not report {missing} as unsupported")
         return 1
