@@ -164,7 +164,7 @@ static bool same_dim(const kn_shape *s, int i, const kn_shape *t, int j) {
  * integer or float). */
 static int scalar_int(kn_infer *c, int k, const char *what, int64_t *v) {
   const kn_ref_tensor *t = kn_infer_known(c, k);
-  if (!t) return kn_infer_fail(c, "input %d (%s) must be a constant", k, what);
+  if (!t) return kn_infer_fail_unknown(c, k, what, "");
   if (kn_ref_numel(&t->shape) != 1 || t->coef)
     return kn_infer_fail(c, "input %d (%s) must hold one value", k, what);
   *v = kn_dtype_is_float(t->dtype) ? (int64_t)kn_ref_load(t->dtype, t->data, 0)

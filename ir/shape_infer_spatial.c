@@ -13,7 +13,7 @@ static const kn_ref_tensor *known_or_fail(kn_infer *c, int k, const char *what, 
   if (!kn_infer_in(c, k)) return NULL;
   const kn_ref_tensor *t = kn_infer_known(c, k);
   if (!t) {
-    kn_infer_fail(c, "input %d (%s) must be a constant", k, what);
+    kn_infer_fail_unknown(c, k, what, "");
     *bad = true;
   }
   return t;
