@@ -28,6 +28,11 @@ int kn_pass_layout(kn_graph *g, kn_diag *d);
  * it, so the convolution's inner loop reads without bounds checks. */
 int kn_pass_explicit_pad(kn_graph *g, kn_diag *d);
 
+/* Rewrites the attention family (Attention, RMSNormalization,
+ * RotaryEmbedding) into primitive ops (MatMul, Softmax, elementwise, data
+ * movement); runs first, so later passes never see them. */
+int kn_pass_decompose_attention(kn_graph *g, kn_diag *d);
+
 /* Gives every graph output storage of its own, written by a kernel: an
  * output that is an input, a constant or another output gets an Identity copy. */
 int kn_pass_materialize_outputs(kn_graph *g, kn_diag *d);

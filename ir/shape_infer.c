@@ -335,6 +335,10 @@ static void op_arity(kn_op op, int *max_in, int *max_out) {
   case KN_OP_SPLIT: *max_in = 2, *max_out = -1; return;
   case KN_OP_SLICE: *max_in = 5; return;
   case KN_OP_PAD: *max_in = 4; return;
+  /* [attention family] */
+  case KN_OP_ATTENTION: *max_in = 7, *max_out = 4; return;
+  case KN_OP_RMS_NORM: *max_in = 2; return;
+  case KN_OP_ROTARY_EMBEDDING: *max_in = 4; return;
   default: *max_in = 1; return;
   }
 }
@@ -352,6 +356,10 @@ static int infer_node(kn_infer *c) {
     return kn_infer_fail(c, "has %d inputs, at most %d allowed", n->n_in, max_in);
   if (n->n_out < 1 || (max_out >= 0 && n->n_out > max_out))
     return kn_infer_fail(c, "has %d outputs, expected 1..%d", n->n_out, max_out < 0 ? 64 : max_out);
+  switch (n->op) { /* [attention family]: composite ops, ir/shape_infer_attention.c */
+  case KN_OP_ATTENTION: case KN_OP_RMS_NORM: case KN_OP_ROTARY_EMBEDDING: return kn_infer_attention(c);
+  default: break;
+  }
   switch (kn_op_class_of(n->op)) {
   case KN_CLASS_ELEMWISE:
     return n->op == KN_OP_BATCH_NORM ? kn_infer_nn(c) : kn_infer_elemwise(c);
