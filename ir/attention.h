@@ -1,5 +1,6 @@
 /* attention.h — the attention family of ONNX ops (Attention, RMSNormalization,
- * RotaryEmbedding, opset 23+): their geometry, resolved and validated once
+ * RotaryEmbedding, opset 23+; CausalConvWithState, opset 27; FlexAttention of
+ * domain ai.onnx.preview): their geometry, resolved and validated once
  * from a node and its input shapes. Shape inference (shape_infer_attention.c)
  * derives the output shapes from it; the decomposition pass
  * (pass_decompose_attention.c) builds the primitive graph from it.
@@ -52,8 +53,19 @@ typedef struct kn_rms_geom {
   kn_dtype out_type; /* Y's type: the scale's */
 } kn_rms_geom;
 
+typedef struct kn_ccs_geom { /* CausalConvWithState: depthwise causal conv1d */
+  int64_t batch;
+  bool batch_sym;
+  int64_t channels, len, kernel;
+  bool has_bias, has_past;
+  bool silu; /* activation silu / swish */
+} kn_ccs_geom;
+
+/* Attention and FlexAttention (domain ai.onnx.preview: 4-D Q, K, V only,
+ * subgraph modifiers refused, softmax in float32 for 16-bit inputs). */
 int kn_attn_resolve(const kn_graph *g, const kn_node *n, kn_attn_geom *a, kn_diag *d);
 int kn_rope_resolve(const kn_graph *g, const kn_node *n, kn_rope_geom *r, kn_diag *d);
 int kn_rms_resolve(const kn_graph *g, const kn_node *n, kn_rms_geom *r, kn_diag *d);
+int kn_ccs_resolve(const kn_graph *g, const kn_node *n, kn_ccs_geom *r, kn_diag *d);
 
 #endif

@@ -1,5 +1,6 @@
 /* pass_decompose_attention.c — rewrites the attention family of ONNX ops
- * (Attention, RMSNormalization, RotaryEmbedding) into primitive graph ops, so
+ * (Attention, FlexAttention, RMSNormalization, RotaryEmbedding,
+ * CausalConvWithState) into primitive graph ops, so
  * they run on the fused, scheduled kernels of MatMul, Softmax and the
  * elementwise / data-movement ops; no kernel of their own exists.
  *
@@ -16,8 +17,15 @@
  *    the reference. 16-bit float inputs are computed in float32 and rounded
  *    once at the end (the reference computes in float64).
  *  - RMSNormalization: X/sqrt(mean(X^2) + eps) in stash_type, times scale.
+ *  - FlexAttention (without score_mod / prob_mod subgraphs): Attention on
+ *    4-D inputs, no mask, softmax in float32 for 16-bit inputs.
  *  - RotaryEmbedding: works in the input's own layout ([B,H,S,D] or
  *    [B,S,H,D] after a free reshape), caches broadcast over the heads.
+ *  - CausalConvWithState: a depthwise Conv (group = channels) over
+ *    Concat(past_state, input), or over the input with left padding k-1 when
+ *    there is no past; SiLU as x * Sigmoid(x) (float32 for 16-bit types);
+ *    present_state a Slice of the last k-1 positions (a zero Pad when the
+ *    input is shorter than k-1).
  * New values are typed and shaped; the composite node is dead afterwards and
  * its outputs are produced by Identity nodes (fold_constants removes them).
  * Nodes are re-sorted. Bad attribute / shape combinations were already
@@ -386,6 +394,58 @@ static int decompose_rotary(kn_graph *g, int ni, const int *uses, kn_diag *d) {
   return 0;
 }
 
+/* ---- CausalConvWithState ---- */
+
+static int decompose_causal_conv(kn_graph *g, int ni, const int *uses, kn_diag *d) {
+  kn_ccs_geom r;
+  if (kn_ccs_resolve(g, &g->nodes[ni], &r, d) < 0) return -1;
+  const kn_node *n = &g->nodes[ni];
+  int x = n->in[0], w = n->in[1], bias = r.has_bias ? n->in[2] : -1, past = r.has_past ? n->in[3] : -1;
+  int y = uses[n->out[0]] > 0 ? n->out[0] : -1, state = n->n_out > 1 && uses[n->out[1]] > 0 ? n->out[1] : -1;
+  builder bb = {g, n->name}, *b = &bb;
+  kn_pass_kill_node(g, ni);
+
+  kn_dtype t = dtype_of(b, x);
+  int64_t k1 = r.kernel - 1, pad_left = 0;
+  int padded = x; /* [B, C, k-1 + L] when a past state is given */
+  if (past >= 0) {
+    padded = concat(b, (int[]){past, x}, 2, 2, "padded");
+  } else {
+    pad_left = k1; /* zeros: the Conv's own padding */
+  }
+  kn_shape ys = shape_of(b, x);
+  int conv_in[3] = {padded, w, bias};
+  int conv = emit(b, KN_OP_CONV, conv_in, bias >= 0 ? 3 : 2, t, ys, "conv");
+  int cn = value_node(b, conv);
+  attr_int(b, cn, "group", r.channels);
+  kn_node_add_attr(g, &g->nodes[cn], kn_pass_attr_ints(g, "pads", (const int64_t[]){pad_left, 0}, 2));
+  kn_node_add_attr(g, &g->nodes[cn], kn_pass_attr_ints(g, "kernel_shape", &r.kernel, 1));
+  int out = conv;
+  if (r.silu) { /* x * sigmoid(x), in float32 for 16-bit types like the reference */
+    int c = cast(b, conv, kn_dtype_size(t) < 4 ? KN_DT_F32 : t, "conv_compute");
+    out = cast(b, binary(b, KN_OP_MUL, c, unary(b, KN_OP_SIGMOID, c, "sigmoid"), KN_DT_INVALID, "silu"), t, "silu_cast");
+  }
+  finish(b, out, y, "output");
+
+  /* present_state: the last k-1 positions of [past or zeros, input] */
+  if (state >= 0) {
+    int ps;
+    if (past >= 0) {
+      ps = slice_last(b, padded, r.len, r.len + k1, 1, "state");
+    } else if (r.len >= k1) {
+      ps = slice_last(b, x, r.len - k1, r.len, 1, "state");
+    } else {
+      kn_shape s = ys;
+      s.dim[2] = k1;
+      int in_pad[3] = {x, const_ints(b, "state_pads", (const int64_t[]){0, 0, k1 - r.len, 0, 0, 0}, 6),
+                       const_scalar(b, "state_zero", t, 0)};
+      ps = emit(b, KN_OP_PAD, in_pad, 3, t, s, "state");
+    }
+    finish(b, ps, state, "present_state");
+  }
+  return 0;
+}
+
 int kn_pass_decompose_attention(kn_graph *g, kn_diag *d) {
   int *uses = malloc(sizeof(int) * ((size_t)g->n_values + 1));
   KN_ASSERT(uses, "out of memory");
@@ -395,7 +455,9 @@ int kn_pass_decompose_attention(kn_graph *g, kn_diag *d) {
     if (g->nodes[i].dead) continue;
     /* uses[] stays valid: new values are read only by new nodes */
     switch (g->nodes[i].op) {
-    case KN_OP_ATTENTION: rc |= decompose_attention(g, i, uses, d); break;
+    case KN_OP_ATTENTION:
+    case KN_OP_FLEX_ATTENTION: rc |= decompose_attention(g, i, uses, d); break;
+    case KN_OP_CAUSAL_CONV_WITH_STATE: rc |= decompose_causal_conv(g, i, uses, d); break;
     case KN_OP_RMS_NORM: rc |= decompose_rms_norm(g, i, uses, d); break;
     case KN_OP_ROTARY_EMBEDDING: rc |= decompose_rotary(g, i, uses, d); break;
     default: break;

@@ -1,5 +1,6 @@
 /* shape_infer_attention.c — geometry and shape rules of the attention family
- * (Attention, RMSNormalization, RotaryEmbedding; see attention.h). The
+ * (Attention, FlexAttention, RMSNormalization, RotaryEmbedding,
+ * CausalConvWithState; see attention.h). The
  * resolvers check everything the decomposition relies on, so a node that
  * passes shape inference can be decomposed unless it needs something the
  * decomposition refuses by name (pass_decompose_attention.c). */
@@ -164,6 +165,7 @@ static int attn_attrs(const kn_node *n, kn_attn_geom *a, kn_diag *d) {
     return fail(d, n, "attribute qk_matmul_output_mode must be 0..3, got %lld", (long long)mode);
   a->qk_mode = (int)mode;
   a->softmax_dtype = a->dtype;
+  if (n->op == KN_OP_FLEX_ATTENTION && kn_dtype_size(a->dtype) < 4) a->softmax_dtype = KN_DT_F32;
   if (kn_node_attr(n, "softmax_precision")) {
     int64_t code = kn_node_attr_int(n, "softmax_precision", 0);
     kn_dtype t = code > 0 && code < 1000 ? kn_dtype_from_onnx((int)code) : KN_DT_INVALID;
@@ -178,8 +180,16 @@ int kn_attn_resolve(const kn_graph *g, const kn_node *n, kn_attn_geom *a, kn_dia
   memset(a, 0, sizeof *a);
   const kn_value *q = input(g, n, KN_ATTN_Q), *k = input(g, n, KN_ATTN_K), *v = input(g, n, KN_ATTN_V);
   if (!q || !k || !v) return fail(d, n, "inputs Q, K and V are required");
-  if (g->opset > 0 && g->opset < 23)
+  if (n->op == KN_OP_ATTENTION && g->opset > 0 && g->opset < 23)
     return fail(d, n, "Attention needs opset 23 or later; the model imports opset %lld", (long long)g->opset);
+  if (n->op == KN_OP_FLEX_ATTENTION) {
+    if (!n->domain || strcmp(n->domain, "ai.onnx.preview"))
+      return fail(d, n, "FlexAttention is an op of domain 'ai.onnx.preview', not '%s'", n->domain ? n->domain : "");
+    for (int i = 0; i < n->n_attr; i++)
+      if (n->attrs[i].kind == KN_ATTR_GRAPH)
+        return fail(d, n, "attribute '%s' (a subgraph) is not supported", n->attrs[i].name);
+    if (q->shape.rank != 4) return fail(d, n, "Q %s must be 4-D", SHAPE_STR(&q->shape));
+  }
   a->dtype = q->dtype;
   if (!kn_dtype_is_float(a->dtype)) return fail(d, n, "Q must be a float tensor, got %s", kn_dtype_name(a->dtype));
   if (k->dtype != a->dtype || v->dtype != a->dtype)
@@ -317,6 +327,45 @@ int kn_rms_resolve(const kn_graph *g, const kn_node *n, kn_rms_geom *r, kn_diag 
   return 0;
 }
 
+/* ---- CausalConvWithState ---- */
+
+int kn_ccs_resolve(const kn_graph *g, const kn_node *n, kn_ccs_geom *r, kn_diag *d) {
+  memset(r, 0, sizeof *r);
+  const kn_value *x = input(g, n, 0), *w = input(g, n, 1), *bias = input(g, n, 2), *past = input(g, n, 3);
+  if (!x || !w) return fail(d, n, "inputs input and weight are required");
+  if (!kn_dtype_is_float(x->dtype)) return fail(d, n, "input must be a float tensor, got %s", kn_dtype_name(x->dtype));
+  if (x->shape.rank != 3) return fail(d, n, "input %s must be 3-D [batch, channels, length]", SHAPE_STR(&x->shape));
+  if (batch_only_dim0(d, n, "input", x) < 0) return -1;
+  r->batch = x->shape.dim[0], r->batch_sym = is_batch(&x->shape, 0);
+  r->channels = x->shape.dim[1], r->len = x->shape.dim[2];
+  if (w->dtype != x->dtype || w->shape.rank != 3 || w->shape.batch_mask || w->shape.dim[0] != r->channels ||
+      w->shape.dim[1] != 1 || w->shape.dim[2] < 1)
+    return fail(d, n, "weight is %s %s; expected %s [%lld, 1, k]", kn_dtype_name(w->dtype), SHAPE_STR(&w->shape),
+                kn_dtype_name(x->dtype), (long long)r->channels);
+  r->kernel = w->shape.dim[2];
+  r->has_bias = bias != NULL;
+  if (bias && (bias->dtype != x->dtype || bias->shape.rank != 1 || bias->shape.batch_mask ||
+               bias->shape.dim[0] != r->channels))
+    return fail(d, n, "bias is %s %s; expected %s [%lld]", kn_dtype_name(bias->dtype), SHAPE_STR(&bias->shape),
+                kn_dtype_name(x->dtype), (long long)r->channels);
+  r->has_past = past != NULL;
+  if (past) {
+    if (past->dtype != x->dtype || past->shape.rank != 3)
+      return fail(d, n, "past_state is %s %s; expected %s [batch, %lld, %lld]", kn_dtype_name(past->dtype),
+                  SHAPE_STR(&past->shape), kn_dtype_name(x->dtype), (long long)r->channels, (long long)(r->kernel - 1));
+    if (batch_only_dim0(d, n, "past_state", past) < 0 ||
+        need_dim(d, n, "past_state", past, 0, r->batch, r->batch_sym, "batch") < 0 ||
+        need_dim(d, n, "past_state", past, 1, r->channels, false, "channels") < 0 ||
+        need_dim(d, n, "past_state", past, 2, r->kernel - 1, false, "kernel size - 1") < 0)
+      return -1;
+  }
+  const char *act = kn_node_attr_string(n, "activation", "none");
+  if (strcmp(act, "none") && strcmp(act, "silu") && strcmp(act, "swish"))
+    return fail(d, n, "attribute activation '%s' must be 'none', 'silu' or 'swish'", act);
+  r->silu = strcmp(act, "none") != 0;
+  return 0;
+}
+
 int kn_infer_attention(kn_infer *c) {
   const kn_node *n = kn_infer_node(c);
   switch (n->op) {
@@ -331,6 +380,15 @@ int kn_infer_attention(kn_infer *c) {
     kn_rms_geom r;
     if (kn_rms_resolve(c->g, n, &r, c->d) < 0) return -1;
     return kn_infer_set(c, 0, r.out_type, &kn_infer_in(c, 0)->shape);
+  }
+  case KN_OP_FLEX_ATTENTION: return infer_attention(c);
+  case KN_OP_CAUSAL_CONV_WITH_STATE: {
+    kn_ccs_geom r;
+    if (kn_ccs_resolve(c->g, n, &r, c->d) < 0) return -1;
+    const kn_value *x = kn_infer_in(c, 0);
+    kn_shape st = x->shape;
+    st.dim[2] = r.kernel - 1;
+    return kn_infer_set(c, 0, x->dtype, &x->shape) < 0 ? -1 : kn_infer_set(c, 1, x->dtype, &st);
   }
   default: KN_UNREACHABLE("not an attention-family op");
   }
