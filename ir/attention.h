@@ -1,5 +1,5 @@
 /* attention.h — the attention family of ONNX ops (Attention, RMSNormalization,
- * RotaryEmbedding, opset 23+; CausalConvWithState, opset 27; FlexAttention of
+ * RotaryEmbedding, opset 23+; CausalConvWithState, LinearAttention, opset 27; FlexAttention of
  * domain ai.onnx.preview): their geometry, resolved and validated once
  * from a node and its input shapes. Shape inference (shape_infer_attention.c)
  * derives the output shapes from it; the decomposition pass
@@ -61,11 +61,28 @@ typedef struct kn_ccs_geom { /* CausalConvWithState: depthwise causal conv1d */
   bool silu; /* activation silu / swish */
 } kn_ccs_geom;
 
+typedef struct kn_linattn_geom { /* LinearAttention: 3-D packed [B, T, heads*size] */
+  kn_dtype dtype;       /* of query, key, value, decay, beta and the output */
+  kn_dtype state_type;  /* present_state: past_state's type, else dtype */
+  int64_t batch;
+  bool batch_sym;
+  int64_t steps;        /* T, the recurrence length (1 .. KN_LINATTN_MAX_STEPS) */
+  int64_t q_heads, kv_heads, key_size, value_size;
+  bool gated, delta;    /* update_rule: linear, gated, delta, gated_delta */
+  bool has_past;
+  int64_t decay_size;   /* last dim of decay / kv_heads: key_size or 1 */
+  int64_t beta_heads;   /* last dim of beta: kv_heads or 1 */
+  double scale;         /* the attribute, 0 = 1/sqrt(key_size) */
+} kn_linattn_geom;
+/* The decomposition unrolls the recurrence, one group of nodes per step. */
+#define KN_LINATTN_MAX_STEPS 128
+
 /* Attention and FlexAttention (domain ai.onnx.preview: 4-D Q, K, V only,
  * subgraph modifiers refused, softmax in float32 for 16-bit inputs). */
 int kn_attn_resolve(const kn_graph *g, const kn_node *n, kn_attn_geom *a, kn_diag *d);
 int kn_rope_resolve(const kn_graph *g, const kn_node *n, kn_rope_geom *r, kn_diag *d);
 int kn_rms_resolve(const kn_graph *g, const kn_node *n, kn_rms_geom *r, kn_diag *d);
 int kn_ccs_resolve(const kn_graph *g, const kn_node *n, kn_ccs_geom *r, kn_diag *d);
+int kn_linattn_resolve(const kn_graph *g, const kn_node *n, kn_linattn_geom *r, kn_diag *d);
 
 #endif

@@ -1,6 +1,6 @@
 /* pass_decompose_attention.c — rewrites the attention family of ONNX ops
  * (Attention, FlexAttention, RMSNormalization, RotaryEmbedding,
- * CausalConvWithState) into primitive graph ops, so
+ * CausalConvWithState, LinearAttention) into primitive graph ops, so
  * they run on the fused, scheduled kernels of MatMul, Softmax and the
  * elementwise / data-movement ops; no kernel of their own exists.
  *
@@ -26,6 +26,11 @@
  *    there is no past; SiLU as x * Sigmoid(x) (float32 for 16-bit types);
  *    present_state a Slice of the last k-1 positions (a zero Pad when the
  *    input is shorter than k-1).
+ *  - LinearAttention: the recurrence unrolled over its T steps (at most
+ *    KN_LINATTN_MAX_STEPS), in float32 like the reference: per step a
+ *    decay Mul, the delta correction (MatMul k_t S, Sub, Mul beta), the
+ *    outer product k_t v_t^T as a broadcast Mul, and the read q_t S as a
+ *    MatMul with the query heads of a kv head grouped as rows.
  * New values are typed and shaped; the composite node is dead afterwards and
  * its outputs are produced by Identity nodes (fold_constants removes them).
  * Nodes are re-sorted. Bad attribute / shape combinations were already
@@ -142,16 +147,19 @@ static int matmul(builder *b, int x, int y, const char *tag) {
   return emit(b, KN_OP_MATMUL, (int[]){x, y}, 2, dtype_of(b, x), s, tag);
 }
 
-/* Slice of the last axis: start, start+step, ... below end. */
-static int slice_last(builder *b, int x, int64_t start, int64_t end, int64_t step, const char *tag) {
+/* Slice of one axis: start, start+step, ... below end. */
+static int slice_axis(builder *b, int x, int64_t axis, int64_t start, int64_t end, int64_t step, const char *tag) {
   kn_shape s = shape_of(b, x);
-  int64_t axis = s.rank - 1;
   s.dim[axis] = (end - start + step - 1) / step;
   int in[5] = {x, const_ints(b, kn_arena_printf(&b->g->arena, "%s_start", tag), &start, 1),
                const_ints(b, kn_arena_printf(&b->g->arena, "%s_end", tag), &end, 1),
                const_ints(b, kn_arena_printf(&b->g->arena, "%s_axis", tag), &axis, 1),
                const_ints(b, kn_arena_printf(&b->g->arena, "%s_step", tag), &step, 1)};
   return emit(b, KN_OP_SLICE, in, 5, dtype_of(b, x), s, tag);
+}
+
+static int slice_last(builder *b, int x, int64_t start, int64_t end, int64_t step, const char *tag) {
+  return slice_axis(b, x, shape_of(b, x).rank - 1, start, end, step, tag);
 }
 
 static int unsqueeze(builder *b, int x, int64_t axis, const char *tag) {
@@ -446,6 +454,87 @@ static int decompose_causal_conv(kn_graph *g, int ni, const int *uses, kn_diag *
   return 0;
 }
 
+/* ---- LinearAttention ---- */
+
+/* [B, T, heads*size] -> [B, heads, T, size] in float32 (the reference's precision). */
+static int unpack_heads(builder *b, const kn_linattn_geom *r, int x, int64_t heads, int64_t size, const char *tag) {
+  kn_arena *a = &b->g->arena;
+  int v = reshape(b, x, (const int64_t[]){0, 0, heads, size}, 4, shape4(r->batch, r->steps, heads, size, r->batch_sym),
+                  kn_arena_printf(a, "%s_split", tag));
+  v = transpose(b, v, (const int64_t[]){0, 2, 1, 3}, kn_arena_printf(a, "%s_heads", tag));
+  return cast(b, v, KN_DT_F32, kn_arena_printf(a, "%s_f32", tag));
+}
+
+/* Time step i of x [B, H, T, X]: [B, H, 1, X]. */
+static int step_of(builder *b, int x, int64_t i, const char *tag) {
+  return slice_axis(b, x, 2, i, i + 1, 1, kn_arena_printf(&b->g->arena, "step%lld_%s", (long long)i, tag));
+}
+
+/* [B, H, 1, X] -> [B, H, X, 1] (a free reshape). */
+static int to_column(builder *b, int x, int64_t i, const char *tag) {
+  kn_shape s = shape_of(b, x);
+  s.dim[2] = s.dim[3], s.dim[3] = 1;
+  return reshape(b, x, (const int64_t[]){0, 0, s.dim[2], 1}, 4, s,
+                 kn_arena_printf(&b->g->arena, "step%lld_%s", (long long)i, tag));
+}
+
+static int decompose_linear_attention(kn_graph *g, int ni, const int *uses, kn_diag *d) {
+  kn_linattn_geom r;
+  if (kn_linattn_resolve(g, &g->nodes[ni], &r, d) < 0) return -1;
+  const kn_node *n = &g->nodes[ni];
+  int in[6];
+  for (int k = 0; k < 6; k++) in[k] = k < n->n_in ? n->in[k] : -1;
+  int y = uses[n->out[0]] > 0 ? n->out[0] : -1, state_out = n->n_out > 1 && uses[n->out[1]] > 0 ? n->out[1] : -1;
+  builder bb = {g, n->name}, *b = &bb;
+  kn_arena *a = &g->arena;
+  kn_pass_kill_node(g, ni);
+
+  int q4 = unpack_heads(b, &r, in[0], r.q_heads, r.key_size, "q");
+  int k4 = unpack_heads(b, &r, in[1], r.kv_heads, r.key_size, "k");
+  int v4 = unpack_heads(b, &r, in[2], r.kv_heads, r.value_size, "v");
+  int gate4 = r.gated ? unary(b, KN_OP_EXP, unpack_heads(b, &r, in[4], r.kv_heads, r.decay_size, "decay"), "gate") : -1;
+  int beta4 = r.delta ? unpack_heads(b, &r, in[5], r.beta_heads, 1, "beta") : -1;
+  int state = r.has_past ? cast(b, in[3], KN_DT_F32, "past_f32") : -1; /* -1: all zeros */
+  int64_t reps = r.q_heads / r.kv_heads;
+  int *outs = malloc(sizeof(int) * (size_t)r.steps);
+  KN_ASSERT(outs, "out of memory");
+  for (int64_t i = 0; i < r.steps; i++) {
+    int kt = step_of(b, k4, i, "k"), vt = step_of(b, v4, i, "v");
+    if (r.gated && state >= 0) /* S *= exp(g_t), broadcast over the value dim */
+      state = binary(b, KN_OP_MUL, state, to_column(b, step_of(b, gate4, i, "gate"), i, "gate_col"), KN_DT_INVALID,
+                     kn_arena_printf(a, "step%lld_decayed", (long long)i));
+    if (r.delta) { /* v_t <- beta_t * (v_t - S^T k_t) */
+      if (state >= 0)
+        vt = binary(b, KN_OP_SUB, vt, matmul(b, kt, state, kn_arena_printf(a, "step%lld_retrieved", (long long)i)),
+                    KN_DT_INVALID, kn_arena_printf(a, "step%lld_v_delta", (long long)i));
+      vt = binary(b, KN_OP_MUL, step_of(b, beta4, i, "beta"), vt, KN_DT_INVALID,
+                  kn_arena_printf(a, "step%lld_v_beta", (long long)i));
+    }
+    int upd = binary(b, KN_OP_MUL, to_column(b, kt, i, "k_col"), vt, KN_DT_INVALID,
+                     kn_arena_printf(a, "step%lld_outer", (long long)i));
+    state = state < 0 ? upd : binary(b, KN_OP_ADD, state, upd, KN_DT_INVALID, kn_arena_printf(a, "step%lld_state", (long long)i));
+    /* o_t = q_t S, each kv head's state read by its group of query heads */
+    int qt = step_of(b, q4, i, "q");
+    if (reps > 1)
+      qt = reshape(b, qt, (const int64_t[]){0, r.kv_heads, reps, r.key_size}, 4,
+                   shape4(r.batch, r.kv_heads, reps, r.key_size, r.batch_sym), kn_arena_printf(a, "step%lld_q_grouped", (long long)i));
+    int ot = matmul(b, qt, state, kn_arena_printf(a, "step%lld_out", (long long)i));
+    if (reps > 1)
+      ot = reshape(b, ot, (const int64_t[]){0, r.q_heads, 1, r.value_size}, 4,
+                   shape4(r.batch, r.q_heads, 1, r.value_size, r.batch_sym), kn_arena_printf(a, "step%lld_out_heads", (long long)i));
+    outs[i] = ot;
+  }
+  int o = r.steps > 1 ? concat(b, outs, (int)r.steps, 2, "outputs") : outs[0];
+  free(outs);
+  o = binary(b, KN_OP_MUL, o, const_scalar(b, "scale", KN_DT_F32, r.scale), KN_DT_INVALID, "scaled");
+  o = transpose(b, o, (const int64_t[]){0, 2, 1, 3}, "out_merge");
+  kn_shape s3 = {.rank = 3, .dim = {r.batch, r.steps, r.q_heads * r.value_size}, .batch_mask = r.batch_sym};
+  o = reshape(b, o, (const int64_t[]){0, 0, r.q_heads * r.value_size}, 3, s3, "out_merged");
+  finish(b, cast(b, o, r.dtype, "out_cast"), y, "output");
+  finish(b, cast(b, state, r.state_type, "state_cast"), state_out, "present_state");
+  return 0;
+}
+
 int kn_pass_decompose_attention(kn_graph *g, kn_diag *d) {
   int *uses = malloc(sizeof(int) * ((size_t)g->n_values + 1));
   KN_ASSERT(uses, "out of memory");
@@ -458,6 +547,7 @@ int kn_pass_decompose_attention(kn_graph *g, kn_diag *d) {
     case KN_OP_ATTENTION:
     case KN_OP_FLEX_ATTENTION: rc |= decompose_attention(g, i, uses, d); break;
     case KN_OP_CAUSAL_CONV_WITH_STATE: rc |= decompose_causal_conv(g, i, uses, d); break;
+    case KN_OP_LINEAR_ATTENTION: rc |= decompose_linear_attention(g, i, uses, d); break;
     case KN_OP_RMS_NORM: rc |= decompose_rms_norm(g, i, uses, d); break;
     case KN_OP_ROTARY_EMBEDDING: rc |= decompose_rotary(g, i, uses, d); break;
     default: break;

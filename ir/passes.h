@@ -29,7 +29,7 @@ int kn_pass_layout(kn_graph *g, kn_diag *d);
 int kn_pass_explicit_pad(kn_graph *g, kn_diag *d);
 
 /* Rewrites the attention family (Attention, FlexAttention, RMSNormalization,
- * RotaryEmbedding, CausalConvWithState) into primitive ops (MatMul, Softmax, elementwise, data
+ * RotaryEmbedding, CausalConvWithState, LinearAttention) into primitive ops (MatMul, Softmax, elementwise, data
  * movement); runs first, so later passes never see them. */
 int kn_pass_decompose_attention(kn_graph *g, kn_diag *d);
 

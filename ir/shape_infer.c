@@ -341,6 +341,7 @@ static void op_arity(kn_op op, int *max_in, int *max_out) {
   case KN_OP_ROTARY_EMBEDDING: *max_in = 4; return;
   case KN_OP_CAUSAL_CONV_WITH_STATE: *max_in = 4, *max_out = 2; return;
   case KN_OP_FLEX_ATTENTION: *max_in = 3; return;
+  case KN_OP_LINEAR_ATTENTION: *max_in = 6, *max_out = 2; return;
   default: *max_in = 1; return;
   }
 }
@@ -360,7 +361,7 @@ static int infer_node(kn_infer *c) {
     return kn_infer_fail(c, "has %d outputs, expected 1..%d", n->n_out, max_out < 0 ? 64 : max_out);
   switch (n->op) { /* [attention family]: composite ops, ir/shape_infer_attention.c */
   case KN_OP_ATTENTION: case KN_OP_RMS_NORM: case KN_OP_ROTARY_EMBEDDING: case KN_OP_CAUSAL_CONV_WITH_STATE:
-  case KN_OP_FLEX_ATTENTION: return kn_infer_attention(c);
+  case KN_OP_FLEX_ATTENTION: case KN_OP_LINEAR_ATTENTION: return kn_infer_attention(c);
   default: break;
   }
   switch (kn_op_class_of(n->op)) {

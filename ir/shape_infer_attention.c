@@ -1,6 +1,6 @@
 /* shape_infer_attention.c — geometry and shape rules of the attention family
  * (Attention, FlexAttention, RMSNormalization, RotaryEmbedding,
- * CausalConvWithState; see attention.h). The
+ * CausalConvWithState, LinearAttention; see attention.h). The
  * resolvers check everything the decomposition relies on, so a node that
  * passes shape inference can be decomposed unless it needs something the
  * decomposition refuses by name (pass_decompose_attention.c). */
@@ -366,6 +366,94 @@ int kn_ccs_resolve(const kn_graph *g, const kn_node *n, kn_ccs_geom *r, kn_diag 
   return 0;
 }
 
+/* ---- LinearAttention ---- */
+
+/* Input k must be a 3-D [batch, steps, last] tensor of dtype; stores last. */
+static int packed_3d(const kn_graph *g, const kn_node *n, int k, const char *what, const kn_linattn_geom *r,
+                     int64_t *last, kn_diag *d) {
+  const kn_value *v = input(g, n, k);
+  if (v->dtype != r->dtype || v->shape.rank != 3)
+    return fail(d, n, "%s is %s %s; expected %s [batch, steps, size]", what, kn_dtype_name(v->dtype),
+                SHAPE_STR(&v->shape), kn_dtype_name(r->dtype));
+  if (batch_only_dim0(d, n, what, v) < 0 || need_dim(d, n, what, v, 0, r->batch, r->batch_sym, "batch") < 0 ||
+      need_dim(d, n, what, v, 1, r->steps, false, "steps") < 0)
+    return -1;
+  *last = v->shape.dim[2];
+  return 0;
+}
+
+int kn_linattn_resolve(const kn_graph *g, const kn_node *n, kn_linattn_geom *r, kn_diag *d) {
+  memset(r, 0, sizeof *r);
+  const kn_value *q = input(g, n, 0), *past = input(g, n, 3), *decay = input(g, n, 4), *beta = input(g, n, 5);
+  if (!q || !input(g, n, 1) || !input(g, n, 2)) return fail(d, n, "inputs query, key and value are required");
+  r->dtype = q->dtype;
+  if (!kn_dtype_is_float(r->dtype) || q->shape.rank != 3)
+    return fail(d, n, "query must be a 3-D float tensor, got %s %s", kn_dtype_name(q->dtype), SHAPE_STR(&q->shape));
+  r->batch = q->shape.dim[0], r->batch_sym = is_batch(&q->shape, 0), r->steps = q->shape.dim[1];
+  if (r->steps < 1 || r->steps > KN_LINATTN_MAX_STEPS)
+    return fail(d, n, "query %s: sequence length must be 1..%d (the recurrence is unrolled)", SHAPE_STR(&q->shape),
+                KN_LINATTN_MAX_STEPS);
+  const char *rule = kn_node_attr_string(n, "update_rule", "gated_delta");
+  if (!strcmp(rule, "linear")) {
+  } else if (!strcmp(rule, "gated")) {
+    r->gated = true;
+  } else if (!strcmp(rule, "delta")) {
+    r->delta = true;
+  } else if (!strcmp(rule, "gated_delta")) {
+    r->gated = r->delta = true;
+  } else {
+    return fail(d, n, "attribute update_rule '%s' must be 'linear', 'gated', 'delta' or 'gated_delta'", rule);
+  }
+  r->q_heads = kn_node_attr_int(n, "q_num_heads", 0), r->kv_heads = kn_node_attr_int(n, "kv_num_heads", 0);
+  if (r->q_heads <= 0 || r->kv_heads <= 0 || r->q_heads % r->kv_heads)
+    return fail(d, n, "attributes q_num_heads %lld and kv_num_heads %lld must be positive, q a multiple of kv",
+                (long long)r->q_heads, (long long)r->kv_heads);
+  int64_t q_last, k_last, v_last;
+  if (packed_3d(g, n, 0, "query", r, &q_last, d) < 0 || packed_3d(g, n, 1, "key", r, &k_last, d) < 0 ||
+      packed_3d(g, n, 2, "value", r, &v_last, d) < 0)
+    return -1;
+  if (q_last % r->q_heads || k_last != q_last / r->q_heads * r->kv_heads || v_last % r->kv_heads || v_last == 0)
+    return fail(d, n, "query / key / value sizes %lld / %lld / %lld do not split into %lld / %lld / %lld heads",
+                (long long)q_last, (long long)k_last, (long long)v_last, (long long)r->q_heads,
+                (long long)r->kv_heads, (long long)r->kv_heads);
+  r->key_size = q_last / r->q_heads, r->value_size = v_last / r->kv_heads;
+  if (r->key_size < 1) return fail(d, n, "query %s is empty", SHAPE_STR(&q->shape));
+  if (r->gated != (decay != NULL))
+    return fail(d, n, "update_rule '%s' %s input decay", rule, r->gated ? "requires" : "forbids");
+  if (r->delta != (beta != NULL))
+    return fail(d, n, "update_rule '%s' %s input beta", rule, r->delta ? "requires" : "forbids");
+  if (decay) {
+    int64_t last;
+    if (packed_3d(g, n, 4, "decay", r, &last, d) < 0) return -1;
+    if (last != r->kv_heads && last != r->kv_heads * r->key_size)
+      return fail(d, n, "decay last dim %lld must be kv_num_heads (%lld) or kv_num_heads * key size (%lld)",
+                  (long long)last, (long long)r->kv_heads, (long long)(r->kv_heads * r->key_size));
+    r->decay_size = last / r->kv_heads;
+  }
+  if (beta) {
+    if (packed_3d(g, n, 5, "beta", r, &r->beta_heads, d) < 0) return -1;
+    if (r->beta_heads != r->kv_heads && r->beta_heads != 1)
+      return fail(d, n, "beta last dim %lld must be kv_num_heads (%lld) or 1", (long long)r->beta_heads,
+                  (long long)r->kv_heads);
+  }
+  r->has_past = past != NULL;
+  r->state_type = past ? past->dtype : r->dtype;
+  if (past) {
+    if (!kn_dtype_is_float(past->dtype) || past->shape.rank != 4)
+      return fail(d, n, "past_state is %s %s; expected a 4-D float tensor", kn_dtype_name(past->dtype),
+                  SHAPE_STR(&past->shape));
+    if (batch_only_dim0(d, n, "past_state", past) < 0 ||
+        need_dim(d, n, "past_state", past, 0, r->batch, r->batch_sym, "batch") < 0 ||
+        need_dim(d, n, "past_state", past, 1, r->kv_heads, false, "kv heads") < 0 ||
+        need_dim(d, n, "past_state", past, 2, r->key_size, false, "key size") < 0 ||
+        need_dim(d, n, "past_state", past, 3, r->value_size, false, "value size") < 0)
+      return -1;
+  }
+  r->scale = kn_node_attr_float(n, "scale", 0.0f);
+  if (r->scale == 0) r->scale = 1.0 / sqrt((double)r->key_size);
+  return 0;
+}
+
 int kn_infer_attention(kn_infer *c) {
   const kn_node *n = kn_infer_node(c);
   switch (n->op) {
@@ -389,6 +477,14 @@ int kn_infer_attention(kn_infer *c) {
     kn_shape st = x->shape;
     st.dim[2] = r.kernel - 1;
     return kn_infer_set(c, 0, x->dtype, &x->shape) < 0 ? -1 : kn_infer_set(c, 1, x->dtype, &st);
+  }
+  case KN_OP_LINEAR_ATTENTION: {
+    kn_linattn_geom r;
+    if (kn_linattn_resolve(c->g, n, &r, c->d) < 0) return -1;
+    uint32_t bm = r.batch_sym ? 1u : 0u;
+    kn_shape y = {.rank = 3, .dim = {r.batch, r.steps, r.q_heads * r.value_size}, .batch_mask = bm};
+    kn_shape st = {.rank = 4, .dim = {r.batch, r.kv_heads, r.key_size, r.value_size}, .batch_mask = bm};
+    return kn_infer_set(c, 0, r.dtype, &y) < 0 ? -1 : kn_infer_set(c, 1, r.state_type, &st);
   }
   default: KN_UNREACHABLE("not an attention-family op");
   }

@@ -37,6 +37,7 @@ int kn_infer_attr_or_input(kn_infer *c, const char *name, int k, int64_t *vals, 
 int kn_infer_elemwise(kn_infer *c);
 int kn_infer_nn(kn_infer *c);
 int kn_infer_movement(kn_infer *c);
-int kn_infer_attention(kn_infer *c); /* Attention, FlexAttention, RMSNormalization, RotaryEmbedding, CausalConvWithState */
+int kn_infer_attention(kn_infer *c); /* Attention, FlexAttention, RMSNormalization, RotaryEmbedding,
+                                       CausalConvWithState, LinearAttention */
 
 #endif
