@@ -252,6 +252,69 @@ static void causal_conv_short_input(void **state) {
   kn_graph_free(&g);
 }
 
+/* ---- LinearAttention: gated_delta, GQA, per-head decay, scalar beta, past state ---- */
+
+static void linear_attention_gated_delta_gqa(void **state) {
+  (void)state;
+  enum { B = 2, T = 3, HQ = 4, HKV = 2, DK = 3, DV = 2 };
+  kn_graph g;
+  kn_graph_init(&g);
+  g.opset = 27;
+  g.max_batch = B;
+  tg_input(&g, "q", KN_DT_F32, "N,3,12");
+  tg_input(&g, "k", KN_DT_F32, "N,3,6");
+  tg_input(&g, "v", KN_DT_F32, "N,3,4");
+  tg_input(&g, "past", KN_DT_F32, "N,2,3,2");
+  tg_input(&g, "decay", KN_DT_F32, "N,3,2");
+  tg_input(&g, "beta", KN_DT_F32, "N,3,1");
+  int n = tg_node(&g, KN_OP_LINEAR_ATTENTION, "lin", "q,k,v,past,decay,beta", "y,present");
+  tg_attr_i(&g, n, "q_num_heads", HQ);
+  tg_attr_i(&g, n, "kv_num_heads", HKV);
+  tg_attr_s(&g, n, "update_rule", "gated_delta");
+  tg_output(&g, "y");
+  tg_output(&g, "present");
+  decompose(&g);
+
+  float q[B * T * HQ * DK], k[B * T * HKV * DK], v[B * T * HKV * DV], past[B * HKV * DK * DV];
+  float decay[B * T * HKV], beta[B * T], y[B * T * HQ * DV], present[B * HKV * DK * DV];
+  fill(q, B * T * HQ * DK, 15), fill(k, B * T * HKV * DK, 16), fill(v, B * T * HKV * DV, 17);
+  fill(past, B * HKV * DK * DV, 18), fill(decay, B * T * HKV, 19), fill(beta, B * T, 20);
+  double st[B][HKV][DK][DV];
+  for (int b = 0; b < B; b++)
+    for (int h = 0; h < HKV; h++)
+      for (int i = 0; i < DK; i++)
+        for (int m = 0; m < DV; m++) st[b][h][i][m] = past[((b * HKV + h) * DK + i) * DV + m];
+  for (int t = 0; t < T; t++)
+    for (int b = 0; b < B; b++) {
+      for (int h = 0; h < HKV; h++) {
+        const float *kt = &k[(b * T + t) * HKV * DK + h * DK], *vt = &v[(b * T + t) * HKV * DV + h * DV];
+        double gate = exp(decay[(b * T + t) * HKV + h]), corrected[DV];
+        for (int i = 0; i < DK; i++)
+          for (int m = 0; m < DV; m++) st[b][h][i][m] *= gate;
+        for (int m = 0; m < DV; m++) {
+          double retrieved = 0;
+          for (int i = 0; i < DK; i++) retrieved += st[b][h][i][m] * kt[i];
+          corrected[m] = beta[b * T + t] * (vt[m] - retrieved);
+        }
+        for (int i = 0; i < DK; i++)
+          for (int m = 0; m < DV; m++) st[b][h][i][m] += kt[i] * corrected[m];
+      }
+      for (int hq = 0; hq < HQ; hq++)
+        for (int m = 0; m < DV; m++) {
+          double acc = 0;
+          for (int i = 0; i < DK; i++) acc += q[(b * T + t) * HQ * DK + hq * DK + i] * st[b][hq / (HQ / HKV)][i][m];
+          y[(b * T + t) * HQ * DV + hq * DV + m] = (float)(acc / sqrt(DK));
+        }
+    }
+  for (int b = 0; b < B; b++)
+    for (int h = 0; h < HKV; h++)
+      for (int i = 0; i < DK; i++)
+        for (int m = 0; m < DV; m++) present[((b * HKV + h) * DK + i) * DV + m] = (float)st[b][h][i][m];
+  const void *inputs[] = {q, k, v, past, decay, beta};
+  run_and_compare(&g, B, inputs, (float *[]){y, present}, (int64_t[]){B * T * HQ * DV, B * HKV * DK * DV}, 2, 1e-5);
+  kn_graph_free(&g);
+}
+
 /* ---- bad input: one diagnostic naming the node and the culprit ---- */
 
 static void bad_inputs_are_diagnosed(void **state) {
@@ -273,6 +336,10 @@ static void bad_inputs_are_diagnosed(void **state) {
        "rotary dimension 5 (attribute rotary_embedding_dim) must be even", 5},
       {KN_OP_RMS_NORM, "a,b", {"2,3", "2"}, NULL, "scale [2] does not broadcast to X [2,3]", 0},
       {KN_OP_CAUSAL_CONV_WITH_STATE, "a,b", {"1,2,5", "3,1,4"}, NULL, "weight is float32 [3,1,4]; expected", 0},
+      {KN_OP_LINEAR_ATTENTION, "a,b,c", {"1,2,8", "1,2,8", "1,2,8"}, NULL,
+       "attributes q_num_heads 0 and kv_num_heads 0 must be positive", 0},
+      {KN_OP_FLEX_ATTENTION, "a,b,c", {"1,2,3,4", "1,2,5,4", "1,2,5,4"}, NULL,
+       "FlexAttention is an op of domain 'ai.onnx.preview'", 0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
     kn_graph g;
@@ -290,12 +357,32 @@ static void bad_inputs_are_diagnosed(void **state) {
   }
 }
 
+/* FlexAttention's score_mod / prob_mod subgraphs are refused by name. */
+static void flex_attention_subgraph_refused(void **state) {
+  (void)state;
+  kn_graph g;
+  kn_graph_init(&g);
+  g.opset = 26;
+  g.max_batch = 1;
+  tg_input(&g, "q", KN_DT_F32, "1,2,3,4");
+  tg_input(&g, "k", KN_DT_F32, "1,2,5,4");
+  tg_input(&g, "v", KN_DT_F32, "1,2,5,4");
+  int n = tg_node(&g, KN_OP_FLEX_ATTENTION, "flex", "q,k,v", "y");
+  g.nodes[n].domain = "ai.onnx.preview";
+  kn_node_add_attr(&g, &g.nodes[n], (kn_attr){.name = "score_mod", .kind = KN_ATTR_GRAPH, .s = "graph", .value = -1});
+  tg_output(&g, "y");
+  tg_infer_fails(&g, "node 'flex' (FlexAttention): attribute 'score_mod' (a subgraph) is not supported");
+  kn_graph_free(&g);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(attention_gqa_past_mask_causal),
       cmocka_unit_test(rms_norm_golden),
       cmocka_unit_test(rotary_interleaved_partial),
       cmocka_unit_test(causal_conv_short_input),
+      cmocka_unit_test(linear_attention_gated_delta_gqa),
+      cmocka_unit_test(flex_attention_subgraph_refused),
       cmocka_unit_test(bad_inputs_are_diagnosed),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
