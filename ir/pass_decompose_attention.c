@@ -27,10 +27,12 @@
  *    present_state a Slice of the last k-1 positions (a zero Pad when the
  *    input is shorter than k-1).
  *  - LinearAttention: the recurrence unrolled over its T steps (at most
- *    KN_LINATTN_MAX_STEPS), in float32 like the reference: per step a
- *    decay Mul, the delta correction (MatMul k_t S, Sub, Mul beta), the
- *    outer product k_t v_t^T as a broadcast Mul, and the read q_t S as a
- *    MatMul with the query heads of a kv head grouped as rows.
+ *    KN_LINATTN_MAX_STEPS), in float32 like the reference. The packed
+ *    [B, T, H*D] inputs are split along T once; a step [B, 1, H*D] is a
+ *    free view as [B, H, 1, D] or [B, H, D, 1]. Per step: a decay Mul, the
+ *    delta correction (MatMul k_t S, Sub, Mul beta), the outer product
+ *    k_t v_t^T as a broadcast Mul, and the read q_t S as a MatMul with the
+ *    query heads of a kv head as rows; outputs are concatenated along T.
  * New values are typed and shaped; the composite node is dead afterwards and
  * its outputs are produced by Identity nodes (fold_constants removes them).
  * Nodes are re-sorted. Bad attribute / shape combinations were already
@@ -456,26 +458,35 @@ static int decompose_causal_conv(kn_graph *g, int ni, const int *uses, kn_diag *
 
 /* ---- LinearAttention ---- */
 
-/* [B, T, heads*size] -> [B, heads, T, size] in float32 (the reference's precision). */
-static int unpack_heads(builder *b, const kn_linattn_geom *r, int x, int64_t heads, int64_t size, const char *tag) {
+/* The steps of x [B, T, X] in float32 (the reference's precision): one
+ * Split along T, step t a [B, 1, X] tensor. */
+static void split_steps(builder *b, const kn_linattn_geom *r, int x, int *steps, const char *tag) {
   kn_arena *a = &b->g->arena;
-  int v = reshape(b, x, (const int64_t[]){0, 0, heads, size}, 4, shape4(r->batch, r->steps, heads, size, r->batch_sym),
-                  kn_arena_printf(a, "%s_split", tag));
-  v = transpose(b, v, (const int64_t[]){0, 2, 1, 3}, kn_arena_printf(a, "%s_heads", tag));
-  return cast(b, v, KN_DT_F32, kn_arena_printf(a, "%s_f32", tag));
-}
-
-/* Time step i of x [B, H, T, X]: [B, H, 1, X]. */
-static int step_of(builder *b, int x, int64_t i, const char *tag) {
-  return slice_axis(b, x, 2, i, i + 1, 1, kn_arena_printf(&b->g->arena, "step%lld_%s", (long long)i, tag));
-}
-
-/* [B, H, 1, X] -> [B, H, X, 1] (a free reshape). */
-static int to_column(builder *b, int x, int64_t i, const char *tag) {
+  x = cast(b, x, KN_DT_F32, kn_arena_printf(a, "%s_f32", tag));
+  if (r->steps == 1) {
+    steps[0] = x;
+    return;
+  }
   kn_shape s = shape_of(b, x);
-  s.dim[2] = s.dim[3], s.dim[3] = 1;
-  return reshape(b, x, (const int64_t[]){0, 0, s.dim[2], 1}, 4, s,
-                 kn_arena_printf(&b->g->arena, "step%lld_%s", (long long)i, tag));
+  s.dim[1] = 1;
+  int64_t *ones = malloc(sizeof(int64_t) * (size_t)r->steps);
+  KN_ASSERT(ones, "out of memory");
+  for (int64_t t = 0; t < r->steps; t++) {
+    ones[t] = 1;
+    steps[t] = kn_pass_new_value(b->g, b->name, kn_arena_printf(a, "/%s_step%lld", tag, (long long)t), KN_DT_F32, &s);
+  }
+  int in[2] = {x, const_ints(b, kn_arena_printf(a, "%s_split_sizes", tag), ones, (int)r->steps)};
+  free(ones);
+  int node = kn_graph_add_node(b->g, KN_OP_SPLIT, kn_arena_printf(a, "%s/%s_steps", b->name, tag), in, 2, steps,
+                               (int)r->steps);
+  attr_int(b, node, "axis", 1);
+}
+
+/* Step x [B, 1, heads*rows*cols] viewed as [B, heads, rows, cols] (free: T is 1). */
+static int step_view(builder *b, const kn_linattn_geom *r, int x, int64_t t, int64_t heads, int64_t rows,
+                     int64_t cols, const char *tag) {
+  return reshape(b, x, (const int64_t[]){0, heads, rows, cols}, 4, shape4(r->batch, heads, rows, cols, r->batch_sym),
+                 kn_arena_printf(&b->g->arena, "step%lld_%s", (long long)t, tag));
 }
 
 static int decompose_linear_attention(kn_graph *g, int ni, const int *uses, kn_diag *d) {
@@ -489,47 +500,43 @@ static int decompose_linear_attention(kn_graph *g, int ni, const int *uses, kn_d
   kn_arena *a = &g->arena;
   kn_pass_kill_node(g, ni);
 
-  int q4 = unpack_heads(b, &r, in[0], r.q_heads, r.key_size, "q");
-  int k4 = unpack_heads(b, &r, in[1], r.kv_heads, r.key_size, "k");
-  int v4 = unpack_heads(b, &r, in[2], r.kv_heads, r.value_size, "v");
-  int gate4 = r.gated ? unary(b, KN_OP_EXP, unpack_heads(b, &r, in[4], r.kv_heads, r.decay_size, "decay"), "gate") : -1;
-  int beta4 = r.delta ? unpack_heads(b, &r, in[5], r.beta_heads, 1, "beta") : -1;
+  int64_t steps = r.steps, reps = r.q_heads / r.kv_heads;
+  int *qs = malloc(sizeof(int) * (size_t)steps * 6);
+  KN_ASSERT(qs, "out of memory");
+  int *ks = qs + steps, *vs = ks + steps, *gs = vs + steps, *bs = gs + steps, *outs = bs + steps;
+  split_steps(b, &r, in[0], qs, "q");
+  split_steps(b, &r, in[1], ks, "k");
+  split_steps(b, &r, in[2], vs, "v");
+  if (r.gated) split_steps(b, &r, unary(b, KN_OP_EXP, cast(b, in[4], KN_DT_F32, "decay_f32"), "gate"), gs, "gate");
+  if (r.delta) split_steps(b, &r, in[5], bs, "beta");
   int state = r.has_past ? cast(b, in[3], KN_DT_F32, "past_f32") : -1; /* -1: all zeros */
-  int64_t reps = r.q_heads / r.kv_heads;
-  int *outs = malloc(sizeof(int) * (size_t)r.steps);
-  KN_ASSERT(outs, "out of memory");
-  for (int64_t i = 0; i < r.steps; i++) {
-    int kt = step_of(b, k4, i, "k"), vt = step_of(b, v4, i, "v");
+  for (int64_t t = 0; t < steps; t++) {
+    int vt = step_view(b, &r, vs[t], t, r.kv_heads, 1, r.value_size, "v");
     if (r.gated && state >= 0) /* S *= exp(g_t), broadcast over the value dim */
-      state = binary(b, KN_OP_MUL, state, to_column(b, step_of(b, gate4, i, "gate"), i, "gate_col"), KN_DT_INVALID,
-                     kn_arena_printf(a, "step%lld_decayed", (long long)i));
+      state = binary(b, KN_OP_MUL, state, step_view(b, &r, gs[t], t, r.kv_heads, r.decay_size, 1, "gate"),
+                     KN_DT_INVALID, kn_arena_printf(a, "step%lld_decayed", (long long)t));
     if (r.delta) { /* v_t <- beta_t * (v_t - S^T k_t) */
-      if (state >= 0)
-        vt = binary(b, KN_OP_SUB, vt, matmul(b, kt, state, kn_arena_printf(a, "step%lld_retrieved", (long long)i)),
-                    KN_DT_INVALID, kn_arena_printf(a, "step%lld_v_delta", (long long)i));
-      vt = binary(b, KN_OP_MUL, step_of(b, beta4, i, "beta"), vt, KN_DT_INVALID,
-                  kn_arena_printf(a, "step%lld_v_beta", (long long)i));
+      if (state >= 0) {
+        int kt = step_view(b, &r, ks[t], t, r.kv_heads, 1, r.key_size, "k_row");
+        vt = binary(b, KN_OP_SUB, vt, matmul(b, kt, state, kn_arena_printf(a, "step%lld_retrieved", (long long)t)),
+                    KN_DT_INVALID, kn_arena_printf(a, "step%lld_v_delta", (long long)t));
+      }
+      vt = binary(b, KN_OP_MUL, step_view(b, &r, bs[t], t, r.beta_heads, 1, 1, "beta"), vt, KN_DT_INVALID,
+                  kn_arena_printf(a, "step%lld_v_beta", (long long)t));
     }
-    int upd = binary(b, KN_OP_MUL, to_column(b, kt, i, "k_col"), vt, KN_DT_INVALID,
-                     kn_arena_printf(a, "step%lld_outer", (long long)i));
-    state = state < 0 ? upd : binary(b, KN_OP_ADD, state, upd, KN_DT_INVALID, kn_arena_printf(a, "step%lld_state", (long long)i));
-    /* o_t = q_t S, each kv head's state read by its group of query heads */
-    int qt = step_of(b, q4, i, "q");
-    if (reps > 1)
-      qt = reshape(b, qt, (const int64_t[]){0, r.kv_heads, reps, r.key_size}, 4,
-                   shape4(r.batch, r.kv_heads, reps, r.key_size, r.batch_sym), kn_arena_printf(a, "step%lld_q_grouped", (long long)i));
-    int ot = matmul(b, qt, state, kn_arena_printf(a, "step%lld_out", (long long)i));
-    if (reps > 1)
-      ot = reshape(b, ot, (const int64_t[]){0, r.q_heads, 1, r.value_size}, 4,
-                   shape4(r.batch, r.q_heads, 1, r.value_size, r.batch_sym), kn_arena_printf(a, "step%lld_out_heads", (long long)i));
-    outs[i] = ot;
+    int upd = binary(b, KN_OP_MUL, step_view(b, &r, ks[t], t, r.kv_heads, r.key_size, 1, "k_col"), vt, KN_DT_INVALID,
+                     kn_arena_printf(a, "step%lld_outer", (long long)t));
+    state = state < 0 ? upd : binary(b, KN_OP_ADD, state, upd, KN_DT_INVALID, kn_arena_printf(a, "step%lld_state", (long long)t));
+    /* o_t = q_t S: the query heads of a kv head are rows of one MatMul */
+    int qt = step_view(b, &r, qs[t], t, r.kv_heads, reps, r.key_size, "q");
+    int ot = matmul(b, qt, state, kn_arena_printf(a, "step%lld_out", (long long)t));
+    kn_shape os = {.rank = 3, .dim = {r.batch, 1, r.q_heads * r.value_size}, .batch_mask = r.batch_sym};
+    outs[t] = reshape(b, ot, (const int64_t[]){0, 1, r.q_heads * r.value_size}, 3, os,
+                      kn_arena_printf(a, "step%lld_out_packed", (long long)t));
   }
-  int o = r.steps > 1 ? concat(b, outs, (int)r.steps, 2, "outputs") : outs[0];
-  free(outs);
+  int o = steps > 1 ? concat(b, outs, (int)steps, 1, "outputs") : outs[0];
+  free(qs);
   o = binary(b, KN_OP_MUL, o, const_scalar(b, "scale", KN_DT_F32, r.scale), KN_DT_INVALID, "scaled");
-  o = transpose(b, o, (const int64_t[]){0, 2, 1, 3}, "out_merge");
-  kn_shape s3 = {.rank = 3, .dim = {r.batch, r.steps, r.q_heads * r.value_size}, .batch_mask = r.batch_sym};
-  o = reshape(b, o, (const int64_t[]){0, 0, r.q_heads * r.value_size}, 3, s3, "out_merged");
   finish(b, cast(b, o, r.dtype, "out_cast"), y, "output");
   finish(b, cast(b, state, r.state_type, "state_cast"), state_out, "present_state");
   return 0;
