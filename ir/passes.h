@@ -2,7 +2,8 @@
  * returns 0, or -1 with diagnostics. Each file's opening comment says what the
  * pass requires and guarantees. The pipeline (run by the compile driver):
  *
- *   kn_infer_shapes, fold_constants, dce, fold_conv_bn, layout, fold_constants, dce
+ *   kn_infer_shapes, decompose_attention, fold_constants, dce, fold_conv_bn, layout,
+ *   explicit_pad, fold_constants, dce
  *
  * with kn_infer_shapes re-run after each rewriting pass. Every pass here
  * requires inferred shapes and toposorted nodes on entry, and leaves both
