@@ -12,7 +12,7 @@
  *    than Q and K by sqrt(scale) before it; GQA reshapes Q to
  *    [B, kv_heads, reps*q_len, head] so each kv head is read once, never
  *    repeated; the bias (mask padded with -inf, causal and padding masks as
- *    -inf constants or Where) is added after the softcap, so masked scores
+ *    Where(position test, 0, -inf)) is added after the softcap, so masked scores
  *    stay -inf; a fully masked row gives NaN, as Softmax of all -inf does in
  *    the reference. 16-bit float inputs are computed in float32 and rounded
  *    once at the end (the reference computes in float64).
@@ -217,22 +217,26 @@ static int attention_bias(builder *b, const kn_attn_geom *a, const int *in, kn_d
     }
     bias = m;
   }
-  if (a->is_causal) { /* upper-left aligned after the past: key j > query i + past is masked */
-    kn_shape s = {.rank = 2, .dim = {a->q_len, a->total_len}};
-    double *vals = malloc(sizeof(double) * (size_t)(a->q_len * a->total_len));
-    KN_ASSERT(vals, "out of memory");
-    for (int64_t i = 0; i < a->q_len; i++)
-      for (int64_t j = 0; j < a->total_len; j++) vals[i * a->total_len + j] = j > i + a->past_len ? -INFINITY : 0.0;
-    int c = const_tensor(b, "causal_bias", t, &s, vals);
-    free(vals);
-    bias = bias < 0 ? c : binary(b, KN_OP_ADD, bias, c, KN_DT_INVALID, "causal_add");
-  }
-  if (a->has_nonpad) { /* key j of batch row r is masked when j >= nonpad_kv_seqlen[r] */
-    int64_t *pos = malloc(sizeof(int64_t) * (size_t)a->total_len);
+  /* key positions 0 .. total_len-1, for the causal and padding masks */
+  int key_pos = -1;
+  if (a->is_causal || a->has_nonpad) {
+    int64_t *pos = malloc(sizeof(int64_t) * (size_t)(a->total_len + a->q_len));
     KN_ASSERT(pos, "out of memory");
     for (int64_t j = 0; j < a->total_len; j++) pos[j] = j;
-    int r = const_ints(b, "kv_positions", pos, (int)a->total_len);
+    key_pos = const_ints(b, "key_positions", pos, (int)a->total_len);
+    if (a->is_causal) { /* upper-left aligned after the past: query i sees keys j <= i + past */
+      for (int64_t i = 0; i < a->q_len; i++) pos[i] = i + a->past_len;
+      kn_shape s = {.rank = 2, .dim = {a->q_len, 1}};
+      int last = kn_pass_new_const(b->g, b->name, "/query_last_key", KN_DT_I64, &s, pos);
+      int keep = binary(b, KN_OP_LESS_OR_EQUAL, key_pos, last, KN_DT_BOOL, "causal_keep");
+      int c = emit(b, KN_OP_WHERE, (int[]){keep, const_scalar(b, "causal_zero", t, 0), const_scalar(b, "causal_neginf", t, -INFINITY)},
+                   3, t, shape_of(b, keep), "causal_bias");
+      bias = bias < 0 ? c : binary(b, KN_OP_ADD, bias, c, KN_DT_INVALID, "causal_add");
+    }
     free(pos);
+  }
+  if (a->has_nonpad) { /* key j of batch row r is masked when j >= nonpad_kv_seqlen[r] */
+    int r = key_pos;
     int lens = unsqueeze(b, in[KN_ATTN_NONPAD_KV_SEQLEN], 1, "nonpad_lens");
     int keep = binary(b, KN_OP_LESS, r, lens, KN_DT_BOOL, "nonpad_keep");
     int pm = emit(b, KN_OP_WHERE, (int[]){keep, const_scalar(b, "pad_zero", t, 0), const_scalar(b, "pad_neginf", t, -INFINITY)},
