@@ -285,17 +285,21 @@ static int decompose_attention(kn_graph *g, int ni, const int *uses, kn_diag *d)
   k = cast(b, k, ct, "k_compute");
   v = cast(b, v, ct, "v_compute");
 
-  /* scores = (Q K^T) * scale, per kv head group */
+  /* scores = (Q K^T) * scale, then the softcap, per kv head group (so the
+   * scalar epilogues fuse into the MatMul), then back to [B, q_heads, ..] */
   int kt = transpose(b, k, (const int64_t[]){0, 1, 3, 2}, "k_transposed");
   int s = matmul(b, group_rows(b, &a, q, true, "q_grouped"), kt, "qk");
-  s = group_rows(b, &a, s, false, "qk_heads");
   s = binary(b, KN_OP_MUL, s, const_scalar(b, "scale", ct, a.scale), KN_DT_INVALID, "qk_scaled");
-  int qk_out[4] = {s, s, s, s};
+  int scaled = s;
   if (a.softcap > 0) {
     int cap = const_scalar(b, "softcap", ct, a.softcap);
     int t = unary(b, KN_OP_TANH, binary(b, KN_OP_DIV, s, cap, KN_DT_INVALID, "softcap_div"), "softcap_tanh");
-    s = qk_out[1] = binary(b, KN_OP_MUL, t, cap, KN_DT_INVALID, "softcapped");
+    s = binary(b, KN_OP_MUL, t, cap, KN_DT_INVALID, "softcapped");
   }
+  s = group_rows(b, &a, s, false, "qk_heads");
+  int qk_out[4] = {s, s, s, s};
+  if (a.softcap > 0 && out[KN_ATTN_QK_OUTPUT] >= 0 && a.qk_mode == 0) /* before the softcap */
+    qk_out[0] = group_rows(b, &a, scaled, false, "qk_scaled_heads");
   int bias = attention_bias(b, &a, in, ct);
   if (bias >= 0) s = binary(b, KN_OP_ADD, s, bias, KN_DT_INVALID, "qk_biased");
   qk_out[2] = s;

@@ -56,12 +56,13 @@ static void run_and_compare(const kn_graph *g, int64_t batch, const void *const 
   free(outs);
 }
 
-/* ---- Attention: 3-D, GQA, past, short bool mask, causal, softcap, qk output after the bias ---- */
+/* ---- Attention: 3-D, GQA, past, short bool mask, causal, softcap, each qk_matmul_output_mode ---- */
 
 enum { AB = 2, SQ = 3, SKV = 2, PAST = 2, TOT = PAST + SKV, QH = 4, KVH = 2, HD = 4, VD = 3, MLEN = 3 };
 
 static void naive_attention(const float *q, const float *k, const float *v, const uint8_t *mask, const float *pk,
-                            const float *pv, double cap, float *y, float *pres_k, float *pres_v, float *qk) {
+                            const float *pv, double cap, int qk_mode, float *y, float *pres_k, float *pres_v,
+                            float *qk) {
   double scale = 1.0 / sqrt(HD);
   for (int b = 0; b < AB; b++)
     for (int h = 0; h < KVH; h++)
@@ -82,13 +83,16 @@ static void naive_attention(const float *q, const float *k, const float *v, cons
           double s = 0;
           for (int e = 0; e < HD; e++)
             s += (double)q[(b * SQ + i) * QH * HD + h * HD + e] * pres_k[((b * KVH + kvh) * TOT + j) * HD + e];
-          s = cap * tanh(s * scale / cap);
+          double capped = cap * tanh(s * scale / cap);
           bool keep = j < MLEN && mask[i * MLEN + j] && j <= i + PAST;
-          sc[j] = keep ? s : -INFINITY;
-          qk[((b * QH + h) * SQ + i) * TOT + j] = (float)sc[j];
+          sc[j] = keep ? capped : -INFINITY;
+          float *qk_out = &qk[((b * QH + h) * SQ + i) * TOT + j];
+          *qk_out = (float)(qk_mode == 0 ? s * scale : qk_mode == 1 ? capped : sc[j]);
           if (sc[j] > mx) mx = sc[j];
         }
         for (int j = 0; j < TOT; j++) sum += sc[j] = exp(sc[j] - mx);
+        if (qk_mode == 3)
+          for (int j = 0; j < TOT; j++) qk[((b * QH + h) * SQ + i) * TOT + j] = (float)(sc[j] / sum);
         for (int e = 0; e < VD; e++) {
           double acc = 0;
           for (int j = 0; j < TOT; j++) acc += sc[j] / sum * pres_v[((b * KVH + kvh) * TOT + j) * VD + e];
@@ -97,8 +101,7 @@ static void naive_attention(const float *q, const float *k, const float *v, cons
       }
 }
 
-static void attention_gqa_past_mask_causal(void **state) {
-  (void)state;
+static void attention_case(int mode) {
   kn_graph g;
   kn_graph_init(&g);
   g.opset = 23;
@@ -114,7 +117,7 @@ static void attention_gqa_past_mask_causal(void **state) {
   tg_attr_i(&g, n, "kv_num_heads", KVH);
   tg_attr_i(&g, n, "is_causal", 1);
   tg_attr_f(&g, n, "softcap", 1.5f);
-  tg_attr_i(&g, n, "qk_matmul_output_mode", 2);
+  tg_attr_i(&g, n, "qk_matmul_output_mode", mode);
   tg_output(&g, "y");
   tg_output(&g, "present_k");
   tg_output(&g, "present_v");
@@ -127,13 +130,18 @@ static void attention_gqa_past_mask_causal(void **state) {
   uint8_t mask[SQ * MLEN] = {1, 0, 1, 1, 1, 0, 1, 0, 0}; /* column 0 kept: no fully masked row */
   fill(q, sizeof q / sizeof *q, 1), fill(k, sizeof k / sizeof *k, 2), fill(v, sizeof v / sizeof *v, 3);
   fill(pk, sizeof pk / sizeof *pk, 4), fill(pv, sizeof pv / sizeof *pv, 5);
-  naive_attention(q, k, v, mask, pk, pv, 1.5, y, pres_k, pres_v, qk);
+  naive_attention(q, k, v, mask, pk, pv, 1.5, mode, y, pres_k, pres_v, qk);
   const void *inputs[] = {q, k, v, mask, pk, pv};
   float *want[] = {y, pres_k, pres_v, qk};
   int64_t n_want[] = {sizeof y / sizeof *y, sizeof pres_k / sizeof *pres_k, sizeof pres_v / sizeof *pres_v,
                       sizeof qk / sizeof *qk};
   run_and_compare(&g, AB, inputs, want, n_want, 4, 1e-5);
   kn_graph_free(&g);
+}
+
+static void attention_gqa_past_mask_causal(void **state) {
+  (void)state;
+  for (int mode = 0; mode < 4; mode++) attention_case(mode);
 }
 
 /* ---- RMSNormalization: golden decomposition + numbers ---- */
