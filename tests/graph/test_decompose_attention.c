@@ -346,6 +346,10 @@ static void bad_inputs_are_diagnosed(void **state) {
       {KN_OP_CAUSAL_CONV_WITH_STATE, "a,b", {"1,2,5", "3,1,4"}, NULL, "weight is float32 [3,1,4]; expected", 0},
       {KN_OP_LINEAR_ATTENTION, "a,b,c", {"1,2,8", "1,2,8", "1,2,8"}, NULL,
        "attributes q_num_heads 0 and kv_num_heads 0 must be positive", 0},
+      {KN_OP_LINEAR_ATTENTION, "a,b,c", {"1,129,8", "1,129,8", "1,129,8"}, NULL,
+       "query [1,129,8]: sequence length must be 1..128 (the recurrence is unrolled)", 0},
+      {KN_OP_ATTENTION, "a,b,c", {"1,2,3,4", "1,2,5,4", "1,2,5,4"}, "softmax_precision",
+       "attribute softmax_precision 7 is not a floating-point type", 7},
       {KN_OP_FLEX_ATTENTION, "a,b,c", {"1,2,3,4", "1,2,5,4", "1,2,5,4"}, NULL,
        "FlexAttention is an op of domain 'ai.onnx.preview'", 0},
   };
