@@ -218,6 +218,9 @@ void kn_fe_import_nodes(kn_fe_ctx *cx, const Onnx__GraphProto *gp) {
       outs[k] = node_output(cx, name, op_type, np->output[k], (size_t)k);
 
     kn_op op = dflt ? kn_op_from_onnx(op_type) : KN_OP_UNKNOWN;
+    /* [attention family] the one op imported from the preview domain */
+    if (!dflt && !strcmp(np->domain, "ai.onnx.preview") && !strcmp(op_type, "FlexAttention"))
+      op = KN_OP_FLEX_ATTENTION;
     int ni = kn_graph_add_node(g, op, name, ins, n_in, outs, n_out);
     free(ins);
     free(outs);

@@ -2,7 +2,8 @@
  * returns 0, or -1 with diagnostics. Each file's opening comment says what the
  * pass requires and guarantees. The pipeline (run by the compile driver):
  *
- *   kn_infer_shapes, fold_constants, dce, fold_conv_bn, layout, fold_constants, dce
+ *   kn_infer_shapes, decompose_attention, fold_constants, dce, fold_conv_bn, layout,
+ *   explicit_pad, fold_constants, dce
  *
  * with kn_infer_shapes re-run after each rewriting pass. Every pass here
  * requires inferred shapes and toposorted nodes on entry, and leaves both
@@ -30,6 +31,11 @@ int kn_pass_layout(kn_graph *g, kn_diag *d);
 /* Moves the padding of windowed kiln.ConvNHWC into a Pad node in front of
  * it, so the convolution's inner loop reads without bounds checks. */
 int kn_pass_explicit_pad(kn_graph *g, kn_diag *d);
+
+/* Rewrites the attention family (Attention, FlexAttention, RMSNormalization,
+ * RotaryEmbedding, CausalConvWithState, LinearAttention) into primitive ops (MatMul, Softmax, elementwise, data
+ * movement); runs first, so later passes never see them. */
+int kn_pass_decompose_attention(kn_graph *g, kn_diag *d);
 
 /* Gives every graph output storage of its own, written by a kernel: an
  * output that is an input, a constant or another output gets an Identity copy. */

@@ -358,6 +358,13 @@ static void op_arity(kn_op op, int *max_in, int *max_out) {
     *max_in = 3; return;
   case KN_OP_UPSAMPLE: case KN_OP_CENTER_CROP_PAD: case KN_OP_GRID_SAMPLE: case KN_OP_AFFINE_GRID:
     *max_in = 2; return;
+  /* [attention family] */
+  case KN_OP_ATTENTION: *max_in = 7, *max_out = 4; return;
+  case KN_OP_RMS_NORM: *max_in = 2; return;
+  case KN_OP_ROTARY_EMBEDDING: *max_in = 4; return;
+  case KN_OP_CAUSAL_CONV_WITH_STATE: *max_in = 4, *max_out = 2; return;
+  case KN_OP_FLEX_ATTENTION: *max_in = 3; return;
+  case KN_OP_LINEAR_ATTENTION: *max_in = 6, *max_out = 2; return;
   default: *max_in = 1; return;
   }
 }
@@ -377,6 +384,11 @@ static int infer_node(kn_infer *c) {
     return kn_infer_fail(c, "has %d outputs, expected 1..%d", n->n_out, max_out < 0 ? 64 : max_out);
   if (kn_spatial_op(n->op)) return kn_infer_spatial(c);
   if (kn_index_family_has(n->op)) return kn_infer_index(c);
+  switch (n->op) { /* [attention family]: composite ops, ir/shape_infer_attention.c */
+  case KN_OP_ATTENTION: case KN_OP_RMS_NORM: case KN_OP_ROTARY_EMBEDDING: case KN_OP_CAUSAL_CONV_WITH_STATE:
+  case KN_OP_FLEX_ATTENTION: case KN_OP_LINEAR_ATTENTION: return kn_infer_attention(c);
+  default: break;
+  }
   switch (kn_op_class_of(n->op)) {
   case KN_CLASS_ELEMWISE:
     return n->op == KN_OP_BATCH_NORM ? kn_infer_nn(c) : kn_infer_elemwise(c);

@@ -43,5 +43,7 @@ int kn_infer_elemwise(kn_infer *c);
 int kn_infer_nn(kn_infer *c);
 int kn_infer_movement(kn_infer *c);
 int kn_infer_index(kn_infer *c); /* index_family.h */
+int kn_infer_attention(kn_infer *c); /* Attention, FlexAttention, RMSNormalization, RotaryEmbedding,
+                                       CausalConvWithState, LinearAttention */
 
 #endif

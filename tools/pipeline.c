@@ -18,7 +18,7 @@
 #include "../schedule/schedule.h"
 #include "plan_build.h"
 
-const char *const kn_pipeline_stages[] = {"import", "fold_constants", "dce", "fold_conv_bn", "layout",
+const char *const kn_pipeline_stages[] = {"import", "decompose_attention", "fold_constants", "dce", "fold_conv_bn", "layout",
                                           "explicit_pad", "cleanup", "fuse", "te", "loops", NULL};
 
 static bool dump_is(const kn_compile_opts *o, const char *stage) {
@@ -98,6 +98,7 @@ done:
 
 int kn_pipeline_optimize(const kn_compile_opts *o, kn_graph *g, kn_diag *d) {
   dump_graph(o, "import", g);
+  if (run_pass(o, "decompose_attention", kn_pass_decompose_attention, g, d) < 0) return -1;
   if (run_pass(o, "fold_constants", kn_pass_fold_constants, g, d) < 0) return -1;
   if (run_pass(o, "dce", kn_pass_dce, g, d) < 0) return -1;
   if (run_pass(o, "fold_conv_bn", kn_pass_fold_conv_bn, g, d) < 0) return -1;
