@@ -201,6 +201,7 @@ typedef struct kn_at_summary {
   bool interrupted;
   bool early_stopped, out_of_time;
   double elapsed;
+  double search_s; /* spent proposing candidates (features, model, evolution) */
 } kn_at_summary;
 
 /* Tunes the kernels of g (optimized, fused into `groups`) for target t.

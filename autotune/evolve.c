@@ -59,7 +59,7 @@ static int rnd_int(uint64_t *x, int n) { return n > 0 ? (int)(rnd(x) % (uint64_t
 static double rnd_unit(uint64_t *x) { return (double)(rnd(x) >> 11) * (1.0 / 9007199254740992.0); }
 
 kn_at_evolve_params kn_at_evolve_defaults(void) {
-  return (kn_at_evolve_params){.seed = 1, .init_random = 8, .pool = 64, .parents = 8, .crossover = 0.3,
+  return (kn_at_evolve_params){.seed = 1, .init_random = 4, .pool = 64, .parents = 8, .crossover = 0.3,
                                .epsilon = 0.2, .use_model = true};
 }
 

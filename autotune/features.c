@@ -30,6 +30,7 @@ typedef struct loop_rec {
 } loop_rec;
 
 typedef struct walk {
+  const kn_var *batch;
   /* the stack */
   int depth;
   const kn_var *vars[MAX_DEPTH];
@@ -182,9 +183,31 @@ static void count_expr(walk *w, const kn_expr *e, counts *c, double *bytes) {
   }
 }
 
-static int64_t const_extent(const kn_expr *e) {
+/* Integer value of e with the batch symbol at 1; false if it uses another
+ * variable. */
+static bool eval_at_batch1(const kn_expr *e, const kn_var *batch, int64_t *v) {
+  int64_t a, b;
+  switch (e->kind) {
+  case KN_E_INT: *v = e->u.ival; return true;
+  case KN_E_VAR: *v = 1; return e->u.var == batch;
+  case KN_E_ADD: case KN_E_SUB: case KN_E_MUL: case KN_E_DIV: case KN_E_MOD: case KN_E_MIN: case KN_E_MAX:
+    if (!eval_at_batch1(e->u.bin.a, batch, &a) || !eval_at_batch1(e->u.bin.b, batch, &b)) return false;
+    switch (e->kind) {
+    case KN_E_ADD: *v = a + b; return true;
+    case KN_E_SUB: *v = a - b; return true;
+    case KN_E_MUL: *v = a * b; return true;
+    case KN_E_DIV: if (!b) return false; *v = a / b - ((a % b != 0) && ((a < 0) != (b < 0))); return true;
+    case KN_E_MOD: if (!b) return false; *v = a % b; if (*v && ((*v < 0) != (b < 0))) *v += b; return true;
+    case KN_E_MIN: *v = a < b ? a : b; return true;
+    default: *v = a > b ? a : b; return true;
+    }
+  default: return false;
+  }
+}
+
+static int64_t const_extent(const walk *w, const kn_expr *e) {
   int64_t v;
-  return kn_e_is_const_int(e, &v) && v > 0 ? v : 1;
+  return eval_at_batch1(e, w->batch, &v) && v > 0 ? v : 1;
 }
 
 static void on_store(walk *w, const kn_stmt *s, const kn_stmt *innermost_loop, int stores_in_body) {
@@ -282,7 +305,7 @@ static void visit(walk *w, const kn_stmt *s, const kn_stmt *loop, int body_store
     return;
   case KN_S_FOR: {
     if (w->depth == MAX_DEPTH) return;
-    int64_t e = const_extent(s->u.loop.extent);
+    int64_t e = const_extent(w, s->u.loop.extent);
     if (s->u.loop.kind == KN_FOR_PARALLEL) {
       w->n_parallel++;
       if ((double)e > w->par_extent) w->par_extent = (double)e;
@@ -306,6 +329,7 @@ static void visit(walk *w, const kn_stmt *s, const kn_stmt *loop, int body_store
 void kn_at_features_of_kernel(const kn_kernel *k, int threads, float *f) {
   walk *w = calloc(1, sizeof *w);
   KN_ASSERT(w, "out of memory");
+  w->batch = k->batch;
   visit(w, k->body, NULL, count_stores(k->body));
   if (threads < 1) threads = 1;
   int i = 0;

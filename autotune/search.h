@@ -83,7 +83,7 @@ double kn_at_cost_model_predict(const kn_at_cost_model *m, const float *x);
 /* ---- evolutionary search (evolve.c) ---- */
 typedef struct kn_at_evolve_params {
   uint64_t seed;
-  int init_random;    /* random samples of a task's space before evolving (default 8) */
+  int init_random;    /* random samples of a task's space before evolving (default 4) */
   int pool;           /* candidates generated and ranked per proposal (default 96) */
   int parents;        /* best measured traces used as parents (default 8) */
   double crossover;   /* fraction of children from crossover (default 0.3) */

@@ -7,8 +7,8 @@
  * 3. Budget: `--trials` candidates beyond the defaults, over all tasks;
  *    records already in the log for this target count against it (resume)
  *    and are handed to the strategy's `observe` first.
- * 4. Task scheduler: a warm-up round gives every task one batch (largest
- *    count x default time first); after it, each batch goes to the task
+ * 4. Task scheduler: a warm-up round gives every task one small batch
+ *    (one candidate per build worker; largest count x default time first); after it, each batch goes to the task
  *    with the largest expected gain per trial,
  *      count x ((best[k-w] - best[k]) / w + 0.05 x best[k] / (k + 1)),
  *    k the task's trials this session, w = min(k, 8): its recent
@@ -338,7 +338,9 @@ static int candidates(session *S, int ti, kn_schedule *batch, int max) {
     kn_at_task_env env = {.task = ti, .shape = &T->shape, .t = S->t, .space = T->space, .n_space = T->n_space,
                           .default_s = T->default_s, .session = S, .measured = env_measured,
                           .featurize = env_featurize};
+    double t0 = kn_at_now();
     int n = S->o->strategy.propose(S->o->strategy.state, &env, batch, max);
+    S->sum->search_s += kn_at_now() - t0;
     /* never trust a strategy with validity or repeats */
     int m = 0;
     for (int i = 0; i < n; i++) {
@@ -377,7 +379,8 @@ static int search(session *S, kn_arena *A, kn_diag *d) {
     int ti = pick_task(S);
     if (ti < 0) return 0; /* every task exhausted */
     task *T = &S->tasks[ti];
-    int want = S->budget - S->done < B ? S->budget - S->done : B;
+    int want = T->trials == 0 ? W : B; /* warm-up: one build per worker */
+    if (want > S->budget - S->done) want = S->budget - S->done;
     int n = candidates(S, ti, batch, want);
     if (n == 0) {
       T->exhausted = true;

@@ -203,11 +203,12 @@ int kn_cmd_tune(int argc, char **argv) {
   if (rc < 0) goto done;
   fprintf(stderr,
           "kiln tune: %s%d kernels in %d tasks; %d candidates measured (%d ok, %d wrong, %d crash, %d timeout, "
-          "%d invalid), %d from earlier sessions; estimate %.3f ms -> %.3f ms (%.2fx) in %.0f s%s; log %s\n",
+          "%d invalid), %d from earlier sessions; estimate %.3f ms -> %.3f ms (%.2fx) in %.0f s (search %.0f s)%s; "
+          "log %s\n",
           sum.interrupted ? "interrupted: " : "", sum.kernels, sum.tasks, sum.measured, sum.by_status[KN_AT_OK],
           sum.by_status[KN_AT_WRONG], sum.by_status[KN_AT_CRASH], sum.by_status[KN_AT_TIMEOUT],
           sum.by_status[KN_AT_INVALID], sum.resumed, sum.default_e2e * 1e3, sum.best_e2e * 1e3,
-          sum.best_e2e > 0 ? sum.default_e2e / sum.best_e2e : 1.0, sum.elapsed,
+          sum.best_e2e > 0 ? sum.default_e2e / sum.best_e2e : 1.0, sum.elapsed, sum.search_s,
           sum.early_stopped ? " (early stop: no task improved by more than 1% lately)"
           : sum.out_of_time ? " (time budget reached)" : "",
           o.log_path);
