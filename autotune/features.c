@@ -60,7 +60,7 @@ static const char *const names[KN_AT_N_FEATURES] = {
     "contiguous_ratio", "strided_ratio", "invariant_ratio", "stores", "store_elems", "local_accesses",
     "max_lanes", "loop_depth", "parallel_extent", "parallel_balance", "parallel_tasks_per_thread", "ir_nodes",
     "static_stores", "local_elems", "allocs", "heavy_stores_per_iter", "flops_per_load", "innermost_extent",
-    "has_parallel",
+    "has_parallel", "work_per_thread", "work_per_task",
     "l0_extent", "l0_bytes", "l0_intensity", "l0_over_l1", "l0_over_l2",
     "l1_extent", "l1_bytes", "l1_intensity", "l1_over_l1", "l1_over_l2",
     "l2_extent", "l2_bytes", "l2_intensity", "l2_over_l1", "l2_over_l2",
@@ -362,6 +362,10 @@ void kn_at_features_of_kernel(const kn_kernel *k, int threads, float *f) {
   f[i++] = (float)(w->loads > 0 ? (w->flops + w->trans) / w->loads : 0);
   f[i++] = (float)lg(w->heavy_depth > 0 ? (double)w->heavy_ext[w->heavy_depth - 1] : 0);
   f[i++] = (float)(w->n_parallel > 0);
+  /* work per thread and per parallel task: dispatch overhead vs work */
+  double work = w->flops + w->trans + w->loads + w->stores;
+  f[i++] = (float)lg(work / (pe > 1 ? (pe < threads ? pe : threads) : 1));
+  f[i++] = (float)lg(work / (pe > 1 ? pe : 1));
   for (int lv = 0; lv < KN_AT_LEVELS; lv++) {
     int d = w->heavy_depth - 1 - lv;
     const loop_rec *r = d >= 0 && w->heavy_rec[d] >= 0 ? &w->recs[w->heavy_rec[d]] : NULL;

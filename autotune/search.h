@@ -14,7 +14,7 @@
 /* ---- features (features.c) ---- */
 enum {
   KN_AT_LEVELS = 4, /* tile levels described, innermost first */
-  KN_AT_N_FEATURES = 26 + 5 * KN_AT_LEVELS
+  KN_AT_N_FEATURES = 28 + 5 * KN_AT_LEVELS
 };
 
 /* Names of the features, for dumps and tests. */

@@ -39,5 +39,7 @@ double compile_run(fixture *fx, const kn_target *t, force *f, char **loops);
 
 /* test_search.c: the cost model and the evolutionary search */
 int kn_test_search_run(void);
+/* the model trained on 3/4 of a real log ranks the rest (0: better than chance) */
+int kn_test_search_rank_log(const char *model, const char *log_path);
 
 #endif

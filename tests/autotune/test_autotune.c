@@ -441,7 +441,9 @@ static void test_log(void **state) {
   kn_diag_free(&d);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+  if (argc == 5 && !strcmp(argv[1], "--rank-log") && !strcmp(argv[3], "--model"))
+    return kn_test_search_rank_log(argv[4], argv[2]);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_trace_roundtrip), cmocka_unit_test(test_validate),    cmocka_unit_test(test_workload_key),
       cmocka_unit_test(test_log),             cmocka_unit_test(test_space_conv),  cmocka_unit_test(test_space_matmul),
