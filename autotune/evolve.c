@@ -220,13 +220,21 @@ static void mutate_once(kn_schedule *s, const kn_at_task_shape *ts, const kn_tar
   }
 }
 
+/* Same schedule (compared as canonical traces: struct padding never counts). */
+static bool same_schedule(const kn_schedule *a, const kn_schedule *b) {
+  char ta[TRACE_CAP], tb[TRACE_CAP];
+  kn_at_trace_write(a, ta, sizeof ta);
+  kn_at_trace_write(b, tb, sizeof tb);
+  return !strcmp(ta, tb);
+}
+
 bool kn_at_mutate(const kn_schedule *s, const kn_at_task_shape *ts, const kn_target *t, uint64_t *rng,
                   kn_schedule *out) {
   for (int tries = 0; tries < 32; tries++) {
-    *out = *s;
+    memcpy(out, s, sizeof *s);
     mutate_once(out, ts, t, rng);
     if (rnd_int(rng, 4) == 0) mutate_once(out, ts, t, rng);
-    if (memcmp(out, s, sizeof *s) && acceptable(out, ts)) return true;
+    if (!same_schedule(out, s) && acceptable(out, ts)) return true;
   }
   return false;
 }
@@ -241,7 +249,7 @@ static bool same_loops(const kn_schedule *a, const kn_schedule *b) {
 bool kn_at_crossover(const kn_schedule *a, const kn_schedule *b, const kn_at_task_shape *ts, uint64_t *rng,
                      kn_schedule *out) {
   for (int tries = 0; tries < 16; tries++) {
-    *out = *a;
+    memcpy(out, a, sizeof *a);
     for (int ax = 0; ax < out->n_axes && ax < b->n_axes; ax++)
       if (a->n_factors[ax] == b->n_factors[ax] && rnd_int(rng, 2))
         memcpy(out->factors[ax], b->factors[ax], sizeof out->factors[ax]);

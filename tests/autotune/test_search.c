@@ -172,7 +172,11 @@ static void run_evolve(uint64_t seed, int rounds, bool use_model, char **out, do
       fprintf(m, "%s\n", trace);
       S.measured[S.n_measured++] = strdup(trace);
       bool in_space = false;
-      for (int k = 0; k < n_space; k++) in_space |= !memcmp(&space[k], &batch[i], sizeof batch[i]);
+      for (int k = 0; k < n_space && !in_space; k++) {
+        char other[4096];
+        kn_at_trace_write(&space[k], other, sizeof other);
+        in_space = !strcmp(other, trace);
+      }
       beyond_space += !in_space;
       /* the candidate computes what the reference computes */
       force fc = {.grp = fx.target, .use = &batch[i]};
