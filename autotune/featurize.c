@@ -7,7 +7,8 @@
  * copies stay under ~256 MiB. Results come back through one shared
  * anonymous mapping: each candidate's slot is written only by the child
  * that owns it, and read by the parent after that child has exited. A
- * child that crashes or runs past its timeout leaves its slots not ok. */
+ * child that crashes or runs past its timeout, or is stopped by *stop
+ * (Ctrl-C), leaves its slots not ok. */
 #include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -76,7 +77,7 @@ static int64_t largest_const(const kn_graph *g, const kn_group *grp) {
 }
 
 int kn_at_featurize(const kn_graph *g, const kn_group *grp, const kn_target *t, const kn_schedule *scheds, int n,
-                    int workers, int threads, float *feats, bool *ok) {
+                    int workers, int threads, volatile sig_atomic_t *stop, float *feats, bool *ok) {
   for (int i = 0; i < n; i++) ok[i] = false;
   if (n <= 0) return 0;
   size_t bytes = sizeof(slot) * (size_t)n;
@@ -94,6 +95,15 @@ int kn_at_featurize(const kn_graph *g, const kn_group *grp, const kn_target *t, 
   int running = 0, next = 0, forked = 0;
   const double timeout = 120;
   while (next < n || running > 0) {
+    if (stop && *stop) { /* Ctrl-C: the children go, their slots stay not ok */
+      for (int k = 0; k < running; k++) {
+        kill(pids[k], SIGKILL);
+        waitpid(pids[k], NULL, 0);
+      }
+      running = 0;
+      next = n;
+      break;
+    }
     while (running < workers && running < 16 && next < n) {
       int lo = next, hi = next + chunk < n ? next + chunk : n;
       fflush(NULL);

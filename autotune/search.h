@@ -32,9 +32,10 @@ void kn_at_features_of_kernel(const kn_kernel *k, int threads, float *f);
  * (`workers` at once; the parent's graph is never modified) and writes its
  * features to feats[i * KN_AT_N_FEATURES ...]; ok[i] tells whether the
  * candidate lowered (a schedule that fails to lower is never worth a
- * build). Returns 0, or -1 when no child could run (then ok[] is false). */
+ * build). *stop (may be NULL) ends it early. Returns 0, or -1 when no child
+ * could run (then ok[] is false). */
 int kn_at_featurize(const kn_graph *g, const kn_group *grp, const kn_target *t, const kn_schedule *scheds, int n,
-                    int workers, int threads, float *feats, bool *ok);
+                    int workers, int threads, volatile sig_atomic_t *stop, float *feats, bool *ok);
 
 /* ---- cost model (cost_model.c) ---- */
 typedef struct kn_at_gbt_params {

@@ -232,7 +232,7 @@ static void env_featurize(void *session_, int task_index, const kn_schedule *sch
   session *S = session_;
   int threads = S->o->measure.threads > 0 ? S->o->measure.threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
   kn_at_featurize(S->g, &S->groups->groups[S->tasks[task_index].group], S->t, sch, n,
-                  S->o->build_workers > 0 ? S->o->build_workers : 1, threads, feats, ok);
+                  S->o->build_workers > 0 ? S->o->build_workers : 1, threads, S->o->stop, feats, ok);
 }
 
 static void push_hist(task *T) {
