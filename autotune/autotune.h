@@ -140,15 +140,38 @@ typedef struct kn_at_result {
 } kn_at_result;
 
 /* ---- the tuning session ---- */
+/* What the session tells a strategy about a task when it asks for
+ * candidates: its shape, the rule-generated space, its default time, which
+ * schedules were measured already, and how to get the features of
+ * candidates (lowered in child processes, search.h). */
+typedef struct kn_at_task_env {
+  int task;
+  const kn_at_task_shape *shape;
+  const kn_target *t;
+  const kn_schedule *space;
+  int n_space;
+  double default_s;
+  void *session;
+  bool (*measured)(void *session, int task, const kn_schedule *s);
+  /* features of s[0..n) into feats (n x KN_AT_N_FEATURES); ok[i] false when
+   * s[i] does not lower */
+  void (*featurize)(void *session, int task, const kn_schedule *s, int n, float *feats, bool *ok);
+} kn_at_task_env;
+
 /* A search strategy picks the next candidates of a task. The random one
- * shuffles the space; an evolutionary strategy or a cost model plugs in
- * here, fed by `observe` with every measured result. */
+ * shuffles the space (`rank`); the evolutionary one (search.h) proposes
+ * new schedules (`propose`), ranked by a cost model fed by `observe` with
+ * every measured result (and, at the start, the task's records from an
+ * earlier session). */
 typedef struct kn_at_strategy {
   void *state;
   /* Fills order[0..n) with a permutation of the space's indices, most
-   * promising first; called once per task. */
+   * promising first; called once per task. Used when propose is NULL. */
   void (*rank)(void *state, int task, const kn_schedule *space, int n, int *order);
   void (*observe)(void *state, int task, const kn_schedule *s, const kn_at_result *r);
+  /* Optional: up to `max` schedules of the task never measured, each one
+   * valid for its shape, none twice; returns how many (0: nothing left). */
+  int (*propose)(void *state, const kn_at_task_env *env, kn_schedule *out, int max);
 } kn_at_strategy;
 kn_at_strategy kn_at_strategy_random(uint64_t *seed);
 
@@ -163,6 +186,9 @@ typedef struct kn_at_options {
   kn_at_strategy strategy;
   volatile sig_atomic_t *stop; /* set (by SIGINT) to end the session cleanly */
   FILE *progress;              /* progress and summary lines, or NULL */
+  double progress_interval;    /* seconds between progress lines when not a TTY (0: 5) */
+  int early_stop;              /* stop when no task improved > 1% in this many trials (0: default) */
+  bool no_early_stop;
   /* tests: the first candidate measured crashes / is wrong / hangs (planted) */
   kn_at_fault plant[3];
   int n_plant;
@@ -173,6 +199,9 @@ typedef struct kn_at_summary {
   int by_status[KN_AT_STATUS_COUNT];
   double default_e2e, best_e2e; /* seconds: sum over kernels */
   bool interrupted;
+  bool early_stopped, out_of_time;
+  double elapsed;
+  double search_s; /* spent proposing candidates (features, model, evolution) */
 } kn_at_summary;
 
 /* Tunes the kernels of g (optimized, fused into `groups`) for target t.

@@ -4,12 +4,23 @@
  * 2. Defaults: each task's default schedule is built and run first; its
  *    output is the task's reference and its time the task's baseline (a
  *    task whose default fails is left out with a warning).
- * 3. Budget: the trials are split across tasks in proportion to count x
- *    default time (capped by each space's size); records already in the
- *    log for this target count against a task's share (resume).
- * 4. Search: the strategy ranks each task's space (random: a shuffle); the
- *    next unmeasured candidates are taken round-robin over tasks, built in
- *    batches by `build_workers` children, then run one at a time.
+ * 3. Budget: `--trials` candidates beyond the defaults, over all tasks;
+ *    records already in the log for this target count against it (resume)
+ *    and are handed to the strategy's `observe` first.
+ * 4. Task scheduler: a warm-up round gives every task one small batch
+ *    (one candidate per build worker; largest count x default time first); after it, each batch goes to the task
+ *    with the largest expected gain per trial,
+ *      count x ((best[k-w] - best[k]) / w + 0.05 x best[k] / (k + 1)),
+ *    k the task's trials this session, w = min(k, 8): its recent
+ *    improvement (the gradient of the end-to-end estimate) plus an
+ *    optimistic term that decays with the trials it got.
+ * 5. Search: the strategy proposes the task's next candidates (evolve.c),
+ *    or ranks its space once (random); each batch is built by
+ *    `build_workers` children at once, then run alone.
+ * 6. End: the budget is spent, --time-budget passed, every task's candidates
+ *    are exhausted, Ctrl-C, or early stop: no task's best time improved by
+ *    more than 1% over the last K trials of the session (K = --early-stop,
+ *    default max(64, 4 x tasks); --no-early-stop turns it off).
  * Every measured candidate is appended to the log at once (flushed), so an
  * interrupted session loses nothing; *stop (SIGINT) ends it cleanly. */
 #include <dirent.h>
@@ -19,6 +30,7 @@
 #include <unistd.h>
 
 #include "measure.h"
+#include "search.h"
 
 typedef struct task {
   const char *key;
@@ -31,8 +43,11 @@ typedef struct task {
   kn_schedule *space;
   const char **traces;
   int n_space;
-  int *order, next; /* strategy's order, next index to consider */
-  int alloc, todo;  /* share of the budget, still to measure */
+  int *order, next; /* strategy's order (rank), next index to consider */
+  bool exhausted;   /* nothing left to propose */
+  int trials;       /* measured this session */
+  double *hist;     /* best time after each trial of this session; [0]: at its start */
+  int hist_cap;
 } task;
 
 typedef struct session {
@@ -48,7 +63,8 @@ typedef struct session {
   task *tasks;
   int n_tasks;
   int budget, done; /* trials */
-  double start;
+  int last_improved; /* `done` when some task last improved by > 1% */
+  double start, last_progress;
   bool tty;
 } session;
 
@@ -98,15 +114,24 @@ static double e2e(const session *S, bool best) {
   return sum;
 }
 
+/* One progress line: refreshed in place (\r) on a TTY at every trial,
+ * otherwise a line every progress_interval seconds, and the final one. */
 static void progress(session *S, bool final) {
   if (!S->out) return;
-  double el = kn_at_now() - S->start;
+  double now = kn_at_now(), el = now - S->start;
+  double interval = S->o->progress_interval > 0 ? S->o->progress_interval : 5;
+  if (!S->tty && !final && now - S->last_progress < interval) return;
+  S->last_progress = now;
   int new_done = S->done - S->sum->resumed;
   int left = S->budget - S->done;
   double eta = new_done > 0 ? el / new_done * (left > 0 ? left : 0) : 0;
-  fprintf(S->out, "%skiln tune: trials %d/%d  tasks %d  best %.3f ms (default %.3f ms)  elapsed %.0f s  ETA %.0f s%s",
-          S->tty ? "\r" : "", S->done, S->budget, S->n_tasks, e2e(S, true) * 1e3, e2e(S, false) * 1e3, el, eta,
-          S->tty && !final ? "   " : "\n");
+  if (S->o->time_budget > 0 && eta > S->o->time_budget - el) eta = S->o->time_budget - el;
+  if (final || eta < 0) eta = 0;
+  double best = e2e(S, true), dflt = e2e(S, false);
+  fprintf(S->out,
+          "%skiln tune: trials %d/%d  tasks %d  best %.3f ms (default %.3f ms, %.2fx)  elapsed %.0f s  ETA %.0f s%s",
+          S->tty ? "\r" : "", S->done, S->budget, S->n_tasks, best * 1e3, dflt * 1e3, best > 0 ? dflt / best : 1.0, el,
+          eta, S->tty && !final ? "   " : "\n");
   fflush(S->out);
 }
 
@@ -194,9 +219,35 @@ static int run_defaults(session *S, kn_arena *A, kn_diag *d) {
   return 0;
 }
 
-/* ---- phase 2: spaces and the budget ---- */
+/* ---- phase 2: spaces, the budget, earlier records ---- */
+
+static bool env_measured(void *session_, int task_index, const kn_schedule *sch) {
+  session *S = session_;
+  char trace[4096];
+  kn_at_trace_write(sch, trace, sizeof trace);
+  return kn_at_log_has(&S->log, S->tasks[task_index].key, trace);
+}
+
+static void env_featurize(void *session_, int task_index, const kn_schedule *sch, int n, float *feats, bool *ok) {
+  session *S = session_;
+  int threads = S->o->measure.threads > 0 ? S->o->measure.threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+  kn_at_featurize(S->g, &S->groups->groups[S->tasks[task_index].group], S->t, sch, n,
+                  S->o->build_workers > 0 ? S->o->build_workers : 1, threads, S->o->stop, feats, ok);
+}
+
+static void push_hist(task *T) {
+  if (T->trials + 1 >= T->hist_cap) {
+    int cap = T->hist_cap ? 2 * T->hist_cap : 64;
+    double *h = realloc(T->hist, sizeof(double) * (size_t)cap);
+    KN_ASSERT(h, "out of memory");
+    T->hist = h;
+    T->hist_cap = cap;
+  }
+  T->hist[T->trials] = T->best_s;
+}
 
 static void plan_budget(session *S, kn_arena *A) {
+  bool proposes = S->o->strategy.propose != NULL;
   int total_cap = 0;
   for (int i = 0; i < S->n_tasks; i++) {
     task *T = &S->tasks[i];
@@ -209,45 +260,36 @@ static void plan_budget(session *S, kn_arena *A) {
       T->traces[k] = kn_arena_strdup(A, trace);
     }
     T->order = KN_NEW_ARRAY(A, int, T->n_space + 1);
-    S->o->strategy.rank(S->o->strategy.state, i, T->space, T->n_space, T->order);
+    if (!proposes) S->o->strategy.rank(S->o->strategy.state, i, T->space, T->n_space, T->order);
     total_cap += T->n_space > 0 ? T->n_space - 1 : 0; /* the default is measured already */
+    push_hist(T);
   }
-  int budget = S->o->trials < total_cap ? S->o->trials : total_cap;
-  S->budget = budget;
-  /* proportional shares, capped by the space, the rest handed on */
-  int given = 0;
-  for (int round = 0; round < 8 && given < budget; round++) {
-    double w = 0;
-    for (int i = 0; i < S->n_tasks; i++)
-      if (S->tasks[i].ok && S->tasks[i].alloc < S->tasks[i].n_space - 1) w += S->tasks[i].count * S->tasks[i].default_s;
-    if (w <= 0) break;
-    int left = budget - given;
-    for (int i = 0; i < S->n_tasks && given < budget; i++) {
+  S->budget = proposes || S->o->trials < total_cap ? S->o->trials : total_cap;
+  /* earlier sessions' records: counted against the budget, shown to the strategy */
+  int resumed = 0;
+  for (int r = 0; r < S->log.n; r++) {
+    const kn_at_record *rec = &S->log.records[r];
+    for (int i = 0; i < S->n_tasks; i++) {
       task *T = &S->tasks[i];
-      int cap = T->n_space - 1 - T->alloc;
-      if (!T->ok || cap <= 0) continue;
-      int share = (int)(left * (T->count * T->default_s) / w + 0.5);
-      if (share < 1) share = 1;
-      if (share > cap) share = cap;
-      if (share > budget - given) share = budget - given;
-      T->alloc += share;
-      given += share;
+      if (!T->ok || strcmp(rec->key, T->key)) continue;
+      if (!rec->is_default) resumed++;
+      kn_schedule sch;
+      kn_diag d;
+      kn_diag_init(&d);
+      if (kn_at_trace_parse(rec->trace, &sch, &d) == 0) {
+        kn_at_result res = {.status = rec->status, .seconds = rec->seconds};
+        S->o->strategy.observe(S->o->strategy.state, i, &sch, &res);
+      }
+      kn_diag_free(&d);
+      break;
     }
   }
-  for (int i = 0; i < S->n_tasks; i++) {
-    task *T = &S->tasks[i];
-    if (!T->ok) continue;
-    int measured = 0;
-    for (int r = 0; r < S->log.n; r++)
-      if (!S->log.records[r].is_default && !strcmp(S->log.records[r].key, T->key)) measured++;
-    int counted = measured < T->alloc ? measured : T->alloc;
-    S->sum->resumed += counted;
-    S->done += counted;
-    T->todo = T->alloc - counted;
-  }
+  if (resumed > S->budget) resumed = S->budget;
+  S->sum->resumed = resumed;
+  S->done = S->last_improved = resumed;
 }
 
-/* The next unmeasured candidate of T (index into its space), or -1. */
+/* The next unmeasured candidate of T in its ranked space (index), or -1. */
 static int next_candidate(session *S, task *T) {
   while (T->next < T->n_space) {
     int k = T->order[T->next++];
@@ -258,54 +300,107 @@ static int next_candidate(session *S, task *T) {
 
 /* ---- phase 3: search ---- */
 
-typedef struct pick {
-  int task, cand;
-} pick;
-
 static bool out_of_time(session *S) {
   return (S->o->stop && *S->o->stop) || (S->o->time_budget > 0 && kn_at_now() - S->start >= S->o->time_budget);
 }
 
-static int search(session *S, kn_arena *A, kn_diag *d) {
-  int W = S->o->build_workers > 0 ? S->o->build_workers : 1, B = 4 * W, fault_index = 0;
-  pick *batch = KN_NEW_ARRAY(A, pick, B);
-  kn_at_job *jobs = KN_NEW_ARRAY(A, kn_at_job, B);
-  int rr = 0;
-  for (;;) {
-    if (out_of_time(S)) return 0;
-    /* round-robin over tasks with trials left */
-    int n = 0;
-    for (int tries = 0; n < B && tries < S->n_tasks * B; tries++) {
-      task *T = &S->tasks[rr];
-      int ti = rr;
-      rr = (rr + 1) % S->n_tasks;
-      if (!T->ok || T->todo <= 0) continue;
-      int k = next_candidate(S, T);
-      if (k < 0) {
-        T->todo = 0;
-        continue;
-      }
-      T->todo--;
-      batch[n++] = (pick){ti, k};
+/* The task the next batch goes to (the scheduler in the file comment), or -1. */
+static int pick_task(session *S) {
+  int best = -1;
+  double best_score = -1;
+  for (int i = 0; i < S->n_tasks; i++) { /* warm-up: every task once */
+    task *T = &S->tasks[i];
+    if (!T->ok || T->exhausted || T->trials > 0) continue;
+    double w = T->count * T->default_s;
+    if (w > best_score) best_score = w, best = i;
+  }
+  if (best >= 0) return best;
+  for (int i = 0; i < S->n_tasks; i++) {
+    task *T = &S->tasks[i];
+    if (!T->ok || T->exhausted) continue;
+    int k = T->trials, w = k < 8 ? k : 8;
+    double recent = w > 0 ? (T->hist[k - w] - T->hist[k]) / w : 0;
+    double score = T->count * (recent + 0.05 * T->best_s / (k + 1));
+    if (score > best_score) best_score = score, best = i;
+  }
+  return best;
+}
+
+static int early_stop_window(const session *S) {
+  if (S->o->early_stop > 0) return S->o->early_stop;
+  return 4 * S->n_tasks > 64 ? 4 * S->n_tasks : 64;
+}
+
+/* Candidates for task ti into batch[0..max): proposed or next in rank order. */
+static int candidates(session *S, int ti, kn_schedule *batch, int max) {
+  task *T = &S->tasks[ti];
+  if (S->o->strategy.propose) {
+    kn_at_task_env env = {.task = ti, .shape = &T->shape, .t = S->t, .space = T->space, .n_space = T->n_space,
+                          .default_s = T->default_s, .session = S, .measured = env_measured,
+                          .featurize = env_featurize};
+    double t0 = kn_at_now();
+    int n = S->o->strategy.propose(S->o->strategy.state, &env, batch, max);
+    S->sum->search_s += kn_at_now() - t0;
+    /* never trust a strategy with validity or repeats */
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+      kn_diag d;
+      kn_diag_init(&d);
+      bool valid = kn_at_sched_validate(&batch[i], &T->shape, &d) == 0;
+      kn_diag_free(&d);
+      if (valid && !env_measured(S, ti, &batch[i])) batch[m++] = batch[i];
     }
-    if (!n) return 0;
+    return m;
+  }
+  int n = 0;
+  while (n < max) {
+    int k = next_candidate(S, T);
+    if (k < 0) break;
+    batch[n++] = T->space[k];
+  }
+  return n;
+}
+
+static int search(session *S, kn_arena *A, kn_diag *d) {
+  int W = S->o->build_workers > 0 ? S->o->build_workers : 1, B = 2 * W, fault_index = 0;
+  kn_schedule *batch = KN_NEW_ARRAY(A, kn_schedule, B);
+  kn_at_job *jobs = KN_NEW_ARRAY(A, kn_at_job, B);
+  int window = early_stop_window(S);
+  for (;;) {
+    if (out_of_time(S)) {
+      S->sum->out_of_time = !(S->o->stop && *S->o->stop);
+      return 0;
+    }
+    if (S->done >= S->budget) return 0;
+    if (!S->o->no_early_stop && S->done - S->last_improved >= window) {
+      S->sum->early_stopped = true;
+      return 0;
+    }
+    int ti = pick_task(S);
+    if (ti < 0) return 0; /* every task exhausted */
+    task *T = &S->tasks[ti];
+    int want = T->trials == 0 ? W : B; /* warm-up: one build per worker */
+    if (want > S->budget - S->done) want = S->budget - S->done;
+    int n = candidates(S, ti, batch, want);
+    if (n == 0) {
+      T->exhausted = true;
+      continue;
+    }
     for (int base = 0; base < n; base += W) {
       int m = base + W <= n ? W : n - base;
       for (int j = base; j < base + m; j++) {
         char so[320];
-        path_of(S, batch[j].task, j + 1, "so", so, sizeof so);
-        task *T = &S->tasks[batch[j].task];
-        kn_at_build_start(&jobs[j], S->g, &S->groups->groups[T->group], S->t, &T->space[batch[j].cand], so,
+        path_of(S, ti, j + 1, "so", so, sizeof so);
+        kn_at_build_start(&jobs[j], S->g, &S->groups->groups[T->group], S->t, &batch[j], so,
                           S->o->measure.build_timeout);
       }
       kn_at_jobs_wait(&jobs[base], m, S->o->stop);
     }
     for (int j = 0; j < n; j++) {
-      task *T = &S->tasks[batch[j].task];
-      const kn_schedule *s = &T->space[batch[j].cand];
+      const kn_schedule *sch = &batch[j];
       char so[320], ref[320];
-      path_of(S, batch[j].task, j + 1, "so", so, sizeof so);
-      path_of(S, batch[j].task, 0, "ref", ref, sizeof ref);
+      path_of(S, ti, j + 1, "so", so, sizeof so);
+      path_of(S, ti, 0, "ref", ref, sizeof ref);
       kn_at_result res = jobs[j].result;
       if (res.status == KN_AT_OK && !out_of_time(S)) {
         kn_at_fault fault = fault_index < S->o->n_plant ? S->o->plant[fault_index] : KN_AT_FAULT_NONE;
@@ -319,11 +414,16 @@ static int search(session *S, kn_arena *A, kn_diag *d) {
       }
       unlink(so);
       if ((int)res.status == KN_AT_INTERRUPTED) continue; /* not measured: the next session retries it */
-      S->o->strategy.observe(S->o->strategy.state, batch[j].task, s, &res);
-      if (record(S, T, s, &res, false, d) < 0) return -1;
-      if (res.status == KN_AT_OK && res.seconds < T->best_s) T->best_s = res.seconds;
+      S->o->strategy.observe(S->o->strategy.state, ti, sch, &res);
+      if (record(S, T, sch, &res, false, d) < 0) return -1;
       S->sum->measured++;
       S->done++;
+      if (res.status == KN_AT_OK && res.seconds < T->best_s) {
+        if (res.seconds < 0.99 * T->best_s) S->last_improved = S->done;
+        T->best_s = res.seconds;
+      }
+      T->trials++;
+      push_hist(T);
       progress(S, false);
     }
   }
@@ -377,6 +477,8 @@ int kn_at_tune(const kn_graph *g, const kn_groups *groups, const kn_target *t, c
     rc = search(&S, &A, d);
   }
   sum->interrupted = o->stop && *o->stop;
+  sum->elapsed = kn_at_now() - S.start;
+  for (int i = 0; i < S.n_tasks; i++) free(S.tasks[i].hist);
   sum->default_e2e = e2e(&S, false);
   sum->best_e2e = e2e(&S, true);
   if (rc == 0) progress(&S, true);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "../autotune/autotune.h"
+#include "../autotune/search.h"
 #include "../codegen/codegen.h"
 #include "../runner/client.h"
 #include "cmds.h"
@@ -30,7 +31,14 @@ static void usage(FILE *out) {
           "  --max-batch B          batch the kernels are built and timed for (default 1)\n"
           "  --threads N            threads of the measured kernels (default: the CPUs)\n"
           "  --workers N            concurrent candidate builds (default 2)\n"
-          "  --seed S               seed of the random search (default 1)\n"
+          "  --search evolve|random evolutionary search guided by a learned cost model (default),\n"
+          "                         or the rule-generated space in random order\n"
+          "  --early-stop K         stop when no task's best time improved by more than 1%% over\n"
+          "                         the last K trials (default max(64, 4 x tasks))\n"
+          "  --no-early-stop        spend the whole budget\n"
+          "  --progress-interval S  seconds between progress lines when stderr is not a terminal\n"
+          "                         (default 5; on a terminal one line is refreshed in place)\n"
+          "  --seed S               seed of the search (default 1)\n"
           "  --run-timeout S        a candidate running longer counts as 'timeout' (default 20)\n"
           "  then: kiln compile MODEL.onnx -o OUT.so --tuning-log LOG.jsonl\n");
 }
@@ -70,6 +78,7 @@ int kn_cmd_tune(int argc, char **argv) {
   const char *model = NULL, *target_spec = NULL;
   uint64_t seed = 1;
   int64_t max_batch = 1;
+  bool evolve = true;
   kn_at_options o = {.trials = 100, .build_workers = 2, .stop = &stop_requested, .progress = stderr,
                      .measure = {.build_timeout = 120, .run_timeout = 20, .min_repeat_s = 0.01, .samples = 5}};
   for (int i = 1; i < argc; i++) {
@@ -78,14 +87,19 @@ int kn_cmd_tune(int argc, char **argv) {
       usage(stdout);
       return 0;
     }
+    if (!strcmp(a, "--no-early-stop")) {
+      o.no_early_stop = true;
+      continue;
+    }
     if (a[0] == '-' && a[1]) {
       const char *eq = strchr(a, '=');
       size_t n = eq ? (size_t)(eq - a) : strlen(a);
       static const char *const flags[] = {"--log", "--trials", "--time-budget", "--target", "--max-batch",
                                           "--threads", "--workers", "--seed", "--plant-faults", "--run-timeout",
-                                          "--runner", "--token"};
+                                          "--runner", "--token", "--search", "--early-stop",
+                                          "--progress-interval"};
       int f = -1;
-      for (int k = 0; k < 12; k++)
+      for (int k = 0; k < 15; k++)
         if (strlen(flags[k]) == n && !strncmp(a, flags[k], n)) f = k;
       if (f < 0) {
         fprintf(stderr, "kiln: error: tune: unknown option '%s' (see 'kiln tune --help')\n", a);
@@ -112,6 +126,9 @@ int kn_cmd_tune(int argc, char **argv) {
       case 9: ok = parse_num(val, 0.1, 3600, &v); o.measure.run_timeout = v; break;
       case 10: o.measure.runner = val; break;
       case 11: o.measure.runner_token = val; break;
+      case 12: ok = !strcmp(val, "evolve") || !strcmp(val, "random"); evolve = !strcmp(val, "evolve"); break;
+      case 13: ok = parse_num(val, 1, 1e7, &v) && v == (int)v; o.early_stop = (int)v; break;
+      case 14: ok = parse_num(val, 0.01, 3600, &v); o.progress_interval = v; break;
       }
       if (!ok) {
         fprintf(stderr, "kiln: error: tune: bad value '%s' for %s (see 'kiln tune --help')\n", val, flags[f]);
@@ -132,7 +149,10 @@ int kn_cmd_tune(int argc, char **argv) {
     fprintf(stderr, "kiln: error: tune: no log given: add --log LOG.jsonl\n");
     return 2;
   }
-  o.strategy = kn_at_strategy_random(&seed);
+  kn_at_evolve_params ep = kn_at_evolve_defaults();
+  ep.seed = seed ? seed : 1;
+  kn_at_evolve *ev = evolve ? kn_at_evolve_new(&ep) : NULL;
+  o.strategy = evolve ? kn_at_strategy_evolve(ev) : kn_at_strategy_random(&seed);
 
   kn_diag d;
   kn_diag_init(&d);
@@ -183,11 +203,15 @@ int kn_cmd_tune(int argc, char **argv) {
   if (rc < 0) goto done;
   fprintf(stderr,
           "kiln tune: %s%d kernels in %d tasks; %d candidates measured (%d ok, %d wrong, %d crash, %d timeout, "
-          "%d invalid), %d from earlier sessions; estimate %.3f ms -> %.3f ms (%.2fx); log %s\n",
+          "%d invalid), %d from earlier sessions; estimate %.3f ms -> %.3f ms (%.2fx) in %.0f s (search %.0f s)%s; "
+          "log %s\n",
           sum.interrupted ? "interrupted: " : "", sum.kernels, sum.tasks, sum.measured, sum.by_status[KN_AT_OK],
           sum.by_status[KN_AT_WRONG], sum.by_status[KN_AT_CRASH], sum.by_status[KN_AT_TIMEOUT],
           sum.by_status[KN_AT_INVALID], sum.resumed, sum.default_e2e * 1e3, sum.best_e2e * 1e3,
-          sum.best_e2e > 0 ? sum.default_e2e / sum.best_e2e : 1.0, o.log_path);
+          sum.best_e2e > 0 ? sum.default_e2e / sum.best_e2e : 1.0, sum.elapsed, sum.search_s,
+          sum.early_stopped ? " (early stop: no task improved by more than 1% lately)"
+          : sum.out_of_time ? " (time budget reached)" : "",
+          o.log_path);
   status = sum.interrupted ? 130 : 0;
 done:
   if (status == 1) {
@@ -195,6 +219,7 @@ done:
     kn_diag_print(&d, "kiln");
   }
   kn_diag_free(&d);
+  kn_at_evolve_free(ev);
   kn_graph_free(&g);
   kn_arena_free(&arena);
   return status;

@@ -15,10 +15,19 @@ Cases (small budgets, tiny models):
   other       records for another target are ignored with one notice line
   numerics    the artifact compiled with the log computes what the default one
               computes, and both match ONNX Runtime
+  budget      --time-budget ends a session with a huge trial budget in time
+  earlystop   a small --early-stop window ends the session before its budget;
+              --no-early-stop spends the whole budget
+  progress    off a terminal: progress lines every --progress-interval, in the
+              documented format, the last one at the budget; on a terminal
+              (a pty): one line refreshed with \\r
+  random      --search random: records, resume, no repeats
 """
 import argparse
 import json
 import os
+import pty
+import re
 import signal
 import subprocess
 import sys
@@ -199,8 +208,89 @@ def case_numerics(a, tmp):
         print(f"{name}: {proc.stderr.strip().splitlines()[0]}")
 
 
+PROGRESS = re.compile(r"kiln tune: trials (\d+)/(\d+)  tasks (\d+)  best ([\d.]+) ms \(default ([\d.]+) ms, "
+                      r"([\d.]+)x\)  elapsed (\d+) s  ETA (\d+) s")
+
+
+def case_budget(a, tmp):
+    log = os.path.join(tmp, "t.jsonl")
+    model = os.path.join(a.models, "tiny_mlp.onnx")
+    t0 = time.time()
+    proc = tune(a.kiln, model, log, 100000, "--time-budget", "6", "--no-early-stop")
+    took = time.time() - t0
+    # the budget is checked before every build batch and every run: at most
+    # one batch of builds (and the model load) past it
+    assert took < 6 + 25, f"--time-budget 6 took {took:.1f} s"
+    assert "time budget reached" in proc.stderr, proc.stderr[-2000:]
+    recs = records(log)
+    check_records(recs)
+    assert n_tuned(recs) < 100000, "the whole budget in 6 s"
+
+
+def case_earlystop(a, tmp):
+    log = os.path.join(tmp, "t.jsonl")
+    model = os.path.join(a.models, "tiny_mlp.onnx")
+    proc = tune(a.kiln, model, log, 400, "--early-stop", "3")
+    assert "early stop" in proc.stderr, proc.stderr[-2000:]
+    n = n_tuned(records(log))
+    assert 3 <= n < 400, f"{n} trials with --early-stop 3"
+    log2 = os.path.join(tmp, "t2.jsonl")
+    proc = tune(a.kiln, model, log2, 12, "--early-stop", "1", "--no-early-stop")
+    assert "early stop" not in proc.stderr, proc.stderr[-2000:]
+    assert n_tuned(records(log2)) == 12
+
+
+def case_progress(a, tmp):
+    log = os.path.join(tmp, "t.jsonl")
+    model = os.path.join(a.models, "tiny_cnn.onnx")
+    proc = tune(a.kiln, model, log, 16, "--progress-interval", "0.3", "--no-early-stop")
+    lines = [l for l in proc.stderr.splitlines() if l.startswith("kiln tune: trials")]
+    assert len(lines) >= 2 and "\r" not in proc.stderr, proc.stderr[-2000:]
+    for l in lines:
+        m = PROGRESS.fullmatch(l)
+        assert m, f"progress line not in the documented format: {l!r}"
+        assert int(m.group(2)) == 16 and int(m.group(3)) == 7, l
+    assert PROGRESS.fullmatch(lines[-1]).group(1) == "16", lines[-1]
+    # on a terminal: one line refreshed in place
+    log2 = os.path.join(tmp, "t2.jsonl")
+    master, slave = pty.openpty()
+    p = subprocess.Popen([a.kiln, "tune", model, "--log", log2, "--trials", "6"], stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL, stderr=slave)
+    os.close(slave)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+    p.wait(timeout=120)
+    os.close(master)
+    text = out.decode(errors="replace")
+    assert p.returncode == 0, text[-2000:]
+    assert text.count("\r") >= 3, text[-2000:]
+    refreshed = [s for s in text.split("\r") if s.startswith("kiln tune: trials")]
+    assert refreshed and all(PROGRESS.match(s) for s in refreshed), text[-2000:]
+
+
+def case_random(a, tmp):
+    log = os.path.join(tmp, "t.jsonl")
+    model = os.path.join(a.models, "tiny_mlp.onnx")
+    tune(a.kiln, model, log, 5, "--search", "random")
+    first = records(log)
+    tune(a.kiln, model, log, 5, "--search", "random")
+    assert len(records(log)) == len(first), "a re-run with the same budget measured again"
+    tune(a.kiln, model, log, 9, "--search", "random")
+    recs = records(log)
+    check_records(recs)
+    assert n_tuned(recs) == 9, f"{n_tuned(recs)} records after resuming to 9 trials"
+
+
 CASES = {"records": case_records, "resume": case_resume, "interrupt": case_interrupt, "corrupt": case_corrupt,
-         "other": case_other, "numerics": case_numerics}
+         "other": case_other, "numerics": case_numerics, "budget": case_budget, "earlystop": case_earlystop,
+         "progress": case_progress, "random": case_random}
 
 
 def main():

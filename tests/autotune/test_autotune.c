@@ -20,14 +20,15 @@
 #include "ir/shape_infer.h"
 #include "tools/pipeline.h"
 #include "tools/plan_build.h"
+#include "fixture.h"
 
-static const kn_target avx512 = {.arch = KN_ARCH_X86_64, .vector_bits = 512, .vector_regs = 32, .has_fma = true};
-static const kn_target avx2 = {.arch = KN_ARCH_X86_64, .vector_bits = 256, .vector_regs = 16, .has_fma = true};
+const kn_target avx512 = {.arch = KN_ARCH_X86_64, .vector_bits = 512, .vector_regs = 32, .has_fma = true};
+const kn_target avx2 = {.arch = KN_ARCH_X86_64, .vector_bits = 256, .vector_regs = 16, .has_fma = true};
 
 /* ---- graphs ---- */
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
-static float frand(void) {
+float frand(void) {
   rng ^= rng << 13;
   rng ^= rng >> 7;
   rng ^= rng << 17;
@@ -85,7 +86,7 @@ static void output(kn_graph *g, int v) {
 }
 
 /* conv 3x3 pad 1 + relu on [N, cin, h, w] */
-static void make_conv(kn_graph *g, const char *prefix, int64_t cin, int64_t cout, int64_t hw) {
+void make_conv(kn_graph *g, const char *prefix, int64_t cin, int64_t cout, int64_t hw) {
   char n1[32], n2[32];
   snprintf(n1, sizeof n1, "%sconv", prefix);
   snprintf(n2, sizeof n2, "%srelu", prefix);
@@ -96,14 +97,14 @@ static void make_conv(kn_graph *g, const char *prefix, int64_t cin, int64_t cout
   output(g, node(g, KN_OP_RELU, n2, (int[]){c}, 1));
 }
 
-static void make_matmul(kn_graph *g) {
+void make_matmul(kn_graph *g) {
   int x = input(g, "x", 3, (int64_t[]){1, 9, 24});
   int w = weight(g, "w", 2, (int64_t[]){24, 40}), b = weight(g, "b", 1, (int64_t[]){40});
   int mm = node(g, KN_OP_MATMUL, "mm", (int[]){x, w}, 2);
   output(g, node(g, KN_OP_ADD, "bias", (int[]){mm, b}, 2));
 }
 
-static void make_softmax(kn_graph *g) {
+void make_softmax(kn_graph *g) {
   int x = input(g, "x", 3, (int64_t[]){1, 5, 37});
   output(g, node(g, KN_OP_SOFTMAX, "softmax", (int[]){x}, 1));
   attr_int(g, "axis", -1);
@@ -111,14 +112,7 @@ static void make_softmax(kn_graph *g) {
 
 /* ---- compiling with a chosen schedule ---- */
 
-typedef struct force {
-  const kn_group *grp;    /* the group whose schedule is captured / forced */
-  const kn_schedule *use; /* NULL: keep the default */
-  kn_at_task_shape shape; /* captured */
-  bool captured, rejected;
-} force;
-
-static void force_choose(void *ctx, const kn_sched_task *task, kn_schedule *s) {
+void force_choose(void *ctx, const kn_sched_task *task, kn_schedule *s) {
   force *f = ctx;
   if (task->grp != f->grp) return;
   kn_at_task_shape_of(task, s, &f->shape);
@@ -133,16 +127,7 @@ static void force_choose(void *ctx, const kn_sched_task *task, kn_schedule *s) {
   kn_diag_free(&d);
 }
 
-typedef struct fixture {
-  kn_graph g;
-  kn_arena arena;
-  kn_groups groups;
-  float *in, *ref;
-  int64_t in_n, out_n;
-  const kn_group *target; /* the contraction's group, else the last one */
-} fixture;
-
-static void setup(fixture *fx, void (*make)(kn_graph *)) {
+void setup(fixture *fx, void (*make)(kn_graph *)) {
   kn_graph_init(&fx->g);
   kn_arena_init(&fx->arena);
   make(&fx->g);
@@ -169,7 +154,7 @@ static void setup(fixture *fx, void (*make)(kn_graph *)) {
   kn_diag_free(&d);
 }
 
-static void teardown(fixture *fx) {
+void teardown(fixture *fx) {
   free(fx->in);
   free(fx->ref);
   kn_arena_free(&fx->arena);
@@ -180,7 +165,7 @@ static void teardown(fixture *fx) {
  * the loop-IR interpreter on 2 tasks; returns the max error relative to
  * max(1, max|ref|), or -1 when the forced schedule was rejected. Prints the
  * target kernel's loop IR into *loops (malloc'd) when loops is set. */
-static double compile_run(fixture *fx, const kn_target *t, force *f, char **loops) {
+double compile_run(fixture *fx, const kn_target *t, force *f, char **loops) {
   kn_arena A;
   kn_arena_init(&A);
   kn_expr_ctx ec = {.arena = &A};
@@ -237,7 +222,7 @@ static double compile_run(fixture *fx, const kn_target *t, force *f, char **loop
 
 /* ---- tests ---- */
 
-static void make_conv_small(kn_graph *g) { make_conv(g, "", 8, 16, 6); }
+void make_conv_small(kn_graph *g) { make_conv(g, "", 8, 16, 6); }
 
 static void (*const workloads[])(kn_graph *) = {make_conv_small, make_matmul, make_softmax};
 
@@ -456,11 +441,14 @@ static void test_log(void **state) {
   kn_diag_free(&d);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+  if (argc == 5 && !strcmp(argv[1], "--rank-log") && !strcmp(argv[3], "--model"))
+    return kn_test_search_rank_log(argv[4], argv[2]);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_trace_roundtrip), cmocka_unit_test(test_validate),    cmocka_unit_test(test_workload_key),
       cmocka_unit_test(test_log),             cmocka_unit_test(test_space_conv),  cmocka_unit_test(test_space_matmul),
       cmocka_unit_test(test_space_softmax),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  int failed = cmocka_run_group_tests(tests, NULL, NULL);
+  return failed + kn_test_search_run();
 }
