@@ -66,4 +66,8 @@ bool kn_fe_model_depth_ok(const uint8_t *data, size_t size, int max_depth);
  * and initializers must already be in cx->names. Errors are counted in cx. */
 void kn_fe_import_nodes(kn_fe_ctx *cx, const Onnx__GraphProto *gp);
 
+/* Imports the GRAPH attributes of node ni (made from np) as kn_subgraphs
+ * (onnx_subgraph.c) and appends their captures to the node's inputs. */
+void kn_fe_import_subgraphs(kn_fe_ctx *cx, int ni, const Onnx__NodeProto *np);
+
 #endif

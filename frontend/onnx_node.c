@@ -243,5 +243,8 @@ void kn_fe_import_nodes(kn_fe_ctx *cx, const Onnx__GraphProto *gp) {
         kn_fe_error(cx, "node '%s' (%s): input '%s' is not defined", n->name, n->op_type, iname);
     }
   }
+  /* subgraphs last: every name of this scope exists by now */
+  int last = g->n_nodes;
+  for (int ni = first; ni < last; ni++) kn_fe_import_subgraphs(cx, ni, src[ni - first]);
   free(src);
 }

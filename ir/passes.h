@@ -15,6 +15,11 @@
 /* Evaluates nodes whose inputs are all constants (Shape/Size: known shapes),
  * batch symbol carried as batch_coef; removes Identity / inference Dropout. */
 int kn_pass_fold_constants(kn_graph *g, kn_diag *d);
+/* Expands the composite ops (If, Loop, Scan, RNN, LSTM, GRU, DFT, STFT) into
+ * primitive ops: inlines and unrolls control flow whose decisions are
+ * compile-time constants, decomposes recurrent layers and DFTs. Runs on the
+ * imported graph, before the first shape inference. */
+int kn_pass_inline_control(kn_graph *g, kn_diag *d);
 /* Removes nodes whose outputs nothing uses, then toposorts. */
 int kn_pass_dce(kn_graph *g, kn_diag *d);
 /* Folds BatchNormalization into a preceding Conv; rewrites any other BN as

@@ -55,6 +55,7 @@ int kn_pipeline_load(const char *model, int64_t max_batch, kn_graph *g, kn_diag 
   if (kn_fe_load_onnx(model, g, d) < 0) return -1;
   if (max_batch < 1) return kn_diag_error(d, "--max-batch must be at least 1");
   g->max_batch = max_batch;
+  if (kn_pass_inline_control(g, d) < 0) return -1;
   if (kn_infer_shapes(g, d) < 0) return -1;
   return 0;
 }
