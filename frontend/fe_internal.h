@@ -32,6 +32,8 @@ typedef struct kn_fe_ctx {
   const char *base_dir; /* directory that external data paths are relative to; NULL = none */
   int n_errors;
   kn_fe_names names;
+  int scope_first; /* values below this index belong to enclosing graphs: a
+                      subgraph may define (shadow) their names */
 } kn_fe_ctx;
 
 /* Appends "<label>: <message>" to the diagnostics and counts it; returns -1. */

@@ -125,7 +125,7 @@ static void import_constant(kn_fe_ctx *cx, const Onnx__NodeProto *np, const char
     return;
   }
   const char *out = np->output[0];
-  if (kn_fe_names_get(&cx->names, out) >= 0) {
+  if (kn_fe_names_get(&cx->names, out) >= cx->scope_first) {
     kn_fe_error(cx, "node '%s' (Constant): output '%s' is already defined", node, out);
     return;
   }
@@ -175,7 +175,7 @@ static int node_output(kn_fe_ctx *cx, const char *node, const char *op_type, con
   const char *name;
   if (!*oname) {
     name = kn_fe_unique_name(cx, kn_arena_printf(&g->arena, "%s#out%zu", node, k));
-  } else if (kn_fe_names_get(&cx->names, oname) >= 0) {
+  } else if (kn_fe_names_get(&cx->names, oname) >= cx->scope_first) {
     kn_fe_error(cx, "node '%s' (%s): output '%s' is already defined", node, op_type, oname);
     name = kn_fe_unique_name(cx, oname);
   } else {

@@ -52,6 +52,8 @@ static kn_subgraph *import_one(kn_fe_ctx *cx, int ni, const char *attr,
   int errors_before = cx->n_errors;
   int v_first = g->n_values, n_first = g->n_nodes;
   kn_fe_names saved = names_copy(&cx->names);
+  int saved_scope = cx->scope_first;
+  cx->scope_first = v_first;
 
   kn_subgraph *sg = KN_NEW(&g->arena, kn_subgraph);
   sg->name = kn_arena_printf(&g->arena, "%s/%s", node, attr);
@@ -104,6 +106,7 @@ static kn_subgraph *import_one(kn_fe_ctx *cx, int ni, const char *attr,
   /* scope ends: forget inner names, make the values' names unique */
   kn_fe_names_free(&cx->names);
   cx->names = saved;
+  cx->scope_first = saved_scope;
   for (int v = v_first; v < g->n_values; v++)
     g->values[v].name = kn_arena_printf(&g->arena, "%s/%s", sg->name, g->values[v].name);
   return cx->n_errors == errors_before ? sg : NULL;
