@@ -14,8 +14,10 @@
  * Supported: directions forward / reverse / bidirectional, activations
  * Sigmoid, Tanh, Relu, Softsign, Softplus, HardSigmoid, LeakyRelu, Elu,
  * ThresholdedRelu (alpha/beta from activation_alpha/beta), clip, LSTM
- * peepholes and input_forget, GRU linear_before_reset, and sequence_lens
- * when it is a constant equal to the sequence length everywhere. */
+ * peepholes and input_forget, GRU linear_before_reset. sequence_lens: a
+ * constant equal to the sequence length everywhere is ignored; run-time
+ * lengths are supported for forward layers by masking (Where) each step:
+ * rows past their end keep their state and get zeros in Y. */
 #include <stdio.h>
 #include <string.h>
 
@@ -33,6 +35,8 @@ typedef struct rnn {
   const char *acts[6];
   float alpha[6], beta[6];
   bool has_alpha[6], has_beta[6];
+  bool forward_only;
+  int lens; /* run-time sequence_lens (forward only), or -1 */
 } rnn;
 
 /* ---- builder shorthands; -1 stands for an all-zero tensor ---- */
@@ -139,9 +143,18 @@ static int input(const kn_node *n, int k) { return k < n->n_in ? n->in[k] : -1; 
 static int check_seq_lens(rnn *r, int v, kn_diag *d) {
   if (v < 0) return 0;
   const kn_value *val = &r->x.g->values[v];
-  if (!val->data)
-    return kn_diag_error(d, "node '%s' (%s): sequence_lens '%s' must be a compile-time constant", r->n->name,
-                         r->n->op_type, val->name);
+  if (!val->data) {
+    if (!r->forward_only)
+      return kn_diag_error(d,
+                           "node '%s' (%s): sequence_lens '%s' must be a compile-time constant for a "
+                           "reverse or bidirectional layer",
+                           r->n->name, r->n->op_type, val->name);
+    if (!kn_dtype_is_int(val->dtype))
+      return kn_diag_error(d, "node '%s' (%s): sequence_lens must be an integer tensor", r->n->name,
+                           r->n->op_type);
+    r->lens = v; /* run-time lengths: steps past a sequence's end are masked */
+    return 0;
+  }
   int64_t cnt = kn_shape_numel_max(&val->shape, 1);
   for (int64_t i = 0; i < cnt; i++)
     if (kn_ref_load_int(val->dtype, val->data, i) != r->seq)
@@ -189,6 +202,7 @@ static int run_direction(rnn *r, int d, bool reverse, int x, int w, int rr, int 
   int h = h0, c = c0;
   for (int64_t s = 0; s < r->seq; s++) {
     int64_t t = reverse ? r->seq - 1 - s : s;
+    int h_prev = h, c_prev = c;
     int ins[2] = {xw, kn_expand_i64(e, t)};
     kn_attr ax = kn_pass_attr_int("axis", 0);
     int xt = kn_expand_node(e, KN_OP_GATHER, ins, 2, &ax, 1); /* [B, G*H] */
@@ -222,7 +236,26 @@ static int run_direction(rnn *r, int d, bool reverse, int x, int w, int rr, int 
       h = add(r, mul(r, one_minus_z, ht), mul(r, zg, h));
     }
     if (h < 0) return -1;
-    o->h_steps[t] = h;
+    if (r->lens >= 0) {
+      /* batch rows whose sequence ended keep their state and output zeros */
+      char tb[8] = {0};
+      kn_shape s0 = {.rank = 0};
+      const kn_value *lv = &e->g->values[r->lens];
+      kn_ref_store_int(lv->dtype, tb, 0, t);
+      int live = kn_expand_unsqueeze(e, kn_expand_binary(e, KN_OP_LESS, kn_expand_const(e, lv->dtype, &s0, tb),
+                                                         r->lens), 1); /* [B, 1] */
+      int zero = scalar(r, 0);
+      int out[3] = {live, h, zero};
+      o->h_steps[t] = kn_expand_node(e, KN_OP_WHERE, out, 3, NULL, 0);
+      int keep_h[3] = {live, h, h_prev >= 0 ? h_prev : zero};
+      h = kn_expand_node(e, KN_OP_WHERE, keep_h, 3, NULL, 0);
+      if (r->gates == 4) {
+        int keep_c[3] = {live, c, c_prev >= 0 ? c_prev : zero};
+        c = kn_expand_node(e, KN_OP_WHERE, keep_c, 3, NULL, 0);
+      }
+    } else {
+      o->h_steps[t] = h;
+    }
     if (e->added > KN_EXPAND_MAX_NODES)
       return kn_diag_error(diag, "node '%s' (%s): unrolling %lld steps needs more than %d nodes", r->n->name,
                            r->n->op_type, (long long)r->seq, KN_EXPAND_MAX_NODES);
@@ -263,6 +296,8 @@ int kn_expand_rnn(kn_graph *g, int node, kn_diag *diag) {
                          n->name, n->op_type, direction);
   if (r.seq < 1)
     return kn_diag_error(diag, "node '%s' (%s): the sequence is empty", n->name, n->op_type);
+  r.forward_only = dirs == 1 && strcmp(direction, "reverse") != 0;
+  r.lens = -1;
   if (read_activations(&r, dirs, diag) < 0 || check_seq_lens(&r, lens, diag) < 0) return -1;
 
   kn_expand *e = &r.x;
