@@ -20,8 +20,9 @@
  *    branches must give equal shapes.
  *  - Loop: unrolled while the trip count and the condition are compile-time
  *    constants; scan outputs are stacked along a new axis 0.
- *  - Scan (opset 9+): unrolled over the static sequence length, with
- *    scan_input_axes / directions and scan_output_axes / directions.
+ *  - Scan: unrolled over the static sequence length, with scan_input_axes /
+ *    directions and scan_output_axes / directions; opset 8's batch axis is
+ *    unrolled too (sequence_lens only when constant and full-length).
  * Every expansion is bounded by KN_EXPAND_MAX_NODES new nodes. Outputs of
  * the composite node keep their value (an Identity writes them), so graph
  * output names survive. */
@@ -334,81 +335,131 @@ static int64_t attr_at(const kn_node *n, const char *name, int k, int64_t dflt) 
   return v && k < count ? v[k] : dflt;
 }
 
+#define SCAN_MAX_IO 64
+
+/* The unrolled steps of one Scan sequence: state[] (n_state values) is
+ * updated in place; seqs[j] is scan input j, its sequence along in_axis[j];
+ * outs[k * len + t] receives scan output k of sequence position t. */
+typedef struct scan_seq {
+  int n_state, m, n_out;
+  int64_t len;
+  const int64_t *in_axis;
+  const bool *in_rev, *out_rev;
+} scan_seq;
+
+static int scan_steps(kn_expand *x, const kn_node *n, const kn_subgraph *body, const scan_seq *q, int *state,
+                      const int *seqs, int *outs) {
+  kn_graph *g = x->g;
+  for (int64_t t = 0; t < q->len; t++) {
+    scope s;
+    scope_init(&s, g);
+    bind_captures(&s, n, body);
+    for (int j = 0; j < q->n_state; j++) s.map[body->inputs[j]] = state[j];
+    for (int j = 0; j < q->m; j++) {
+      int ins[2] = {seqs[j], kn_expand_i64(x, q->in_rev[j] ? q->len - 1 - t : t)};
+      kn_attr a = kn_pass_attr_int("axis", q->in_axis[j]);
+      s.map[body->inputs[q->n_state + j]] = kn_expand_node(x, KN_OP_GATHER, ins, 2, &a, 1);
+    }
+    int rc = copy_body(x, body, &s);
+    for (int j = 0; rc == 0 && j < q->n_state; j++) state[j] = lookup(&s, body->outputs[j]);
+    for (int k = 0; rc == 0 && k < q->n_out; k++)
+      outs[k * q->len + (q->out_rev[k] ? q->len - 1 - t : t)] = lookup(&s, body->outputs[q->n_state + k]);
+    free(s.map);
+    if (rc < 0) return -1;
+  }
+  return 0;
+}
+
+/* Scan from opset 9: states, then scan inputs along scan_input_axes. Opset 8:
+ * sequence_lens, states [B, ...], scan inputs [B, T, ...]: the body runs per
+ * batch row b (unrolled too) and the results are stacked along axis 0. */
 static int expand_scan(kn_expand *x, int node) {
   kn_graph *g = x->g;
   kn_node n = g->nodes[node];
   const kn_subgraph *body = graph_attr(&n, "body");
   if (!body) return kn_diag_error(x->d, "node '%s' (Scan): the body graph is required", n.name);
-  if (g->opset < 9)
-    return kn_diag_error(x->d, "node '%s' (Scan): opset %lld Scan (with a batch axis and sequence_lens) is "
-                               "not supported; Kiln supports Scan from opset 9",
-                         n.name, (long long)g->opset);
-  int n_formal = body->capture_base;
+  bool v8 = g->opset < 9;
+  int first = v8 ? 1 : 0; /* opset 8: input 0 is sequence_lens */
+  int n_formal = body->capture_base - first;
   int m = (int)kn_node_attr_int(&n, "num_scan_inputs", -1);
-  int n_state = n_formal - m;
-  int n_scan_out = n.n_out - n_state;
-  if (m < 1 || n_state < 0 || n_scan_out < 0 || body->n_inputs != n_formal)
+  scan_seq q = {.n_state = n_formal - m, .m = m, .n_out = n.n_out - (n_formal - m)};
+  if (m > SCAN_MAX_IO || q.n_out > SCAN_MAX_IO)
+    return kn_diag_error(x->d, "node '%s' (Scan): more than %d scan inputs or outputs", n.name, SCAN_MAX_IO);
+  if (m < 1 || q.n_state < 0 || q.n_out < 0 || body->n_inputs != n_formal)
     return kn_diag_error(x->d, "node '%s' (Scan): num_scan_inputs %d does not match %d inputs and a body "
                                "with %d inputs",
                          n.name, m, n_formal, body->n_inputs);
   if (check_outputs(x, &n, body, n.n_out) < 0) return -1;
-  int64_t len = -1;
+  int64_t in_axis[SCAN_MAX_IO], batch = 1;
+  bool in_rev[SCAN_MAX_IO], out_rev[SCAN_MAX_IO];
+  q.len = -1;
   for (int j = 0; j < m; j++) {
-    int v = n.in[n_state + j];
+    int v = n.in[first + q.n_state + j];
     if (v < 0) return kn_diag_error(x->d, "node '%s' (Scan): scan input %d is missing", n.name, j);
     const kn_value *val = &g->values[v];
-    int axis = kn_axis_norm(attr_at(&n, "scan_input_axes", j, 0), val->shape.rank);
-    if (axis < 0)
+    int axis = v8 ? 1 : kn_axis_norm(attr_at(&n, "scan_input_axes", j, 0), val->shape.rank);
+    if (axis < 0 || axis >= val->shape.rank)
       return kn_diag_error(x->d, "node '%s' (Scan): scan_input_axes[%d] is out of range", n.name, j);
-    if ((val->shape.batch_mask >> axis) & 1u)
+    if ((val->shape.batch_mask >> axis) & 1u || (v8 && (val->shape.batch_mask & 1u)))
       return kn_diag_error(x->d, "node '%s' (Scan): scan input '%s' runs along the batch dim; Kiln needs "
-                                 "a static sequence length",
+                                 "static sequence and batch lengths",
                            n.name, val->name);
     int64_t l = val->shape.dim[axis];
-    if (len >= 0 && l != len)
+    if (q.len >= 0 && l != q.len)
       return kn_diag_error(x->d, "node '%s' (Scan): scan inputs have lengths %lld and %lld", n.name,
-                           (long long)len, (long long)l);
-    len = l;
+                           (long long)q.len, (long long)l);
+    q.len = l;
+    if (v8) batch = val->shape.dim[0];
+    in_axis[j] = v8 ? 0 : axis; /* opset 8 gathers the row first: the sequence is axis 0 */
+    in_rev[j] = attr_at(&n, v8 ? "directions" : "scan_input_directions", j, 0) != 0;
   }
-  if (len < 1)
+  for (int k = 0; k < q.n_out; k++) out_rev[k] = !v8 && attr_at(&n, "scan_output_directions", k, 0) != 0;
+  q.in_axis = in_axis, q.in_rev = in_rev, q.out_rev = out_rev;
+  if (q.len < 1 || batch < 1)
     return kn_diag_error(x->d, "node '%s' (Scan): the sequence is empty, so its outputs have no static "
                                "shape", n.name);
-  if (len * body->n_nodes > KN_EXPAND_MAX_NODES)
+  if (v8 && n.in[0] >= 0) { /* sequence_lens: only the full length */
+    if (!fold_value(g, n.in[0], 0))
+      return kn_diag_error(x->d, "node '%s' (Scan): sequence_lens must be a compile-time constant", n.name);
+    const kn_value *sl = &g->values[n.in[0]];
+    for (int64_t i = 0; i < kn_shape_numel_max(&sl->shape, 1); i++)
+      if (kn_ref_load_int(sl->dtype, sl->data, i) != q.len)
+        return kn_diag_error(x->d, "node '%s' (Scan): sequence_lens[%lld] differs from the sequence length %lld",
+                             n.name, (long long)i, (long long)q.len);
+  }
+  if (batch * q.len * body->n_nodes > KN_EXPAND_MAX_NODES)
     return kn_diag_error(x->d,
                          "node '%s' (Scan): unrolling %lld steps of a %d-node body exceeds %d nodes",
-                         n.name, (long long)len, body->n_nodes, KN_EXPAND_MAX_NODES);
-  int *state = malloc(sizeof(int) * (size_t)(n_state + 1));
-  int *outs = malloc(sizeof(int) * (size_t)(n_scan_out * len + 1));
-  KN_ASSERT(state && outs, "out of memory");
-  for (int j = 0; j < n_state; j++) state[j] = n.in[j];
+                         n.name, (long long)(batch * q.len), body->n_nodes, KN_EXPAND_MAX_NODES);
+  int n_res = q.n_state + q.n_out;
+  int *state = malloc(sizeof(int) * (size_t)(q.n_state + 1));
+  int *outs = malloc(sizeof(int) * (size_t)(q.n_out * q.len + 1));
+  int *rows = malloc(sizeof(int) * (size_t)(n_res * batch + 1)); /* per result, per batch row */
+  int seqs[SCAN_MAX_IO];
+  KN_ASSERT(state && outs && rows, "out of memory");
   int rc = 0;
-  for (int64_t t = 0; rc == 0 && t < len; t++) {
-    scope s;
-    scope_init(&s, g);
-    bind_captures(&s, &n, body);
-    for (int j = 0; j < n_state; j++) s.map[body->inputs[j]] = state[j];
+  kn_attr axis0 = kn_pass_attr_int("axis", 0);
+  for (int64_t b = 0; rc == 0 && b < batch; b++) {
+    for (int j = 0; j < q.n_state; j++) {
+      int ins[2] = {n.in[first + j], kn_expand_i64(x, b)};
+      state[j] = v8 ? kn_expand_node(x, KN_OP_GATHER, ins, 2, &axis0, 1) : n.in[j];
+    }
     for (int j = 0; j < m; j++) {
-      int64_t axis = attr_at(&n, "scan_input_axes", j, 0);
-      int64_t idx = attr_at(&n, "scan_input_directions", j, 0) ? len - 1 - t : t;
-      int ins[2] = {n.in[n_state + j], kn_expand_i64(x, idx)};
-      kn_attr a = kn_pass_attr_int("axis", axis);
-      s.map[body->inputs[n_state + j]] = kn_expand_node(x, KN_OP_GATHER, ins, 2, &a, 1);
+      int ins[2] = {n.in[first + q.n_state + j], kn_expand_i64(x, b)};
+      seqs[j] = v8 ? kn_expand_node(x, KN_OP_GATHER, ins, 2, &axis0, 1) : ins[0];
     }
-    rc = copy_body(x, body, &s);
-    for (int j = 0; rc == 0 && j < n_state; j++) state[j] = lookup(&s, body->outputs[j]);
-    for (int k = 0; rc == 0 && k < n_scan_out; k++) {
-      int64_t pos = attr_at(&n, "scan_output_directions", k, 0) ? len - 1 - t : t;
-      outs[k * len + pos] = lookup(&s, body->outputs[n_state + k]);
-    }
-    free(s.map);
+    rc = scan_steps(x, &n, body, &q, state, seqs, outs);
+    for (int j = 0; rc == 0 && j < q.n_state; j++) rows[j * batch + b] = state[j];
+    for (int k = 0; rc == 0 && k < q.n_out; k++)
+      rows[(q.n_state + k) * batch + b] =
+          stack(x, &outs[k * q.len], (int)q.len, v8 ? 0 : attr_at(&n, "scan_output_axes", k, 0));
   }
   if (rc == 0) kill_composite(g, &n);
-  for (int j = 0; rc == 0 && j < n_state; j++) write_output(x, n.out[j], state[j]);
-  for (int k = 0; rc == 0 && k < n_scan_out; k++)
-    write_output(x, n.out[n_state + k],
-                 stack(x, &outs[k * len], (int)len, attr_at(&n, "scan_output_axes", k, 0)));
+  for (int r = 0; rc == 0 && r < n_res; r++)
+    write_output(x, n.out[r], v8 ? stack(x, &rows[r * batch], (int)batch, 0) : rows[r * batch]);
   free(state);
   free(outs);
+  free(rows);
   return rc;
 }
 
