@@ -43,6 +43,9 @@ static int dft(kn_expand *e, const kn_node *n, int x, int axis, int64_t len_n, b
   kn_dtype dt = xv->dtype;
   int r = xv->shape.rank;
   int64_t L = xv->shape.dim[axis], C = xv->shape.dim[r - 1];
+  if (!kn_dtype_is_float(dt))
+    return kn_diag_error(d, "node '%s' (%s): the input must be a float tensor, not %s", n->name, n->op_type,
+                         kn_dtype_name(dt));
   if (C != 1 && C != 2)
     return kn_diag_error(d, "node '%s' (%s): the last dim must be 1 (real) or 2 (complex), not %lld", n->name,
                          n->op_type, (long long)C);
@@ -183,6 +186,7 @@ static int expand_stft(kn_expand *e, const kn_node *n, kn_diag *d) {
 int kn_expand_dft(kn_graph *g, int node, kn_diag *d) {
   const kn_node nd = g->nodes[node];
   kn_expand e = {.g = g, .d = d, .base = nd.name};
+  if (nd.n_in < 1 || nd.in[0] < 0) return kn_diag_error(d, "node '%s' (%s): input 0 is required", nd.name, nd.op_type);
   int out = nd.op == KN_OP_DFT ? expand_dft(&e, &nd, d) : expand_stft(&e, &nd, d);
   if (out < 0) return -1;
   kn_pass_kill_node(g, node);

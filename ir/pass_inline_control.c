@@ -167,7 +167,7 @@ static int expand_if(kn_expand *x, int node) {
   const kn_subgraph *then_g = graph_attr(&n, "then_branch"), *else_g = graph_attr(&n, "else_branch");
   if (!then_g || !else_g)
     return kn_diag_error(x->d, "node '%s' (If): then_branch and else_branch graphs are required", n.name);
-  if (n.in[0] < 0 || !is_scalar_like(g, n.in[0]))
+  if (n.n_in < 1 || n.in[0] < 0 || !is_scalar_like(g, n.in[0]))
     return kn_diag_error(x->d, "node '%s' (If): the condition must be a one-element tensor", n.name);
   if (check_outputs(x, &n, then_g, n.n_out) < 0 || check_outputs(x, &n, else_g, n.n_out) < 0)
     return -1;
@@ -257,6 +257,8 @@ static int expand_loop(kn_expand *x, int node) {
                            "node '%s' (Loop): the trip count '%s' is not a compile-time constant; Kiln "
                            "unrolls loops with a static trip count only",
                            n.name, g->values[n.in[0]].name);
+    if (!is_scalar_like(g, n.in[0]))
+      return kn_diag_error(x->d, "node '%s' (Loop): the trip count must be a one-element tensor", n.name);
     trips = const_int(g, n.in[0]);
   }
   bool cond = true;
@@ -264,6 +266,8 @@ static int expand_loop(kn_expand *x, int node) {
     if (!fold_value(g, n.in[1], 0))
       return kn_diag_error(x->d, "node '%s' (Loop): the condition '%s' is not a compile-time constant",
                            n.name, g->values[n.in[1]].name);
+    if (!is_scalar_like(g, n.in[1]))
+      return kn_diag_error(x->d, "node '%s' (Loop): the condition must be a one-element tensor", n.name);
     cond = const_int(g, n.in[1]) != 0;
   }
   if (trips < 0 && n.in[0] >= 0) trips = 0;
@@ -276,6 +280,11 @@ static int expand_loop(kn_expand *x, int node) {
   kn_shape scalar = {.rank = 0};
   int rc = 0;
   for (int64_t it = 0; rc == 0 && cond && (trips < 0 || it < trips); it++) {
+    if (it >= KN_EXPAND_MAX_NODES) {
+      rc = kn_diag_error(x->d, "node '%s' (Loop): runs more than %d iterations; Kiln unrolls loops only up to "
+                               "that many", n.name, KN_EXPAND_MAX_NODES);
+      break;
+    }
     scope s;
     scope_init(&s, g);
     bind_captures(&s, &n, body);
@@ -300,7 +309,7 @@ static int expand_loop(kn_expand *x, int node) {
         kn_infer_shapes(g, &quiet);
         kn_diag_free(&quiet);
       }
-      if (!fold_value(g, c, 0))
+      if (!fold_value(g, c, 0) || !is_scalar_like(g, c))
         rc = kn_diag_error(x->d,
                            "node '%s' (Loop): the loop condition after iteration %lld is not a "
                            "compile-time constant; Kiln unrolls loops with a static trip count only",
@@ -467,6 +476,8 @@ static int expand_scan(kn_expand *x, int node) {
 
 static int expand(kn_graph *g, int node, kn_diag *d) {
   kn_expand x = {.g = g, .d = d, .base = g->nodes[node].name};
+  if (g->nodes[node].n_out < 1)
+    return kn_diag_error(d, "node '%s' (%s): has no outputs", g->nodes[node].name, g->nodes[node].op_type);
   switch (g->nodes[node].op) {
   case KN_OP_IF: return expand_if(&x, node);
   case KN_OP_LOOP: return expand_loop(&x, node);

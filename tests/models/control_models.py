@@ -217,6 +217,23 @@ def fail_loop_too_long():
         "node 'long_loop': inlining 'long_loop/body' needs more than 4096 nodes"
 
 
+def fail_loop_unbounded():
+    """No trip count and a condition that stays true: never ends."""
+    body = h.make_graph([h.make_node("Identity", ["c_in"], ["c_out"])], "body",
+                        [vi("i", [], T.INT64), vi("c_in", [], T.BOOL), vi("v_in", [2])],
+                        [vi("c_out", [], T.BOOL), vi("v_in", [2])])
+    nodes = [h.make_node("Loop", ["", "go", "x"], ["v"], body=body, name="forever")]
+    return model(nodes, [vi("x", [2])], [vi("v", None)], [const("go", np.array(True))]), \
+        "node 'forever' (Loop): runs more than 4096 iterations"
+
+
+def fail_if_missing_branch():
+    then_g = h.make_graph([h.make_node("Identity", ["x"], ["t"])], "then", [], [vi("t", None)])
+    nodes = [h.make_node("If", ["c"], ["y"], then_branch=then_g, name="half_if")]
+    return model(nodes, [vi("c", [], T.BOOL), vi("x", [3])], [vi("y", None)]), \
+        "node 'half_if' (If): then_branch and else_branch graphs are required"
+
+
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
 CASES.update({name: fn for name, fn in globals().items() if name.startswith("fail_")})
 
