@@ -214,8 +214,11 @@ static int expand_if(kn_expand *x, int node) {
       }
     }
     if (rc == 0) kill_composite(g, &n);
+    int cond = n.in[0];
+    if (rc == 0 && g->values[cond].shape.rank > 0) /* a [1] condition must not broadcast the outputs */
+      cond = kn_expand_binary(x, KN_OP_RESHAPE, cond, kn_expand_i64s(x, NULL, 0));
     for (int k = 0; rc == 0 && k < n.n_out; k++) {
-      int ins[3] = {n.in[0], tv[k], ev[k]};
+      int ins[3] = {cond, tv[k], ev[k]};
       kn_expand_node_into(x, KN_OP_WHERE, ins, 3, NULL, 0, n.out[k]);
     }
     free(tv);

@@ -98,15 +98,21 @@ def case_if_nested_in_loop():
 
 
 def case_if_runtime():
-    """A run-time condition: both branches are computed and selected."""
+    """A run-time condition: both branches are computed and selected. The
+    second If has a [1]-shaped condition and scalar outputs (which must stay
+    scalars)."""
     then_g = h.make_graph([h.make_node("Softmax", ["x"], ["t"], axis=-1)], "then", [], [vi("t", [2, 6])])
     else_g = h.make_graph([h.make_node("Neg", ["x"], ["e0"]), h.make_node("Exp", ["e0"], ["e"])], "else", [],
                           [vi("e", [2, 6])])
+    then2 = h.make_graph([h.make_node("ReduceMax", ["x"], ["t2"], keepdims=0)], "then2", [], [vi("t2", [])])
+    else2 = h.make_graph([h.make_node("ReduceMin", ["x"], ["e2"], keepdims=0)], "else2", [], [vi("e2", [])])
     nodes = [h.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
              h.make_node("Greater", ["s", "zero"], ["pos"]),
-             h.make_node("If", ["pos"], ["y"], then_branch=then_g, else_branch=else_g)]
-    return model(nodes, [vi("x", [2, 6])], [vi("y", None)],
-                 [const("zero", np.array(0, dtype=np.float32))]), []
+             h.make_node("If", ["pos"], ["y"], then_branch=then_g, else_branch=else_g),
+             h.make_node("Reshape", ["pos", "one"], ["pos1"]),
+             h.make_node("If", ["pos1"], ["z"], then_branch=then2, else_branch=else2)]
+    return model(nodes, [vi("x", [2, 6])], [vi("y", None), vi("z", None)],
+                 [const("zero", np.array(0, dtype=np.float32)), const("one", np.array([1], dtype=np.int64))]), []
 
 
 def case_scan_reverse_axes():
