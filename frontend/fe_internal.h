@@ -32,6 +32,8 @@ typedef struct kn_fe_ctx {
   const char *base_dir; /* directory that external data paths are relative to; NULL = none */
   int n_errors;
   kn_fe_names names;
+  int scope_first; /* values below this index belong to enclosing graphs: a
+                      subgraph may define (shadow) their names */
 } kn_fe_ctx;
 
 /* Appends "<label>: <message>" to the diagnostics and counts it; returns -1. */
@@ -65,5 +67,9 @@ bool kn_fe_model_depth_ok(const uint8_t *data, size_t size, int max_depth);
  * then resolves node inputs by name, so nodes may come in any order. Inputs
  * and initializers must already be in cx->names. Errors are counted in cx. */
 void kn_fe_import_nodes(kn_fe_ctx *cx, const Onnx__GraphProto *gp);
+
+/* Imports the GRAPH attributes of node ni (made from np) as kn_subgraphs
+ * (onnx_subgraph.c) and appends their captures to the node's inputs. */
+void kn_fe_import_subgraphs(kn_fe_ctx *cx, int ni, const Onnx__NodeProto *np);
 
 #endif

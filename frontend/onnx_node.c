@@ -125,7 +125,7 @@ static void import_constant(kn_fe_ctx *cx, const Onnx__NodeProto *np, const char
     return;
   }
   const char *out = np->output[0];
-  if (kn_fe_names_get(&cx->names, out) >= 0) {
+  if (kn_fe_names_get(&cx->names, out) >= cx->scope_first) {
     kn_fe_error(cx, "node '%s' (Constant): output '%s' is already defined", node, out);
     return;
   }
@@ -175,7 +175,7 @@ static int node_output(kn_fe_ctx *cx, const char *node, const char *op_type, con
   const char *name;
   if (!*oname) {
     name = kn_fe_unique_name(cx, kn_arena_printf(&g->arena, "%s#out%zu", node, k));
-  } else if (kn_fe_names_get(&cx->names, oname) >= 0) {
+  } else if (kn_fe_names_get(&cx->names, oname) >= cx->scope_first) {
     kn_fe_error(cx, "node '%s' (%s): output '%s' is already defined", node, op_type, oname);
     name = kn_fe_unique_name(cx, oname);
   } else {
@@ -246,5 +246,8 @@ void kn_fe_import_nodes(kn_fe_ctx *cx, const Onnx__GraphProto *gp) {
         kn_fe_error(cx, "node '%s' (%s): input '%s' is not defined", n->name, n->op_type, iname);
     }
   }
+  /* subgraphs last: every name of this scope exists by now */
+  int last = g->n_nodes;
+  for (int ni = first; ni < last; ni++) kn_fe_import_subgraphs(cx, ni, src[ni - first]);
   free(src);
 }

@@ -63,8 +63,27 @@ typedef enum kn_attr_kind {
   KN_ATTR_FLOATS,  /* floats[n] */
   KN_ATTR_STRINGS, /* strings[n] */
   KN_ATTR_TENSOR,  /* value: index of a constant value in the graph */
-  KN_ATTR_GRAPH,   /* unsupported subgraph (kept so diagnostics can name it) */
+  KN_ATTR_GRAPH,   /* graph (s = "graph"): imported subgraph; other kinds Kiln does not
+                      read (s = "graphs", "tensors" ...): a named placeholder, graph NULL */
 } kn_attr_kind;
+
+/* A subgraph (If branch, Loop / Scan body), imported into its parent graph:
+ * its values live in the parent's value table, its nodes in `nodes` (never in
+ * the parent's node list, so passes, fusion and the plan do not see them).
+ * A node of the body may read any value of an enclosing scope; every such
+ * outer value that is not a constant is listed in `captures`, and the owning
+ * node reads it as an extra input: node->in[capture_base + k] == captures[k]
+ * (so the toposort, DCE and inlining see the dependency; an inliner maps
+ * captures[k] to the node's current input capture_base + k). */
+typedef struct kn_subgraph {
+  const char *name;
+  int n_inputs, n_outputs, n_nodes, n_captures;
+  int *inputs;  /* formal inputs: values without producer */
+  int *outputs; /* may name inputs, constants or captured values */
+  struct kn_node *nodes;
+  int *captures;
+  int capture_base;
+} kn_subgraph;
 
 typedef struct kn_attr {
   const char *name;
@@ -77,6 +96,7 @@ typedef struct kn_attr {
   float *floats;
   const char **strings;
   int value;
+  const kn_subgraph *graph; /* KN_ATTR_GRAPH with s = "graph": the subgraph */
 } kn_attr;
 
 typedef struct kn_node {

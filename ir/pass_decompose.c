@@ -214,3 +214,9 @@ int kn_pass_decompose(kn_graph *g, kn_diag *d) {
     if (rewritten == 0) return 0;
   }
 }
+
+int kn_pass_expand_composites(kn_graph *g, kn_diag *d) {
+  if (kn_pass_decompose(g, d) < 0) return -1;
+  if (kn_pass_inline_control(g, d) < 0) return -1;
+  return kn_pass_decompose(g, d); /* composites that sat inside subgraphs */
+}

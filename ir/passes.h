@@ -19,6 +19,11 @@ int kn_pass_decompose(kn_graph *g, kn_diag *d);
 /* Evaluates nodes whose inputs are all constants (Shape/Size: known shapes),
  * batch symbol carried as batch_coef; removes Identity / inference Dropout. */
 int kn_pass_fold_constants(kn_graph *g, kn_diag *d);
+/* Expands the composite ops (If, Loop, Scan, RNN, LSTM, GRU, DFT, STFT) into
+ * primitive ops: inlines and unrolls control flow whose decisions are
+ * compile-time constants, decomposes recurrent layers and DFTs. Runs on the
+ * imported graph, before the first shape inference. */
+int kn_pass_inline_control(kn_graph *g, kn_diag *d);
 /* Removes nodes whose outputs nothing uses, then toposorts. */
 int kn_pass_dce(kn_graph *g, kn_diag *d);
 /* Folds BatchNormalization into a preceding Conv; rewrites any other BN as
@@ -70,5 +75,10 @@ void kn_pass_permute_const_in_place(kn_graph *g, int v, const int64_t *perm, con
 /* Attribute constructors (arrays copied into g's arena). */
 kn_attr kn_pass_attr_int(const char *name, int64_t v);
 kn_attr kn_pass_attr_ints(kn_graph *g, const char *name, const int64_t *v, int n);
+
+/* The front of every pipeline: kn_pass_decompose, kn_pass_inline_control,
+ * then kn_pass_decompose again (for composites that sat inside If / Loop /
+ * Scan bodies). */
+int kn_pass_expand_composites(kn_graph *g, kn_diag *d);
 
 #endif

@@ -149,6 +149,6 @@ int kn_ref_spatial_sample(kn_ref_call *c) {
     if (c->n_in < 2 || !c->in[1].data) return kn_ref_error(c, "missing grid");
     return ref_grid_sample(c);
   case KN_OP_AFFINE_GRID: return ref_affine_grid(c);
-  default: return kn_ref_error(c, "not supported by the reference interpreter");
+  default: return kn_ref_unpool_roi(c);
   }
 }

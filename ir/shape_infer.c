@@ -376,6 +376,12 @@ static int infer_node(kn_infer *c) {
       return kn_infer_fail(c, "unsupported op '%s' of domain '%s'", n->op_type, n->domain);
     return kn_infer_fail(c, "unsupported op '%s'", n->op_type);
   }
+  switch (n->op) { /* composite ops: ir/pass_inline_control.c expands them first */
+  case KN_OP_IF: case KN_OP_LOOP: case KN_OP_SCAN: case KN_OP_RNN: case KN_OP_LSTM: case KN_OP_GRU:
+  case KN_OP_DFT: case KN_OP_STFT:
+    return kn_infer_fail(c, "could not be expanded into primitive ops (its inputs have no static shape)");
+  default: break;
+  }
   int max_in, max_out;
   op_arity(n->op, &max_in, &max_out);
   if (max_in >= 0 && n->n_in > max_in)

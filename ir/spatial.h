@@ -34,6 +34,12 @@ int kn_ref_spatial_sample(kn_ref_call *c);
 struct kn_te_tensor *kn_te_spatial_sample(struct kn_te_ctx *c, const kn_node *n,
                                           struct kn_te_tensor **in, kn_diag *d);
 
+/* MaxUnpool and RoiAlign (ref_eval_unpool_roi.c, te_ops_unpool_roi.c), called
+ * by the two above for ops they do not handle. */
+int kn_ref_unpool_roi(kn_ref_call *c);
+struct kn_te_tensor *kn_te_unpool_roi(struct kn_te_ctx *c, const kn_node *n, struct kn_te_tensor **in,
+                                      kn_diag *d);
+
 /* ---- Resize / Upsample ---- */
 
 typedef enum kn_resize_mode { KN_RESIZE_NEAREST, KN_RESIZE_LINEAR, KN_RESIZE_CUBIC } kn_resize_mode;

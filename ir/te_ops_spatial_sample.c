@@ -164,6 +164,6 @@ kn_te_tensor *kn_te_spatial_sample(kn_te_ctx *c, const kn_node *n, kn_te_tensor 
   switch (n->op) {
   case KN_OP_GRID_SAMPLE: return grid_sample_def(c, n, in, d);
   case KN_OP_AFFINE_GRID: return affine_grid_def(c, n, in[0]);
-  default: return kn_te_unsupported(d, n, "operator");
+  default: return kn_te_unpool_roi(c, n, in, d);
   }
 }

@@ -55,7 +55,7 @@ int kn_pipeline_load(const char *model, int64_t max_batch, kn_graph *g, kn_diag 
   if (kn_fe_load_onnx(model, g, d) < 0) return -1;
   if (max_batch < 1) return kn_diag_error(d, "--max-batch must be at least 1");
   g->max_batch = max_batch;
-  if (kn_pass_decompose(g, d) < 0) return -1;
+  if (kn_pass_expand_composites(g, d) < 0) return -1;
   if (kn_infer_shapes(g, d) < 0) return -1;
   return 0;
 }
@@ -65,6 +65,7 @@ int kn_pipeline_load_bound(const kn_compile_opts *o, kn_graph *g, kn_diag *d) {
   if (kn_bind_inputs(g, o->binds, o->n_binds, d) < 0) return -1;
   if (o->max_batch < 1) return kn_diag_error(d, "--max-batch must be at least 1");
   g->max_batch = o->max_batch;
+  if (kn_pass_expand_composites(g, d) < 0) return -1;
   return kn_infer_shapes(g, d);
 }
 

@@ -314,13 +314,12 @@ static void test_unsupported(void **state) {
   (void)state;
   loaded *l = load("unsupported.onnx");
   assert_int_equal(l->rc, -1);
-  assert_int_equal(l->d.count, 3);
+  assert_int_equal(l->d.count, 2); /* If is supported: its branches are imported */
   expect_diag(l, 0, "unsupported op 'TopK' (domain 'ai.onnx', opset 17) at node 'topk0'");
   expect_diag(l, 1, "unsupported op 'FancyOp' (domain 'com.example', opset 2) at node 'fancy0'");
-  expect_diag(l, 2, "unsupported op 'If' (domain 'ai.onnx', opset 17) at node 'if0'");
   /* The graph is still complete, for a census. */
   const kn_graph *g = &l->g;
-  assert_int_equal(kn_fe_unsupported_count(g), 3);
+  assert_int_equal(kn_fe_unsupported_count(g), 2);
   assert_int_equal(g->n_nodes, 4);
   const kn_node *topk = &g->nodes[node(g, "topk0")];
   assert_int_equal(topk->op, KN_OP_UNKNOWN);
@@ -337,6 +336,20 @@ static void test_unsupported(void **state) {
   const kn_node *iff = &g->nodes[node(g, "if0")];
   assert_int_equal(kn_node_attr(iff, "then_branch")->kind, KN_ATTR_GRAPH);
   assert_int_equal(kn_node_attr(iff, "else_branch")->kind, KN_ATTR_GRAPH);
+  /* each branch reads the outer 'x': a capture, appended to the If's inputs */
+  const kn_subgraph *then_g = kn_node_attr(iff, "then_branch")->graph;
+  const kn_subgraph *else_g = kn_node_attr(iff, "else_branch")->graph;
+  assert_non_null(then_g);
+  assert_non_null(else_g);
+  assert_int_equal(then_g->n_nodes, 1);
+  assert_int_equal(then_g->n_captures, 1);
+  assert_int_equal(then_g->captures[0], val(g, "x"));
+  assert_int_equal(then_g->capture_base + else_g->capture_base, 3); /* 1 and 2, in attribute order */
+  assert_int_equal(iff->n_in, 3);
+  assert_int_equal(iff->in[1], val(g, "x"));
+  assert_int_equal(iff->in[2], val(g, "x"));
+  assert_int_equal(then_g->nodes[0].in[0], val(g, "x"));
+  assert_string_equal(g->values[then_g->outputs[0]].name, "if0/then_branch/o");
   expect_const(g, "cond", KN_DT_BOOL, 0, NULL, (uint8_t[]){1}, 1);
   assert_int_equal(g->n_outputs, 3);
   unload(l);
