@@ -18,8 +18,9 @@
 #include "../schedule/schedule.h"
 #include "plan_build.h"
 
-const char *const kn_pipeline_stages[] = {"import", "decompose_attention", "fold_constants", "dce", "fold_conv_bn", "layout",
-                                          "explicit_pad", "cleanup", "fuse", "te", "loops", NULL};
+const char *const kn_pipeline_stages[] = {"import", "decompose_attention", "fold_constants", "dce",
+                                          "fold_conv_bn", "layout", "explicit_pad", "cleanup", "fuse",
+                                          "te", "loops", NULL};
 
 static bool dump_is(const kn_compile_opts *o, const char *stage) {
   return o->dump_after && !strcmp(o->dump_after, stage);

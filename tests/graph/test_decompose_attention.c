@@ -124,9 +124,9 @@ static void attention_case(int mode) {
   tg_output(&g, "qk");
   decompose(&g);
 
-  static float q[AB * SQ * QH * HD], k[AB * SKV * KVH * HD], v[AB * SKV * KVH * VD];
-  static float pk[AB * KVH * PAST * HD], pv[AB * KVH * PAST * VD];
-  static float y[AB * SQ * QH * VD], pres_k[AB * KVH * TOT * HD], pres_v[AB * KVH * TOT * VD], qk[AB * QH * SQ * TOT];
+  float q[AB * SQ * QH * HD], k[AB * SKV * KVH * HD], v[AB * SKV * KVH * VD];
+  float pk[AB * KVH * PAST * HD], pv[AB * KVH * PAST * VD];
+  float y[AB * SQ * QH * VD], pres_k[AB * KVH * TOT * HD], pres_v[AB * KVH * TOT * VD], qk[AB * QH * SQ * TOT];
   uint8_t mask[SQ * MLEN] = {1, 0, 1, 1, 1, 0, 1, 0, 0}; /* column 0 kept: no fully masked row */
   fill(q, sizeof q / sizeof *q, 1), fill(k, sizeof k / sizeof *k, 2), fill(v, sizeof v / sizeof *v, 3);
   fill(pk, sizeof pk / sizeof *pk, 4), fill(pv, sizeof pv / sizeof *pv, 5);
