@@ -356,6 +356,8 @@ static void op_arity(kn_op op, int *max_in, int *max_out) {
     *max_in = 3; return;
   case KN_OP_UPSAMPLE: case KN_OP_CENTER_CROP_PAD: case KN_OP_GRID_SAMPLE: case KN_OP_AFFINE_GRID:
     *max_in = 2; return;
+  /* misc family (shape_infer_misc.c) */
+  case KN_OP_MEL_WEIGHT_MATRIX: *max_in = 5; return;
   default: *max_in = 1; return;
   }
 }
@@ -374,6 +376,7 @@ static int infer_node(kn_infer *c) {
   if (n->n_out < 1 || (max_out >= 0 && n->n_out > max_out))
     return kn_infer_fail(c, "has %d outputs, expected 1..%d", n->n_out, max_out < 0 ? 64 : max_out);
   if (kn_spatial_op(n->op)) return kn_infer_spatial(c);
+  if (n->op == KN_OP_BITCAST || n->op == KN_OP_MEL_WEIGHT_MATRIX) return kn_infer_misc(c);
   switch (kn_op_class_of(n->op)) {
   case KN_CLASS_ELEMWISE:
     return n->op == KN_OP_BATCH_NORM ? kn_infer_nn(c) : kn_infer_elemwise(c);

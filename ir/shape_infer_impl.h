@@ -42,5 +42,6 @@ int kn_infer_attr_or_input(kn_infer *c, const char *name, int k, int64_t *vals, 
 int kn_infer_elemwise(kn_infer *c);
 int kn_infer_nn(kn_infer *c);
 int kn_infer_movement(kn_infer *c);
+int kn_infer_misc(kn_infer *c); /* BitCast, MelWeightMatrix */
 
 #endif

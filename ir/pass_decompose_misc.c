@@ -1,0 +1,246 @@
+/* pass_decompose_misc.c — small composite ops as primitive ops (the rewrites
+ * of ir/pass_decompose.c; builder in decompose.h):
+ *
+ *   Momentum, Adam, Adagrad   the ai.onnx.preview.training updates: plain
+ *                             elementwise math per optimized tensor (inputs R,
+ *                             T, then the Xs, Gs, Vs, Hs); the T > 0 tests are
+ *                             Where on the run-time step count
+ *   BatchNormalization        training mode only (training_mode = 1): batch
+ *                             mean and population variance by ReduceMean
+ *                             over all axes but 1; running mean/var outputs
+ *   Binarizer (ai.onnx.ml)    Cast(x > threshold)
+ *   ArrayFeatureExtractor     Gather of the flattened indices on the last axis
+ *   TfIdfVectorizer           n-gram counts (pass_decompose_text.c)
+ *   MelWeightMatrix           a constant, once every input is constant
+ *   TreeEnsemble (ai.onnx.ml) per leaf, the AND of its path's comparisons
+ *                             (pass_decompose_text.c)
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "decompose.h"
+#include "ref_eval.h"
+
+bool kn_dc_misc_arity(const kn_node *n, int *min_in, int *max_in, int *max_out) {
+  *max_out = 1;
+  switch (n->op) {
+  case KN_OP_MOMENTUM: case KN_OP_ADAGRAD: *min_in = 5, *max_in = 2 + 3 * 64, *max_out = 2 * 64; return true;
+  case KN_OP_ADAM: *min_in = 6, *max_in = 2 + 4 * 64, *max_out = 3 * 64; return true;
+  case KN_OP_BATCH_NORM:
+    *min_in = *max_in = 5, *max_out = 3;
+    return kn_node_attr_int(n, "training_mode", 0) != 0;
+  case KN_OP_ML_BINARIZER: *min_in = *max_in = 1; return true;
+  case KN_OP_ML_ARRAY_FEATURE_EXTRACTOR: *min_in = *max_in = 2; return true;
+  case KN_OP_TFIDF_VECTORIZER: *min_in = *max_in = 1; return true;
+  case KN_OP_ML_TREE_ENSEMBLE: *min_in = *max_in = 1; return true;
+  default: return false;
+  }
+}
+
+/* Scalar float constant of dtype t. */
+static int fscalar(kn_dc *c, kn_dtype t, double v) { return kn_dc_scalar(c, t, v); }
+
+static int mul_s(kn_dc *c, kn_dtype t, double k, int a) { return kn_dc_bin(c, KN_OP_MUL, fscalar(c, t, k), a); }
+
+/* ---- training updates ---- */
+
+/* norm * x + g */
+static int regularized(kn_dc *c, kn_dtype t, float norm, int x, int g) {
+  if (norm == 0) return g;
+  return kn_dc_bin(c, KN_OP_ADD, mul_s(c, t, norm, x), g);
+}
+
+/* Checks R, T and the per-tensor groups; sets *count (tensors optimized). */
+static int training_inputs(kn_dc *c, int groups, kn_dtype *t, int *count) {
+  const kn_node *n = &c->g->nodes[c->node];
+  if ((n->n_in - 2) % groups != 0)
+    return kn_dc_fail(c, "expects R, T and %d inputs per optimized tensor, got %d inputs", groups, n->n_in);
+  *count = (n->n_in - 2) / groups;
+  if (n->n_out > (groups == 4 ? 3 : 2) * *count)
+    return kn_dc_fail(c, "has %d outputs for %d optimized tensors", n->n_out, *count);
+  for (int k = 0; k < n->n_in; k++)
+    if (kn_dc_in(c, k) < 0) return kn_dc_fail(c, "input %d is missing", k);
+  if (kn_shape_numel_max(&kn_dc_val(c, kn_dc_in(c, 0))->shape, 1) != 1 ||
+      kn_shape_numel_max(&kn_dc_val(c, kn_dc_in(c, 1))->shape, 1) != 1)
+    return kn_dc_fail(c, "inputs R and T must be scalars");
+  if (!kn_dtype_is_int(kn_dc_val(c, kn_dc_in(c, 1))->dtype))
+    return kn_dc_fail(c, "input T must be an integer");
+  *t = kn_dc_val(c, kn_dc_in(c, 2))->dtype;
+  if (!kn_dtype_is_float(*t)) return kn_dc_fail(c, "optimized tensors must be floating point");
+  return 0;
+}
+
+/* Where(T > 0, a, b) for scalars a, b. */
+static int if_started(kn_dc *c, int a, int b) {
+  int tv = kn_dc_in(c, 1);
+  int pos = kn_dc_bin(c, KN_OP_GREATER, tv, kn_dc_scalar(c, kn_dc_val(c, tv)->dtype, 0));
+  int in[3] = {pos, a, b};
+  return kn_dc_op(c, KN_OP_WHERE, in, 3);
+}
+
+static int momentum(kn_dc *c) {
+  const kn_node *n = &c->g->nodes[c->node];
+  kn_dtype t;
+  int count;
+  if (training_inputs(c, 3, &t, &count) < 0) return -1;
+  const char *mode = kn_node_attr_string(n, "mode", "standard");
+  bool nesterov = strcmp(mode, "nesterov") == 0;
+  if (!nesterov && strcmp(mode, "standard") != 0) return kn_dc_fail(c, "attribute 'mode' = '%s' is unknown", mode);
+  float alpha = kn_node_attr_float(n, "alpha", 0), beta = kn_node_attr_float(n, "beta", 0);
+  float norm = kn_node_attr_float(n, "norm_coefficient", 0);
+  int r = kn_dc_cast(c, kn_dc_in(c, 0), t);
+  int beta_adj = if_started(c, fscalar(c, t, beta), fscalar(c, t, 1)); /* 1 at the first step */
+  for (int i = 0; i < count; i++) {
+    int x = kn_dc_in(c, 2 + i), g = kn_dc_in(c, 2 + count + i), v = kn_dc_in(c, 2 + 2 * count + i);
+    int gr = regularized(c, t, norm, x, g);
+    int v_new = kn_dc_bin(c, KN_OP_ADD, mul_s(c, t, alpha, v), kn_dc_bin(c, KN_OP_MUL, beta_adj, gr));
+    int step = nesterov ? kn_dc_bin(c, KN_OP_ADD, gr, mul_s(c, t, alpha, v_new)) : v_new;
+    int x_new = kn_dc_bin(c, KN_OP_SUB, x, kn_dc_bin(c, KN_OP_MUL, r, step));
+    kn_dc_output(c, i, x_new);
+    kn_dc_output(c, count + i, v_new);
+  }
+  return 0;
+}
+
+static int adagrad(kn_dc *c) {
+  const kn_node *n = &c->g->nodes[c->node];
+  kn_dtype t;
+  int count;
+  if (training_inputs(c, 3, &t, &count) < 0) return -1;
+  float decay = kn_node_attr_float(n, "decay_factor", 0), eps = kn_node_attr_float(n, "epsilon", 0);
+  float norm = kn_node_attr_float(n, "norm_coefficient", 0);
+  /* r / (1 + T * decay_factor) */
+  int steps = kn_dc_cast(c, kn_dc_in(c, 1), t);
+  int denom = kn_dc_bin(c, KN_OP_ADD, fscalar(c, t, 1), mul_s(c, t, decay, steps));
+  int r = kn_dc_bin(c, KN_OP_DIV, kn_dc_cast(c, kn_dc_in(c, 0), t), denom);
+  for (int i = 0; i < count; i++) {
+    int x = kn_dc_in(c, 2 + i), g = kn_dc_in(c, 2 + count + i), h = kn_dc_in(c, 2 + 2 * count + i);
+    int gr = regularized(c, t, norm, x, g);
+    int h_new = kn_dc_bin(c, KN_OP_ADD, h, kn_dc_bin(c, KN_OP_MUL, gr, gr));
+    int h_sqrt = kn_dc_bin(c, KN_OP_ADD, kn_dc_un(c, KN_OP_SQRT, h_new), fscalar(c, t, eps));
+    int step = kn_dc_bin(c, KN_OP_DIV, kn_dc_bin(c, KN_OP_MUL, r, gr), h_sqrt);
+    kn_dc_output(c, i, kn_dc_bin(c, KN_OP_SUB, x, step));
+    kn_dc_output(c, count + i, h_new);
+  }
+  return 0;
+}
+
+static int adam(kn_dc *c) {
+  const kn_node *n = &c->g->nodes[c->node];
+  kn_dtype t;
+  int count;
+  if (training_inputs(c, 4, &t, &count) < 0) return -1;
+  float alpha = kn_node_attr_float(n, "alpha", 0.9f), beta = kn_node_attr_float(n, "beta", 0.999f);
+  float eps = kn_node_attr_float(n, "epsilon", 0), norm = kn_node_attr_float(n, "norm_coefficient", 0);
+  float post = kn_node_attr_float(n, "norm_coefficient_post", 0);
+  /* bias correction r * sqrt(1 - beta^T) / (1 - alpha^T) once T > 0 */
+  int r = kn_dc_cast(c, kn_dc_in(c, 0), t);
+  int steps = kn_dc_cast(c, kn_dc_in(c, 1), t);
+  int one = fscalar(c, t, 1);
+  int beta_t = kn_dc_bin(c, KN_OP_SUB, one, kn_dc_bin(c, KN_OP_POW, fscalar(c, t, beta), steps));
+  int alpha_t = kn_dc_bin(c, KN_OP_SUB, one, kn_dc_bin(c, KN_OP_POW, fscalar(c, t, alpha), steps));
+  int corrected = kn_dc_bin(c, KN_OP_DIV, kn_dc_bin(c, KN_OP_MUL, r, kn_dc_un(c, KN_OP_SQRT, beta_t)), alpha_t);
+  int r_adj = if_started(c, corrected, r);
+  for (int i = 0; i < count; i++) {
+    int x = kn_dc_in(c, 2 + i), g = kn_dc_in(c, 2 + count + i);
+    int v = kn_dc_in(c, 2 + 2 * count + i), h = kn_dc_in(c, 2 + 3 * count + i);
+    int gr = regularized(c, t, norm, x, g);
+    int v_new = kn_dc_bin(c, KN_OP_ADD, mul_s(c, t, alpha, v), mul_s(c, t, 1.0 - (double)alpha, gr));
+    int h_new = kn_dc_bin(c, KN_OP_ADD, mul_s(c, t, beta, h),
+                          mul_s(c, t, 1.0 - (double)beta, kn_dc_bin(c, KN_OP_MUL, gr, gr)));
+    int h_sqrt = kn_dc_bin(c, KN_OP_ADD, kn_dc_un(c, KN_OP_SQRT, h_new), fscalar(c, t, eps));
+    int step = kn_dc_bin(c, KN_OP_MUL, r_adj, kn_dc_bin(c, KN_OP_DIV, v_new, h_sqrt));
+    int x_new = kn_dc_bin(c, KN_OP_SUB, x, step);
+    if (post != 0) x_new = mul_s(c, t, 1.0 - (double)post, x_new);
+    kn_dc_output(c, i, x_new);
+    kn_dc_output(c, count + i, v_new);
+    kn_dc_output(c, 2 * count + i, h_new);
+  }
+  return 0;
+}
+
+/* ---- BatchNormalization, training mode ---- */
+
+static int batch_norm_training(kn_dc *c) {
+  const kn_node *n = &c->g->nodes[c->node];
+  int x = kn_dc_in(c, 0);
+  const kn_value *xv = kn_dc_val(c, x);
+  kn_dtype t = xv->dtype;
+  int rank = xv->shape.rank;
+  if (rank < 2) return kn_dc_fail(c, "input X must have rank 2 or more, got %d", rank);
+  if (!kn_dtype_is_float(t)) return kn_dc_fail(c, "input X must be floating point");
+  int64_t channels = xv->shape.dim[1];
+  if (xv->shape.batch_mask & 2u) return kn_dc_fail(c, "the channel dim is the batch dim");
+  for (int k = 1; k < 5; k++) {
+    const kn_value *p = kn_dc_val(c, kn_dc_in(c, k));
+    if (p->shape.rank != 1 || p->shape.dim[0] != channels || p->shape.batch_mask)
+      return kn_dc_fail(c, "input %d must have shape [%lld]", k, (long long)channels);
+  }
+  float eps = kn_node_attr_float(n, "epsilon", 1e-5f), momentum = kn_node_attr_float(n, "momentum", 0.9f);
+  int64_t axes[KN_MAX_RANK], spatial[KN_MAX_RANK];
+  int n_axes = 0;
+  for (int i = 0; i < rank; i++)
+    if (i != 1) axes[n_axes++] = i;
+  for (int i = 0; i < rank - 2; i++) spatial[i] = i + 1;
+  int mean = kn_dc_reduce(c, KN_OP_REDUCE_MEAN, x, axes, n_axes, true);
+  int centered = kn_dc_bin(c, KN_OP_SUB, x, mean);
+  int var = kn_dc_reduce(c, KN_OP_REDUCE_MEAN, kn_dc_bin(c, KN_OP_MUL, centered, centered), axes, n_axes, true);
+  int std_dev = kn_dc_un(c, KN_OP_SQRT, kn_dc_bin(c, KN_OP_ADD, var, fscalar(c, t, eps)));
+  int scale = kn_dc_unsqueeze(c, kn_dc_cast(c, kn_dc_in(c, 1), t), spatial, rank - 2);
+  int bias = kn_dc_unsqueeze(c, kn_dc_cast(c, kn_dc_in(c, 2), t), spatial, rank - 2);
+  int y = kn_dc_bin(c, KN_OP_ADD, kn_dc_bin(c, KN_OP_MUL, kn_dc_bin(c, KN_OP_DIV, centered, std_dev), scale), bias);
+  kn_dc_output(c, 0, y);
+  int64_t flat[1] = {channels};
+  for (int k = 0; k < 2; k++) {
+    if (k + 1 >= n->n_out) break;
+    int batch_stat = kn_dc_reshape(c, k == 0 ? mean : var, flat, 1);
+    int running = kn_dc_cast(c, kn_dc_in(c, 3 + k), t);
+    int out = kn_dc_bin(c, KN_OP_ADD, mul_s(c, t, momentum, running), mul_s(c, t, 1.0 - (double)momentum, batch_stat));
+    kn_dc_output(c, 1 + k, out);
+  }
+  return 0;
+}
+
+/* ---- ai.onnx.ml ---- */
+
+static int binarizer(kn_dc *c) {
+  int x = kn_dc_in(c, 0);
+  kn_dtype t = kn_dc_val(c, x)->dtype;
+  if (!kn_dtype_is_float(t) && !kn_dtype_is_int(t)) return kn_dc_fail(c, "input X must be numeric");
+  float threshold = kn_node_attr_float(&c->g->nodes[c->node], "threshold", 0);
+  int above = kn_dc_bin(c, KN_OP_GREATER, x, kn_dc_scalar(c, t, threshold));
+  kn_dc_output(c, 0, kn_dc_cast(c, above, t));
+  return 0;
+}
+
+static int array_feature_extractor(kn_dc *c) {
+  int x = kn_dc_in(c, 0), idx = kn_dc_in(c, 1);
+  const kn_value *xv = kn_dc_val(c, x), *iv = kn_dc_val(c, idx);
+  if (xv->shape.rank < 1) return kn_dc_fail(c, "input X must have rank 1 or more");
+  if (!kn_dtype_is_int(iv->dtype)) return kn_dc_fail(c, "input Y (indices) must be integers");
+  if (iv->shape.batch_mask) return kn_dc_fail(c, "input Y (indices) has a batch-dependent shape");
+  int64_t count = kn_shape_numel_max(&iv->shape, 1);
+  int64_t flat[1] = {count};
+  int in[2] = {x, kn_dc_reshape(c, idx, flat, 1)};
+  int y = kn_dc_op(c, KN_OP_GATHER, in, 2);
+  kn_dc_attr_int(c, "axis", xv->shape.rank - 1);
+  if (xv->shape.rank == 1) { /* a vector gives one row, as onnxruntime */
+    int64_t row[2] = {1, count};
+    y = kn_dc_reshape(c, y, row, 2);
+  }
+  kn_dc_output(c, 0, y);
+  return 0;
+}
+
+int kn_dc_misc(kn_dc *c) {
+  switch (c->g->nodes[c->node].op) {
+  case KN_OP_MOMENTUM: return momentum(c);
+  case KN_OP_ADAGRAD: return adagrad(c);
+  case KN_OP_ADAM: return adam(c);
+  case KN_OP_BATCH_NORM: return batch_norm_training(c);
+  case KN_OP_ML_BINARIZER: return binarizer(c);
+  case KN_OP_ML_ARRAY_FEATURE_EXTRACTOR: return array_feature_extractor(c);
+  default: return 1;
+  }
+}
