@@ -10,19 +10,16 @@
  *                             over all axes but 1; running mean/var outputs
  *   Binarizer (ai.onnx.ml)    Cast(x > threshold)
  *   ArrayFeatureExtractor     Gather of the flattened indices on the last axis
- *   TfIdfVectorizer           n-gram counts (pass_decompose_text.c)
- *   MelWeightMatrix           a constant, once every input is constant
- *   TreeEnsemble (ai.onnx.ml) per leaf, the AND of its path's comparisons
- *                             (pass_decompose_text.c)
+ *
+ * TfIdfVectorizer, TreeEnsemble and MelWeightMatrix are in
+ * pass_decompose_ml.c; this file also says which nodes of the family are
+ * composites (kn_dc_misc_arity).
  */
-#include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "decompose.h"
-#include "ref_eval.h"
 
-bool kn_dc_misc_arity(const kn_node *n, int *min_in, int *max_in, int *max_out) {
+bool kn_dc_misc_arity(const kn_graph *g, const kn_node *n, int *min_in, int *max_in, int *max_out) {
   *max_out = 1;
   switch (n->op) {
   case KN_OP_MOMENTUM: case KN_OP_ADAGRAD: *min_in = 5, *max_in = 2 + 3 * 64, *max_out = 2 * 64; return true;
@@ -34,6 +31,7 @@ bool kn_dc_misc_arity(const kn_node *n, int *min_in, int *max_in, int *max_out) 
   case KN_OP_ML_ARRAY_FEATURE_EXTRACTOR: *min_in = *max_in = 2; return true;
   case KN_OP_TFIDF_VECTORIZER: *min_in = *max_in = 1; return true;
   case KN_OP_ML_TREE_ENSEMBLE: *min_in = *max_in = 1; return true;
+  case KN_OP_MEL_WEIGHT_MATRIX: *min_in = *max_in = 5; return kn_dc_mel_ready(g, n);
   default: return false;
   }
 }
