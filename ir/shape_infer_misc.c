@@ -24,12 +24,13 @@ int kn_infer_misc(kn_infer *c) {
   switch (n->op) {
   case KN_OP_BITCAST: return infer_bitcast(c);
   case KN_OP_MEL_WEIGHT_MATRIX:
-    for (int k = 0; k < 5; k++) {
+    for (int k = 0; k < 5; k++)
       if (!kn_infer_in(c, k)) return kn_infer_fail(c, "input %d is missing", k);
-      if (!kn_infer_known(c, k))
-        return kn_infer_fail_unknown(c, k, NULL, " (the output shape depends on it)");
-    }
-    return kn_infer_fail(c, "inputs are not valid scalars");
+    /* name every input still unknown, so all are bound in one round */
+    int rc = 0;
+    for (int k = 0; k < 5; k++)
+      if (!kn_infer_known(c, k)) rc = kn_infer_fail_unknown(c, k, NULL, " (the output shape depends on it)");
+    return rc < 0 ? rc : kn_infer_fail(c, "inputs are not valid scalars");
   default: return kn_infer_fail(c, "no shape rule");
   }
 }
