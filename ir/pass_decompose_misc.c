@@ -8,6 +8,8 @@
  *   BatchNormalization        training mode only (training_mode = 1): batch
  *                             mean and population variance by ReduceMean
  *                             over all axes but 1; running mean/var outputs
+ *   Dropout                   training mode with ratio 0 (both constant):
+ *                             Identity and an all-true mask (Expand)
  *   Binarizer (ai.onnx.ml)    Cast(x > threshold)
  *   ArrayFeatureExtractor     Gather of the flattened indices on the last axis
  *
@@ -18,6 +20,26 @@
 #include <string.h>
 
 #include "decompose.h"
+#include "ref_eval.h"
+
+/* A constant value's element 0, or `dflt` when v is omitted; false when v is
+ * present but not constant. */
+static bool const_scalar(const kn_graph *g, int v, double dflt, double *out) {
+  *out = dflt;
+  if (v < 0) return true;
+  if (!g->values[v].data || g->values[v].dtype == KN_DT_INVALID) return false;
+  *out = kn_ref_load(g->values[v].dtype, g->values[v].data, 0);
+  return true;
+}
+
+/* Dropout with a constant training_mode that is true and a constant ratio 0
+ * (inference-mode Dropout is left to fold_constants, a random one to the
+ * shape rule's diagnostic). */
+static bool dropout_deterministic(const kn_graph *g, const kn_node *n) {
+  double training, ratio;
+  if (n->n_in < 3 || !const_scalar(g, n->in[2], 0, &training) || training == 0) return false;
+  return const_scalar(g, n->in[1], 0.5, &ratio) && ratio == 0;
+}
 
 bool kn_dc_misc_arity(const kn_graph *g, const kn_node *n, int *min_in, int *max_in, int *max_out) {
   *max_out = 1;
@@ -32,6 +54,7 @@ bool kn_dc_misc_arity(const kn_graph *g, const kn_node *n, int *min_in, int *max
   case KN_OP_TFIDF_VECTORIZER: *min_in = *max_in = 1; return true;
   case KN_OP_ML_TREE_ENSEMBLE: *min_in = *max_in = 1; return true;
   case KN_OP_MEL_WEIGHT_MATRIX: *min_in = *max_in = 5; return kn_dc_mel_ready(g, n);
+  case KN_OP_DROPOUT: *min_in = 1, *max_in = 3, *max_out = 2; return dropout_deterministic(g, n);
   default: return false;
   }
 }
@@ -231,12 +254,22 @@ static int array_feature_extractor(kn_dc *c) {
   return 0;
 }
 
+/* Training-mode Dropout with ratio 0: Y = X, mask all true. */
+static int dropout(kn_dc *c) {
+  int x = kn_dc_in(c, 0);
+  kn_dc_output(c, 0, kn_dc_un(c, KN_OP_IDENTITY, x));
+  int in[2] = {kn_dc_scalar(c, KN_DT_BOOL, 1), kn_dc_un(c, KN_OP_SHAPE, x)};
+  kn_dc_output(c, 1, kn_dc_op(c, KN_OP_EXPAND, in, 2));
+  return 0;
+}
+
 int kn_dc_misc(kn_dc *c) {
   switch (c->g->nodes[c->node].op) {
   case KN_OP_MOMENTUM: return momentum(c);
   case KN_OP_ADAGRAD: return adagrad(c);
   case KN_OP_ADAM: return adam(c);
   case KN_OP_BATCH_NORM: return batch_norm_training(c);
+  case KN_OP_DROPOUT: return dropout(c);
   case KN_OP_ML_BINARIZER: return binarizer(c);
   case KN_OP_ML_ARRAY_FEATURE_EXTRACTOR: return array_feature_extractor(c);
   default: return 1;
