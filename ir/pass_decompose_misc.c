@@ -10,6 +10,13 @@
  *                             over all axes but 1; running mean/var outputs
  *   Dropout                   training mode with ratio 0 (both constant):
  *                             Identity and an all-true mask (Expand)
+ *   MaxPool with Indices      2-D only: Y is a MaxPool without the second
+ *                             output; Indices picks, over the window's taps in
+ *                             scan order (the first maximum wins, as the
+ *                             reference), the flat input index of the tap whose
+ *                             strided Slice of the padded input equals Y:
+ *                             Where chains over constant index planes
+ *                             (storage_order 1 = column-major H/W)
  *   Binarizer (ai.onnx.ml)    Cast(x > threshold)
  *   ArrayFeatureExtractor     Gather of the flattened indices on the last axis
  *
@@ -17,10 +24,13 @@
  * pass_decompose_ml.c; this file also says which nodes of the family are
  * composites (kn_dc_misc_arity).
  */
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "decompose.h"
 #include "ref_eval.h"
+#include "shape_infer.h"
 
 /* A constant value's element 0, or `dflt` when v is omitted; false when v is
  * present but not constant. */
@@ -55,6 +65,7 @@ bool kn_dc_misc_arity(const kn_graph *g, const kn_node *n, int *min_in, int *max
   case KN_OP_ML_TREE_ENSEMBLE: *min_in = *max_in = 1; return true;
   case KN_OP_MEL_WEIGHT_MATRIX: *min_in = *max_in = 5; return kn_dc_mel_ready(g, n);
   case KN_OP_DROPOUT: *min_in = 1, *max_in = 3, *max_out = 2; return dropout_deterministic(g, n);
+  case KN_OP_MAX_POOL: *min_in = *max_in = 1, *max_out = 2; return n->n_out > 1 && n->out[1] >= 0;
   default: return false;
   }
 }
@@ -223,6 +234,80 @@ static int batch_norm_training(kn_dc *c) {
   return 0;
 }
 
+/* ---- MaxPool with Indices ---- */
+
+static int max_pool_indices(kn_dc *c) {
+  const kn_node *n = &c->g->nodes[c->node];
+  int x = kn_dc_in(c, 0);
+  const kn_value *xv = kn_dc_val(c, x);
+  kn_dtype t = xv->dtype;
+  if (xv->shape.rank != 4) return kn_dc_fail(c, "output Indices is supported for 2-D pooling only");
+  if (xv->shape.batch_mask) return kn_dc_fail(c, "output Indices needs static dims");
+  int nk = 0;
+  const int64_t *ks = kn_node_attr_ints(n, "kernel_shape", &nk);
+  if (!ks || nk != 2) return kn_dc_fail(c, "kernel_shape must have 2 entries");
+  int64_t batch = xv->shape.dim[0], chans = xv->shape.dim[1], in_sp[2] = {xv->shape.dim[2], xv->shape.dim[3]};
+  kn_window w;
+  if (kn_window_resolve(n, 2, in_sp, ks, true, &w, c->d) < 0) return -1;
+  int64_t taps = ks[0] * ks[1], plane = w.out[0] * w.out[1];
+  if (taps > 1024 || plane > ((int64_t)1 << 24)) return kn_dc_fail(c, "window or output too large for output Indices");
+  bool col_major = kn_node_attr_int(n, "storage_order", 0) != 0;
+
+  int y = kn_dc_un(c, KN_OP_MAX_POOL, x);
+  static const char *const copied[] = {"kernel_shape", "strides", "pads", "dilations", "auto_pad", "ceil_mode"};
+  for (size_t k = 0; k < sizeof copied / sizeof *copied; k++) kn_dc_attr_copy(c, copied[k]);
+
+  /* the input padded with its dtype's lowest value, far enough for every tap */
+  int64_t pads[8] = {0};
+  for (int i = 0; i < 2; i++) {
+    int64_t reach = (w.out[i] - 1) * w.stride[i] + (ks[i] - 1) * w.dilation[i] + 1;
+    pads[2 + i] = w.pad_begin[i];
+    pads[6 + i] = reach - w.pad_begin[i] - in_sp[i] > 0 ? reach - w.pad_begin[i] - in_sp[i] : 0;
+  }
+  double lowest = kn_dtype_is_float(t) ? -INFINITY
+                  : kn_dtype_is_signed(t) ? -ldexp(1.0, 8 * (int)kn_dtype_size(t) - 1) : 0;
+  int pad_in[3] = {x, kn_dc_ints(c, pads, 8), kn_dc_scalar(c, t, lowest)};
+  int xp = kn_dc_op(c, KN_OP_PAD, pad_in, 3);
+
+  int64_t *plane_idx = malloc(sizeof(int64_t) * (size_t)plane);
+  KN_ASSERT(plane_idx, "out of memory");
+  kn_shape ps = {.rank = 4, .dim = {1, 1, w.out[0], w.out[1]}};
+  int idx = -1;
+  for (int64_t tap = taps - 1; tap >= 0; tap--) { /* the first tap is applied last: it wins ties */
+    int64_t kh = tap / ks[1], kw = tap % ks[1];
+    for (int64_t oh = 0; oh < w.out[0]; oh++)
+      for (int64_t ow = 0; ow < w.out[1]; ow++) {
+        int64_t h = oh * w.stride[0] + kh * w.dilation[0] - w.pad_begin[0];
+        int64_t wd = ow * w.stride[1] + kw * w.dilation[1] - w.pad_begin[1];
+        plane_idx[oh * w.out[1] + ow] = col_major ? h + wd * in_sp[0] : h * in_sp[1] + wd;
+      }
+    int here = kn_dc_const(c, KN_DT_I64, &ps, plane_idx);
+    if (idx < 0) {
+      idx = here;
+      continue;
+    }
+    int64_t starts[2] = {kh * w.dilation[0], kw * w.dilation[1]};
+    int64_t ends[2] = {starts[0] + (w.out[0] - 1) * w.stride[0] + 1, starts[1] + (w.out[1] - 1) * w.stride[1] + 1};
+    int64_t axes[2] = {2, 3}, steps[2] = {w.stride[0], w.stride[1]};
+    int sl_in[5] = {xp, kn_dc_ints(c, starts, 2), kn_dc_ints(c, ends, 2), kn_dc_ints(c, axes, 2),
+                    kn_dc_ints(c, steps, 2)};
+    int hit = kn_dc_bin(c, KN_OP_EQUAL, kn_dc_op(c, KN_OP_SLICE, sl_in, 5), y);
+    int wh_in[3] = {hit, here, idx};
+    idx = kn_dc_op(c, KN_OP_WHERE, wh_in, 3);
+  }
+  free(plane_idx);
+  /* + (n * C + c) * H * W */
+  int64_t *chan = malloc(sizeof(int64_t) * (size_t)(batch * chans + 1));
+  KN_ASSERT(chan, "out of memory");
+  for (int64_t i = 0; i < batch * chans; i++) chan[i] = i * in_sp[0] * in_sp[1];
+  kn_shape cs = {.rank = 4, .dim = {batch, chans, 1, 1}};
+  int offset = kn_dc_const(c, KN_DT_I64, &cs, chan);
+  free(chan);
+  kn_dc_output(c, 1, kn_dc_bin(c, KN_OP_ADD, idx, offset));
+  kn_dc_output(c, 0, y); /* last: it moves y's uses to the output value */
+  return 0;
+}
+
 /* ---- ai.onnx.ml ---- */
 
 static int binarizer(kn_dc *c) {
@@ -270,6 +355,7 @@ int kn_dc_misc(kn_dc *c) {
   case KN_OP_ADAM: return adam(c);
   case KN_OP_BATCH_NORM: return batch_norm_training(c);
   case KN_OP_DROPOUT: return dropout(c);
+  case KN_OP_MAX_POOL: return max_pool_indices(c);
   case KN_OP_ML_BINARIZER: return binarizer(c);
   case KN_OP_ML_ARRAY_FEATURE_EXTRACTOR: return array_feature_extractor(c);
   default: return 1;
