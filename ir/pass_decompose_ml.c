@@ -5,8 +5,8 @@
  *                     n-gram g (size n within [min_gram_length,
  *                     max_gram_length]) and skip distance d (1 for unigrams,
  *                     1..max_skip_count+1 otherwise), the matches are
- *                     AND_j Equal(X[:, j*d : j*d + L-(n-1)*d], g_j), summed by
- *                     ReduceSum; the counts are concatenated in
+ *                     AND_j Equal(X[:, j*d : j*d + L-(n-1)*d], g_j), concatenated
+ *                     over d and summed by one ReduceSum; the counts are concatenated in
  *                     ngram_indexes order and weighted per `mode`
  *                     (TF / IDF / TFIDF). pool_strings are not supported.
  *   TreeEnsemble      X [B, F]: every node's comparison is one op on the
@@ -38,7 +38,7 @@ static int add_or_first(kn_dc *c, int acc, int v) { return acc < 0 ? v : kn_dc_b
 
 /* Count column [B, 1] (float32) of n-gram `gram` (n tokens) in x2 [B, L]. */
 static int ngram_count(kn_dc *c, int x2, kn_dtype t, int64_t len, const int64_t *gram, int n, int max_skip) {
-  int total = -1;
+  int found[65], n_found = 0; /* matches per skip distance, summed by one ReduceSum */
   int last_d = n == 1 ? 1 : max_skip + 1;
   for (int d = 1; d <= last_d; d++) {
     int64_t width = len - (int64_t)(n - 1) * d;
@@ -48,10 +48,16 @@ static int ngram_count(kn_dc *c, int x2, kn_dtype t, int64_t len, const int64_t 
       int eq = kn_dc_bin(c, KN_OP_EQUAL, slice_cols(c, x2, (int64_t)j * d, width), kn_dc_scalar(c, t, (double)gram[j]));
       match = match < 0 ? eq : kn_dc_bin(c, KN_OP_AND, match, eq);
     }
-    int64_t axis[1] = {1};
-    total = add_or_first(c, total, kn_dc_reduce(c, KN_OP_REDUCE_SUM, kn_dc_cast(c, match, KN_DT_F32), axis, 1, true));
+    found[n_found++] = kn_dc_cast(c, match, KN_DT_F32);
   }
-  return total;
+  if (n_found == 0) return -1;
+  int all = found[0];
+  if (n_found > 1) {
+    all = kn_dc_op(c, KN_OP_CONCAT, found, n_found);
+    kn_dc_attr_int(c, "axis", 1);
+  }
+  int64_t axis[1] = {1};
+  return kn_dc_reduce(c, KN_OP_REDUCE_SUM, all, axis, 1, true);
 }
 
 static int tfidf(kn_dc *c) {
