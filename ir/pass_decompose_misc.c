@@ -116,6 +116,9 @@ static int momentum(kn_dc *c) {
   kn_dtype t;
   int count;
   if (training_inputs(c, 3, &t, &count) < 0) return -1;
+  static const char *const required[] = {"alpha", "beta", "mode", "norm_coefficient"};
+  for (size_t k = 0; k < sizeof required / sizeof *required; k++)
+    if (!kn_node_attr(n, required[k])) return kn_dc_fail(c, "required attribute '%s' is missing", required[k]);
   const char *mode = kn_node_attr_string(n, "mode", "standard");
   bool nesterov = strcmp(mode, "nesterov") == 0;
   if (!nesterov && strcmp(mode, "standard") != 0) return kn_dc_fail(c, "attribute 'mode' = '%s' is unknown", mode);
