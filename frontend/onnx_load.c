@@ -178,6 +178,16 @@ static void import_outputs(kn_fe_ctx *cx, const Onnx__GraphProto *gp) {
   }
 }
 
+/* Why a default-domain op is not supported, when there is a reason beyond
+ * "not implemented yet" (appended to its diagnostic), else "". */
+static const char *unsupported_reason(const char *op_type) {
+  static const char *const data_dependent[] = {"NonZero", "Unique", "Compress", "NonMaxSuppression"};
+  for (size_t i = 0; i < sizeof data_dependent / sizeof *data_dependent; i++)
+    if (strcmp(op_type, data_dependent[i]) == 0)
+      return ": its output shape depends on input values; Kiln compiles static shapes";
+  return "";
+}
+
 /* One line per unsupported node, all at once. */
 static void report_unsupported(kn_fe_ctx *cx, const Onnx__ModelProto *m) {
   const kn_graph *g = cx->g;
@@ -185,9 +195,10 @@ static void report_unsupported(kn_fe_ctx *cx, const Onnx__ModelProto *m) {
     const kn_node *n = &g->nodes[i];
     if (n->dead || n->op != KN_OP_UNKNOWN || !n->op_type[0]) continue; /* "" already reported */
     bool dflt = kn_fe_is_default_domain(n->domain);
-    kn_fe_error(cx, "unsupported op '%s' (domain '%s', opset %lld) at node '%s'", n->op_type,
+    kn_fe_error(cx, "unsupported op '%s' (domain '%s', opset %lld) at node '%s'%s", n->op_type,
                 dflt ? "ai.onnx" : n->domain,
-                (long long)(dflt ? g->opset : domain_opset(m, n->domain)), n->name);
+                (long long)(dflt ? g->opset : domain_opset(m, n->domain)), n->name,
+                dflt ? unsupported_reason(n->op_type) : "");
   }
 }
 

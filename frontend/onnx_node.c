@@ -22,6 +22,14 @@ static const char *bytes_str(kn_graph *g, ProtobufCBinaryData b) {
   return s;
 }
 
+/* Ops of the ai.onnx.ml and ai.onnx.preview.training domains are listed in
+ * ir/ops.def as "domain.OpType"; any other domain is unsupported. */
+static kn_op extra_domain_op(kn_graph *g, const char *domain, const char *op_type) {
+  if (strcmp(domain, "ai.onnx.ml") != 0 && strcmp(domain, "ai.onnx.preview.training") != 0)
+    return KN_OP_UNKNOWN;
+  return kn_op_from_onnx(kn_arena_printf(&g->arena, "%s.%s", domain, op_type));
+}
+
 /* Kinds Kiln keeps only as a named placeholder (KN_ATTR_GRAPH, s = kind). */
 static const char *placeholder_kind(Onnx__AttributeProto__AttributeType type) {
   switch (type) {
@@ -217,7 +225,7 @@ void kn_fe_import_nodes(kn_fe_ctx *cx, const Onnx__GraphProto *gp) {
     for (int k = 0; k < n_out; k++)
       outs[k] = node_output(cx, name, op_type, np->output[k], (size_t)k);
 
-    kn_op op = dflt ? kn_op_from_onnx(op_type) : KN_OP_UNKNOWN;
+    kn_op op = dflt ? kn_op_from_onnx(op_type) : extra_domain_op(g, np->domain, op_type);
     /* [attention family] the one op imported from the preview domain */
     if (!dflt && !strcmp(np->domain, "ai.onnx.preview") && !strcmp(op_type, "FlexAttention"))
       op = KN_OP_FLEX_ATTENTION;

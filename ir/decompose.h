@@ -61,5 +61,12 @@ int kn_dc_fail(kn_dc *c, const char *fmt, ...) __attribute__((format(printf, 2, 
  * 1 when the op is not of its family. */
 int kn_dc_loss_norm(kn_dc *c);
 int kn_dc_quant(kn_dc *c);
+int kn_dc_misc(kn_dc *c);
+int kn_dc_ml(kn_dc *c);
+/* Whether node n is a composite of pass_decompose_misc.c / _ml.c
+ * (BatchNormalization only in training mode, MelWeightMatrix only once its
+ * inputs are constant); if so its arity, as composite_arity. */
+bool kn_dc_misc_arity(const kn_graph *g, const kn_node *n, int *min_in, int *max_in, int *max_out);
+bool kn_dc_mel_ready(const kn_graph *g, const kn_node *n);
 
 #endif

@@ -1,7 +1,8 @@
 /* pass_decompose.c — rewrites composite ONNX ops (losses, normalisations,
- * LRN, LpPool, quantization) into primitive graph ops, so they need no shape
+ * LRN, LpPool, quantization, training updates, small ML ops) into primitive graph ops, so they need no shape
  * rule, reference or compute definition of their own. The rewrites live in
- * pass_decompose_loss.c and pass_decompose_quant.c; this file holds the
+ * pass_decompose_loss.c, pass_decompose_quant.c, pass_decompose_misc.c and
+ * pass_decompose_ml.c; this file holds the
  * driver and the node builder (decompose.h).
  *
  * Runs on a freshly imported graph, before the first kn_infer_shapes (the
@@ -23,9 +24,9 @@
 
 /* Whether op is a composite; if so its required and most inputs, and most
  * outputs (the rewrites rely on these). */
-static bool composite_arity(kn_op op, int *min_in, int *max_in, int *max_out) {
+static bool composite_arity(const kn_graph *g, const kn_node *n, int *min_in, int *max_in, int *max_out) {
   *max_out = 1;
-  switch (op) {
+  switch (n->op) {
   case KN_OP_NLL_LOSS: *min_in = 2, *max_in = 3; return true;
   case KN_OP_SCE_LOSS: *min_in = 2, *max_in = 3, *max_out = 2; return true;
   case KN_OP_LP_NORMALIZATION: case KN_OP_MVN: case KN_OP_LRN: case KN_OP_LP_POOL:
@@ -36,13 +37,13 @@ static bool composite_arity(kn_op op, int *min_in, int *max_in, int *max_out) {
   case KN_OP_MATMUL_INTEGER: case KN_OP_CONV_INTEGER: *min_in = 2, *max_in = 4; return true;
   case KN_OP_QLINEAR_MATMUL: *min_in = *max_in = 8; return true;
   case KN_OP_QLINEAR_CONV: *min_in = 8, *max_in = 9; return true;
-  default: return false;
+  default: return kn_dc_misc_arity(g, n, min_in, max_in, max_out);
   }
 }
 
-static bool is_composite(kn_op op) {
+static bool is_composite(const kn_graph *g, const kn_node *n) {
   int a, b, c;
-  return composite_arity(op, &a, &b, &c);
+  return composite_arity(g, n, &a, &b, &c);
 }
 
 /* ---- builder ---- */
@@ -176,7 +177,7 @@ static int rewrite(kn_graph *g, int node, kn_diag *d) {
   kn_dc c = {.g = g, .d = d, .node = node, .name = g->nodes[node].name, .last = -1};
   const kn_node *n = &g->nodes[node];
   int min_in = 0, max_in = 0, max_out = 0;
-  composite_arity(n->op, &min_in, &max_in, &max_out);
+  composite_arity(g, n, &min_in, &max_in, &max_out);
   if (n->n_in > max_in || n->n_out > max_out)
     return kn_dc_fail(&c, "has %d inputs and %d outputs, at most %d and %d allowed", n->n_in, n->n_out, max_in,
                       max_out);
@@ -185,13 +186,15 @@ static int rewrite(kn_graph *g, int node, kn_diag *d) {
   kn_pass_kill_node(g, node);
   int rc = kn_dc_loss_norm(&c);
   if (rc == 1) rc = kn_dc_quant(&c);
+  if (rc == 1) rc = kn_dc_misc(&c);
+  if (rc == 1) rc = kn_dc_ml(&c);
   KN_ASSERT(rc != 1, "composite op without a rewrite");
   return rc;
 }
 
 int kn_pass_decompose(kn_graph *g, kn_diag *d) {
   bool any = false;
-  for (int i = 0; i < g->n_nodes && !any; i++) any = !g->nodes[i].dead && is_composite(g->nodes[i].op);
+  for (int i = 0; i < g->n_nodes && !any; i++) any = !g->nodes[i].dead && is_composite(g, &g->nodes[i]);
   if (!any) return 0; /* most models: no inference here at all */
   for (;;) {
     kn_diag quiet;
@@ -201,7 +204,7 @@ int kn_pass_decompose(kn_graph *g, kn_diag *d) {
     int rc = 0, rewritten = 0, n_nodes = g->n_nodes;
     for (int i = 0; i < n_nodes; i++) {
       const kn_node *n = &g->nodes[i];
-      if (n->dead || !is_composite(n->op)) continue;
+      if (n->dead || !is_composite(g, n)) continue;
       bool ready = true;
       for (int k = 0; k < n->n_in; k++)
         if (n->in[k] >= 0 && !g->values[n->in[k]].shape_known) ready = false;

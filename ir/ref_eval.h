@@ -66,6 +66,7 @@ int kn_ref_elemwise(kn_ref_call *c);
 int kn_ref_nn(kn_ref_call *c);
 int kn_ref_movement(kn_ref_call *c);
 int kn_ref_index(kn_ref_call *c); /* index_family.h */
+int kn_ref_misc(kn_ref_call *c); /* BitCast (ref_eval_misc.c) */
 
 /* Element access in any dtype. */
 double kn_ref_load(kn_dtype t, const void *p, int64_t i);

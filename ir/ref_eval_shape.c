@@ -251,6 +251,8 @@ static int pad(kn_ref_call *c) {
           if (p >= d) p = period - p;
         } else if (!strcmp(mode, "reflect")) {
           p = 0;
+        } else if (!strcmp(mode, "wrap")) { /* periodic: the axis repeats */
+          p = ((p % d) + d) % d;
         } else {
           outside = true;
         }

@@ -365,6 +365,8 @@ static void op_arity(kn_op op, int *max_in, int *max_out) {
   case KN_OP_CAUSAL_CONV_WITH_STATE: *max_in = 4, *max_out = 2; return;
   case KN_OP_FLEX_ATTENTION: *max_in = 3; return;
   case KN_OP_LINEAR_ATTENTION: *max_in = 6, *max_out = 2; return;
+  /* misc family (shape_infer_misc.c) */
+  case KN_OP_MEL_WEIGHT_MATRIX: *max_in = 5; return;
   default: *max_in = 1; return;
   }
 }
@@ -395,6 +397,7 @@ static int infer_node(kn_infer *c) {
   case KN_OP_FLEX_ATTENTION: case KN_OP_LINEAR_ATTENTION: return kn_infer_attention(c);
   default: break;
   }
+  if (n->op == KN_OP_BITCAST || n->op == KN_OP_MEL_WEIGHT_MATRIX) return kn_infer_misc(c);
   switch (kn_op_class_of(n->op)) {
   case KN_CLASS_ELEMWISE:
     return n->op == KN_OP_BATCH_NORM ? kn_infer_nn(c) : kn_infer_elemwise(c);

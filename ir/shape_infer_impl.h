@@ -45,5 +45,6 @@ int kn_infer_movement(kn_infer *c);
 int kn_infer_index(kn_infer *c); /* index_family.h */
 int kn_infer_attention(kn_infer *c); /* Attention, FlexAttention, RMSNormalization, RotaryEmbedding,
                                        CausalConvWithState, LinearAttention */
+int kn_infer_misc(kn_infer *c); /* BitCast, MelWeightMatrix */
 
 #endif

@@ -261,7 +261,7 @@ static int pad(kn_infer *c) {
   int r = x->shape.rank, np = 0, na = r;
   int64_t pads[2 * KN_MAX_RANK], axes[KN_MAX_RANK];
   const char *mode = kn_node_attr_string(n, "mode", "constant");
-  if (strcmp(mode, "constant") && strcmp(mode, "reflect") && strcmp(mode, "edge"))
+  if (strcmp(mode, "constant") && strcmp(mode, "reflect") && strcmp(mode, "edge") && strcmp(mode, "wrap"))
     return kn_infer_fail(c, "unsupported pad mode '%s'", mode);
   if (kn_infer_attr_or_input(c, "pads", 1, pads, 2 * KN_MAX_RANK, &np) < 0) return -1;
   if (kn_infer_in(c, 3)) {

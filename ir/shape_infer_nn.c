@@ -94,9 +94,7 @@ int kn_infer_elemwise(kn_infer *c) {
     return kn_infer_set(c, 0, kn_infer_in(c, 1)->dtype, &x->shape);
   }
   case KN_OP_IS_NAN: case KN_OP_IS_INF: return kn_infer_set(c, 0, KN_DT_BOOL, &x->shape);
-  case KN_OP_DROPOUT:
-    if (kn_infer_set(c, 1, KN_DT_BOOL, &x->shape) < 0) return -1;
-    return kn_infer_set(c, 0, x->dtype, &x->shape);
+  case KN_OP_DROPOUT: return kn_infer_misc(c); /* shape_infer_misc.c */
   case KN_OP_CLIP:
     for (int k = 1; k < 3; k++) {
       const kn_value *b = kn_infer_in(c, k);

@@ -320,13 +320,20 @@ static bool windows_inside(const window *w, int i, int64_t out, int64_t lo, int6
   return first >= lo && last < hi;
 }
 
+/* Lowest value of an integer dtype of at most 4 bytes (max pooling's padding). */
+static int64_t int_lowest(kn_dtype t) {
+  if (!kn_dtype_is_signed(t)) return 0;
+  return -((int64_t)1 << (8 * kn_dtype_size(t) - 1));
+}
+
 static kn_te_tensor *pool_def(kn_te_ctx *c, const kn_node *n, kn_te_tensor *x, kn_diag *d) {
   kn_expr_ctx *ec = c->ec;
   bool nhwc = n->op == KN_OP_MAX_POOL_NHWC || n->op == KN_OP_AVERAGE_POOL_NHWC;
   bool is_max = n->op == KN_OP_MAX_POOL || n->op == KN_OP_MAX_POOL_NHWC;
   int r = x->rank, nsp = r - 2;
   if (nsp < 1 || nsp > MAX_SP) return kn_te_unsupported(d, n, "input rank %d", r);
-  if (!kn_dtype_is_float(x->dtype))
+  bool int_max = is_max && kn_dtype_is_int(x->dtype) && kn_dtype_size(x->dtype) <= 4; /* max of integers */
+  if (!kn_dtype_is_float(x->dtype) && !int_max)
     return kn_te_unsupported(d, n, "dtype %s", kn_dtype_name(x->dtype));
   if (is_max && kn_node_attr_int(n, "storage_order", 0) != 0)
     return kn_te_unsupported(d, n, "storage_order=1");
@@ -346,7 +353,8 @@ static kn_te_tensor *pool_def(kn_te_ctx *c, const kn_node *n, kn_te_tensor *x, k
     out_dims[i] = o->shape[sp[i]];
   }
   if (!resolve_window(n, in_dims, out_dims, true, &w, d)) return NULL;
-  kn_expr *pad_value = kn_e_float(ec, x->dtype, is_max ? -__builtin_inf() : 0.0);
+  kn_expr *pad_value = int_max ? kn_e_const_int(ec, x->dtype, int_lowest(x->dtype))
+                               : kn_e_float(ec, x->dtype, is_max ? -__builtin_inf() : 0.0);
   kn_te_tensor *xp = padded_input(c, n, x, sp, &w, out_dims, pad_value);
   static const char *tap_names[MAX_SP] = {"kh", "kw", "kd"};
   kn_var *rv[MAX_SP];

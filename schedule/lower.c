@@ -309,7 +309,18 @@ static kn_expr *reduce_init(lower *L, kn_reduce_op op, kn_dtype t) {
   double v = op == KN_RED_SUM ? 0.0 : op == KN_RED_PROD ? 1.0 : op == KN_RED_MAX ? -INFINITY : INFINITY;
   if (kn_dtype_is_float(t)) return kn_e_float(L->ec, t, v);
   int64_t iv = op == KN_RED_SUM ? 0 : op == KN_RED_PROD ? 1 : op == KN_RED_MAX ? INT64_MIN : INT64_MAX;
-  if (t == KN_DT_I32) iv = op == KN_RED_MAX ? INT32_MIN : op == KN_RED_MIN ? INT32_MAX : iv;
+  /* narrower integers start from their own lowest / highest value */
+  int64_t lo = 0, hi = 0;
+  switch (t) {
+  case KN_DT_I8: lo = INT8_MIN, hi = INT8_MAX; break;
+  case KN_DT_U8: lo = 0, hi = UINT8_MAX; break;
+  case KN_DT_I16: lo = INT16_MIN, hi = INT16_MAX; break;
+  case KN_DT_U16: lo = 0, hi = UINT16_MAX; break;
+  case KN_DT_I32: lo = INT32_MIN, hi = INT32_MAX; break;
+  case KN_DT_U32: lo = 0, hi = UINT32_MAX; break;
+  default: break;
+  }
+  if (lo != hi) iv = op == KN_RED_MAX ? lo : op == KN_RED_MIN ? hi : iv;
   return kn_e_const_int(L->ec, t, iv);
 }
 

@@ -83,9 +83,10 @@ int kn_pipeline_needed_bindings(const kn_compile_opts *o, kn_arena *arena, kn_bi
   memcpy(declared, g.inputs, sizeof *declared * (size_t)n_declared);
   if (kn_bind_inputs(&g, o->binds, o->n_binds, d) < 0) goto done;
   g.max_batch = o->max_batch < 1 ? 1 : o->max_batch;
-  bool *needed = KN_NEW_ARRAY(arena, bool, g.n_values + 1);
   kn_diag quiet; /* the compile that failed reported these already */
   kn_diag_init(&quiet);
+  kn_pass_expand_composites(&g, &quiet);
+  bool *needed = KN_NEW_ARRAY(arena, bool, g.n_values + 1);
   kn_infer_shapes_needs(&g, needed, &quiet);
   kn_diag_free(&quiet);
   *needs = KN_NEW_ARRAY(arena, kn_bind_need, n_declared + 1);
