@@ -4,10 +4,10 @@
  * tile: rows (ow / i) unrolled, columns (output channels / j) vectorized,
  * sized so that rows x column-vectors accumulators fit the vector register
  * file; every outer piece is fused into one parallel loop; the reduction is
- * computed at the tile. MatMul / Gemm (one reduction axis) with long rows
- * and reductions take a wider tile, 6 rows x 4 vectors: fewer activation
- * rows streamed per weight vector (measured on matmul1024, AVX-512: 6x64
- * beats 8x32 by ~10%). Reduction blocking (split_reduction) is left to the
+ * computed at the tile. MatMul / Gemm (one reduction axis) whose activation
+ * operand outgrows L2 take a wider tile, 6 rows x 4 vectors: half as many
+ * passes of the activations from L3 (measured on matmul1024, AVX-512: 6x64
+ * beats 8x32 by ~10%; neutral on BERT's 128-row MatMuls, left at 8x32). Reduction blocking (split_reduction) is left to the
  * autotuner: without packing the activation rows too, their short strided
  * streams per block cost more than the L1 reuse of the weights gains
  * (measured 10-20% slower on matmul1024).
@@ -43,6 +43,9 @@ static int64_t pick_cols(int64_t cols, int lanes) {
 
 /* Row (unroll) factor: the largest count of rows whose accumulators fit,
  * preferring one that divides the extent exactly. */
+/* The activation operand of a MatMul beyond this does not stay in L2. */
+#define KN_RULES_L2_BYTES (1024 * 1024)
+
 static int64_t pick_rows(int64_t rows, int64_t vecs_per_row, int regs) {
   /* leave room for the column vectors of weights, the broadcast inputs and
    * the padding masks: more accumulators than that spill */
@@ -76,7 +79,8 @@ void kn_sched_default(const kn_te_tensor *out, const kn_sched_hints *h, const kn
     int64_t vecs = cf >= lanes ? cf / lanes : 1;
     int64_t rf = pick_rows(rows, vecs, t->vector_regs);
     if (h->n_reduce == 1 && h->reduce_extent[0] >= 256 && rows >= 64 && t->vector_regs >= 32 &&
-        cols % (4 * (int64_t)lanes) == 0 && cols >= 8 * (int64_t)lanes) {
+        rows * h->reduce_extent[0] * 4 > KN_RULES_L2_BYTES && cols % (4 * (int64_t)lanes) == 0 &&
+        cols >= 8 * (int64_t)lanes) {
       cf = 4 * (int64_t)lanes;
       rf = 6;
     }

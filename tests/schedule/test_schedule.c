@@ -275,14 +275,14 @@ static void test_blocked_overlap_refused(void **state) {
   kn_graph_free(&g);
 }
 
-/* The wide default tile of long MatMuls (6 rows x 4 vectors, overlapping
- * last row tile). */
+/* The wide default tile of MatMuls with large activations (6 rows x 4
+ * vectors, overlapping last row tile). */
 static void test_wide_matmul_tile(void **state) {
   (void)state;
   kn_graph g;
   kn_graph_init(&g);
-  int x = input(&g, "x", 2, (int64_t[]){70, 256}, 0);
-  int w = weight(&g, "w", 2, (int64_t[]){256, 128});
+  int x = input(&g, "x", 2, (int64_t[]){70, 4000}, 0); /* activations over 1 MiB */
+  int w = weight(&g, "w", 2, (int64_t[]){4000, 128});
   output(&g, node(&g, KN_OP_MATMUL, "mm", (int[]){x, w}, 2));
   check(&g, 1, 1e-5);
   kn_graph_free(&g);
