@@ -10,7 +10,8 @@
  * vectorized row reduction (softmax, layer norm).
  * Contractions whose output can hold partial sums also get blocked variants
  * (split_reduction): the default tile, row tiles grouped into row blocks,
- * the last reduction axis cut into blocks swept by the row tiles of a block.
+ * the last reduction axis cut into blocks swept by the row tiles of a block,
+ * and the same in GotoBLAS order with the block's activations packed.
  * Every candidate is validated (kn_at_sched_validate) and duplicates are
  * dropped; the rule-based default comes first. */
 #include <string.h>
@@ -157,6 +158,22 @@ static void blocked(space *sp) {
         if (rf > 1) loop(&s, r, s.n_factors[r], KN_FOR_UNROLLED);
         if (cf > 1) loop(&s, c, 1, cf >= 4 ? KN_FOR_VECTORIZED : KN_FOR_UNROLLED);
         add(sp, &s);
+        /* GotoBLAS order: row blocks in parallel; per reduction block the
+         * block's activations are packed once, then every column tile
+         * sweeps the row tiles of the block */
+        if (cols_outer || cf < 2) continue;
+        kn_schedule g = s;
+        g.n_loops = 0;
+        for (int a = 0; a < r; a++) loop(&g, a, 0, KN_FOR_SERIAL);
+        loop(&g, r, 0, KN_FOR_SERIAL);
+        g.n_parallel = g.rsplit_depth = g.n_loops;
+        g.rsplit_pack = true;
+        loop(&g, c, 0, KN_FOR_SERIAL);
+        if (rb > 1) loop(&g, r, 1, KN_FOR_SERIAL);
+        g.attach = g.n_loops;
+        loop(&g, r, g.n_factors[r], KN_FOR_UNROLLED);
+        loop(&g, c, 1, cf >= 4 ? KN_FOR_VECTORIZED : KN_FOR_UNROLLED);
+        add(sp, &g);
       }
 }
 

@@ -37,8 +37,8 @@ void kn_at_trace_write(const kn_schedule *s, char *buf, size_t cap) {
   put(buf, cap, &n, ",{\"p\":\"compute_at\",\"depth\":%d}", s->attach);
   if (s->reduce_lanes > 1) put(buf, cap, &n, ",{\"p\":\"vectorize_reduction\",\"lanes\":%d}", s->reduce_lanes);
   if (s->rsplit_factor > 0)
-    put(buf, cap, &n, ",{\"p\":\"split_reduction\",\"axis\":%d,\"factor\":%lld,\"depth\":%d}", s->rsplit_axis,
-        (long long)s->rsplit_factor, s->rsplit_depth);
+    put(buf, cap, &n, ",{\"p\":\"split_reduction\",\"axis\":%d,\"factor\":%lld,\"depth\":%d%s}", s->rsplit_axis,
+        (long long)s->rsplit_factor, s->rsplit_depth, s->rsplit_pack ? ",\"pack\":1" : "");
   for (int i = 0; i < s->n_loops; i++) {
     kn_for_kind k = s->loops[i].kind;
     if (k == KN_FOR_SERIAL) continue;
@@ -109,6 +109,10 @@ int kn_at_trace_from_json(const kn_json *trace, kn_schedule *s, kn_diag *d) {
       s->rsplit_axis = (int)v;
       s->rsplit_factor = w;
       s->rsplit_depth = (int)depth;
+      int64_t pack = 0;
+      if (kn_json_get(p, "pack") && !get_int(p, "pack", 0, 1, &pack))
+        return kn_diag_error(d, "trace: split_reduction %d: pack must be 0 or 1", i);
+      s->rsplit_pack = pack == 1;
     } else if (!strcmp(nm, "vectorize") || !strcmp(nm, "unroll")) {
       if (n_kinds == KN_SCHED_MAX_LOOPS || !get_pair(kn_json_get(p, "loop"), &kinds[n_kinds].axis, &kinds[n_kinds].piece))
         return kn_diag_error(d, "trace: %s %d wants a loop [axis, piece]", nm, i);

@@ -34,6 +34,8 @@ typedef struct lower {
   const kn_lower_params *params;
   kn_buffer *out_buf;
   kn_var *block_var; /* reduction block loop (s->rsplit_factor > 0), else NULL */
+  kn_stmt *pack_copy; /* s->rsplit_pack: fills pack_buf, run first in each block */
+  kn_buffer *pack_buf;
   kn_var *piece_var[KN_SCHED_MAX_LOOPS]; /* per schedule loop */
   kn_expr *piece_extent[KN_SCHED_MAX_LOOPS];
   kn_expr *axis_value[KN_MAX_RANK]; /* O axis value over piece vars */
@@ -380,6 +382,97 @@ static kn_expr *out_index(lower *L) {
   return flat;
 }
 
+/* ---- packing the broadcast operand of a blocked reduction ---- */
+
+static bool uses_var(const kn_expr *e, const kn_var *v) {
+  switch (e->kind) {
+  case KN_E_INT:
+  case KN_E_FLOAT: return false;
+  case KN_E_VAR: return e->u.var == v;
+  case KN_E_LOAD:
+    if (e->u.load.buffer) return uses_var(e->u.load.index, v);
+    for (int i = 0; i < e->u.load.n; i++)
+      if (uses_var(e->u.load.indices[i], v)) return true;
+    return false;
+  case KN_E_NOT:
+  case KN_E_CAST:
+  case KN_E_BROADCAST: return uses_var(e->u.un.a, v);
+  case KN_E_RAMP: return uses_var(e->u.ramp.base, v) || uses_var(e->u.ramp.stride, v);
+  case KN_E_SELECT: return uses_var(e->u.sel.cond, v) || uses_var(e->u.sel.t, v) || uses_var(e->u.sel.f, v);
+  case KN_E_CALL:
+    for (int i = 0; i < e->u.call.n; i++)
+      if (uses_var(e->u.call.args[i], v)) return true;
+    return false;
+  case KN_E_REDUCE: return true;
+  default: return uses_var(e->u.bin.a, v) || uses_var(e->u.bin.b, v);
+  }
+}
+
+typedef struct pack_ctx {
+  lower *L;
+  int nr;
+  kn_var **rvars;
+  kn_expr **rext;   /* this block's extents */
+  int64_t *rmax;    /* their largest values (0: symbolic) */
+} pack_ctx;
+
+#define MAX_PACK_ELEMS (1 << 18)
+
+/* The first placeholder load of the stage source that the innermost loop
+ * does not index but the reduction does becomes a load of pack_buf, laid
+ * out [loops in depth..attach it varies with][reduction axes][tile loops it
+ * varies with]; pack_copy fills it for the current block. Loads that do not
+ * fit (symbolic extents, too large) stay as they are: packing only moves
+ * data, it never changes a value. */
+static kn_expr *pack_load(kn_expr_ctx *c, kn_expr *load, void *ctx) {
+  pack_ctx *p = ctx;
+  lower *L = p->L;
+  const kn_schedule *s = L->s;
+  if (L->pack_buf || load->u.load.tensor->kind != KN_TE_PLACEHOLDER || s->n_loops < 1) return load;
+  kn_expr *fin = finish(L, load);
+  kn_expr *ix = fin->u.load.index;
+  if (uses_var(ix, L->piece_var[s->n_loops - 1])) return load;
+  kn_var *vars[KN_SCHED_MAX_LOOPS + 2 * KN_MAX_RANK];
+  kn_expr *ext[KN_SCHED_MAX_LOOPS + 2 * KN_MAX_RANK];
+  int64_t size[KN_SCHED_MAX_LOOPS + 2 * KN_MAX_RANK];
+  int n = 0;
+  bool any_r = false;
+  for (int pass = 0; pass < 3; pass++) {
+    int lo = pass == 0 ? s->rsplit_depth : s->attach, hi = pass == 0 ? s->attach : s->n_loops;
+    for (int i = pass == 1 ? 0 : lo; i < (pass == 1 ? p->nr : hi); i++) {
+      kn_var *v = pass == 1 ? p->rvars[i] : L->piece_var[i];
+      if (!uses_var(ix, v)) continue;
+      int64_t e = 0;
+      if (pass == 1 ? (e = p->rmax[i]) < 1 : !kn_e_is_const_int(L->piece_extent[i], &e)) return load;
+      vars[n] = v;
+      ext[n] = pass == 1 ? p->rext[i] : L->piece_extent[i];
+      size[n++] = e;
+      any_r |= pass == 1;
+    }
+  }
+  int64_t total = 1;
+  for (int i = 0; i < n; i++) total *= size[i];
+  if (!any_r || total > MAX_PACK_ELEMS) return load;
+  L->pack_buf = kn_buffer_new(c, "packed", fin->dtype, KN_BUF_LOCAL, total);
+  /* the copy runs over fresh variables; the read over the nest's own */
+  kn_expr *flat = kn_e_int(c, 0), *copy_flat = kn_e_int(c, 0), *value = fin;
+  kn_var *fresh[KN_SCHED_MAX_LOOPS + 2 * KN_MAX_RANK];
+  for (int i = 0; i < n; i++) {
+    fresh[i] = kn_var_new(c, kn_arena_printf(c->arena, "%s_p", vars[i]->name));
+    flat = kn_e_add(c, kn_e_mul(c, flat, kn_e_int(c, size[i])), kn_e_var(c, vars[i]));
+    copy_flat = kn_e_add(c, kn_e_mul(c, copy_flat, kn_e_int(c, size[i])), kn_e_var(c, fresh[i]));
+    value = kn_e_substitute(c, value, vars[i], kn_e_var(c, fresh[i]));
+  }
+  kn_stmt *copy = kn_s_store(c, L->pack_buf, copy_flat, value);
+  for (int i = n - 1; i >= 0; i--) {
+    kn_expr *e = ext[i];
+    for (int k = 0; k < n; k++) e = kn_e_substitute(c, e, vars[k], kn_e_var(c, fresh[k]));
+    copy = kn_s_for(c, fresh[i], kn_e_int(c, 0), e, KN_FOR_SERIAL, copy);
+  }
+  L->pack_copy = copy;
+  return kn_e_load(c, L->pack_buf, flat);
+}
+
 /* init + update loops of one stage, computed at the attach depth. */
 static kn_stmt *stage_code(lower *L, stage *st) {
   kn_expr_ctx *ec = L->ec;
@@ -399,6 +492,7 @@ static kn_stmt *stage_code(lower *L, stage *st) {
   kn_var *rvars[KN_MAX_RANK * 2];
   int nr = red->u.reduce.n_axes;
   kn_expr *rext[KN_MAX_RANK * 2];
+  int64_t rmax[KN_MAX_RANK * 2];
   for (int i = 0; i < nr; i++) {
     rvars[i] = kn_var_new(ec, red->u.reduce.axes[i]->name);
     kn_expr *value = kn_e_var(ec, rvars[i]);
@@ -410,8 +504,15 @@ static kn_stmt *stage_code(lower *L, stage *st) {
       value = kn_e_add(ec, start, value);
       KN_ASSERT(kn_e_is_const_int(rext[i], &E), "blocked reduction axis with a symbolic extent");
       rext[i] = E % F == 0 ? kn_e_int(ec, F) : kn_e_min(ec, kn_e_int(ec, F), kn_e_sub(ec, kn_e_int(ec, E), start));
+      rmax[i] = F < E ? F : E;
+    } else if (!kn_e_is_const_int(rext[i], &rmax[i])) {
+      rmax[i] = 0;
     }
     src = kn_e_substitute(ec, src, red->u.reduce.axes[i], value);
+  }
+  if (L->block_var && L->s->rsplit_pack) {
+    pack_ctx p = {L, nr, rvars, rext, rmax};
+    src = kn_e_map_loads(ec, src, pack_load, &p);
   }
   /* loads of earlier stages inside src are over O axes: map them too */
   src = finish(L, src);
@@ -620,8 +721,11 @@ kn_stmt *kn_sched_lower(kn_expr_ctx *ec, kn_te_tensor *out, const kn_schedule *s
    * reduction block loop among them */
   for (int i = from; i >= s->n_parallel; i--) {
     if (i < from) nest = wrap_loop(&L, i, s->loops[i].kind, nest);
-    if (L.block_var && i == s->rsplit_depth)
+    if (L.block_var && i == s->rsplit_depth) {
+      if (L.pack_copy) nest = kn_s_seq2(ec, L.pack_copy, nest);
       nest = kn_s_for(ec, L.block_var, kn_e_int(ec, 0), kn_e_int(ec, n_blocks), KN_FOR_SERIAL, nest);
+      if (L.pack_buf) nest = kn_s_alloc(ec, L.pack_buf, nest);
+    }
   }
   /* the parallel prefix: one fused loop, pieces recovered by div/mod */
   if (s->n_parallel > 0) {

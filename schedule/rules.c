@@ -135,8 +135,8 @@ void kn_sched_print(const kn_schedule *s, FILE *out) {
   fprintf(out, "compute_at(stages, depth=%d)\n", s->attach);
   if (s->reduce_lanes > 1) fprintf(out, "vectorize_reduction(lanes=%d)\n", s->reduce_lanes);
   if (s->rsplit_factor > 0)
-    fprintf(out, "split_reduction(axis=%d, factor=%lld, depth=%d)\n", s->rsplit_axis, (long long)s->rsplit_factor,
-            s->rsplit_depth);
+    fprintf(out, "split_reduction(axis=%d, factor=%lld, depth=%d%s)\n", s->rsplit_axis, (long long)s->rsplit_factor,
+            s->rsplit_depth, s->rsplit_pack ? ", pack" : "");
   static const char *kinds[] = {"serial", "parallel", "vectorize", "unroll"};
   for (int i = 0; i < s->n_loops; i++)
     if (s->loops[i].kind != KN_FOR_SERIAL)

@@ -58,6 +58,9 @@ typedef struct kn_schedule {
   int64_t rsplit_factor; /* >0: reduction blocking (see above); 0: none */
   int rsplit_axis;       /* reduction axis of the stage that is blocked */
   int rsplit_depth;      /* loop depth of the block loop */
+  bool rsplit_pack;      /* copy the block's slice of the broadcast operand (the
+                            input the vectorized loop does not index) into a
+                            local buffer in the order the tiles read it */
 } kn_schedule;
 
 /* Prints the schedule as a replayable trace of primitives. */

@@ -275,6 +275,7 @@ static void test_trace_roundtrip(void **state) {
       assert_int_equal(back.rsplit_factor, space[i].rsplit_factor);
       assert_int_equal(back.rsplit_axis, space[i].rsplit_axis);
       assert_int_equal(back.rsplit_depth, space[i].rsplit_depth);
+      assert_int_equal(back.rsplit_pack, space[i].rsplit_pack);
       n_blocked += space[i].rsplit_factor > 0;
       assert_memory_equal(back.loops, space[i].loops, sizeof(kn_sched_loop) * (size_t)back.n_loops);
     }

@@ -194,6 +194,7 @@ typedef struct blocking {
   int axis;          /* reduction axis to block */
   int64_t factor;
   bool inner;        /* block loop inside a serial outer loop (depth < attach) */
+  bool pack;         /* pack the broadcast operand per block */
   int applied;       /* kernels the provider changed */
 } blocking;
 
@@ -204,13 +205,14 @@ static void block_choose(void *ctx, const kn_sched_task *task, kn_schedule *s) {
   if (!task->hints->is_contraction || !task->hints->rsplit_ok || b->axis >= task->hints->n_reduce) return;
   s->rsplit_factor = b->factor;
   s->rsplit_axis = b->axis;
+  s->rsplit_pack = b->pack;
   if (b->inner && s->n_parallel > 0) s->n_parallel--; /* the last outer loop runs inside the block loop */
   s->rsplit_depth = s->n_parallel;
   b->applied++;
 }
 
-static void check_blocked(kn_graph *g, int64_t batch, int axis, int64_t factor, bool inner) {
-  blocking b = {.axis = axis, .factor = factor, .inner = inner};
+static void check_blocked(kn_graph *g, int64_t batch, int axis, int64_t factor, bool inner, bool pack) {
+  blocking b = {.axis = axis, .factor = factor, .inner = inner, .pack = pack};
   kn_sched_provider p = {block_choose, &b};
   check_with(g, batch, 1e-5, &p, NULL);
   assert_true(b.applied > 0);
@@ -218,7 +220,8 @@ static void check_blocked(kn_graph *g, int64_t batch, int axis, int64_t factor, 
 
 /* x[N, 16, K] @ w[K, 64] + b, relu: rows 16 and columns 64 split without
  * overlap; K = 100 in blocks of 32 (a short last block), 100 and 1 (one
- * block), at both block-loop depths; the epilogue only after the last block. */
+ * block), at both block-loop depths, with and without the activations
+ * packed per block; the epilogue only after the last block. */
 static void build_dense(kn_graph *g, int64_t K) {
   kn_graph_init(g);
   int x = input(g, "x", 3, (int64_t[]){1, 16, K}, 1);
@@ -235,14 +238,14 @@ static void test_blocked_matmul(void **state) {
     for (int inner = 0; inner < 2; inner++) {
       kn_graph g;
       build_dense(&g, 100);
-      check_blocked(&g, 2, 0, factors[i], inner);
+      check_blocked(&g, 2, 0, factors[i], inner, i % 2);
       kn_graph_free(&g);
     }
 }
 
 /* NHWC conv 3x3 (pad 1) + bias + relu, 16 output channels, 12 input:
  * blocks of the input channels (5: a short last block) and of the kernel
- * rows (2 of 3). */
+ * rows (2 of 3); the first two with the padded input packed per block. */
 static void test_blocked_conv(void **state) {
   (void)state;
   int cases[][2] = {{2, 5}, {2, 12}, {0, 2}, {1, 1}};
@@ -254,7 +257,7 @@ static void test_blocked_conv(void **state) {
     int c = node(&g, KN_OP_CONV, "conv", (int[]){x, w, b}, 3);
     attr_ints(&g, "pads", 4, (int64_t[]){1, 1, 1, 1});
     output(&g, node(&g, KN_OP_RELU, "relu", (int[]){c}, 1));
-    check_blocked(&g, 1, cases[i][0], cases[i][1], i % 2);
+    check_blocked(&g, 1, cases[i][0], cases[i][1], i % 2, i < 2);
     kn_graph_free(&g);
   }
 }
