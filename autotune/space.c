@@ -8,6 +8,10 @@
  * Everything else: vector width of the innermost axis x parallel depth,
  * x an unrolled split of the next axis (no reductions), or x the lanes of a
  * vectorized row reduction (softmax, layer norm).
+ * Contractions whose output can hold partial sums also get blocked variants
+ * (split_reduction): the default tile, row tiles grouped into row blocks,
+ * the last reduction axis cut into blocks swept by the row tiles of a block,
+ * and the same in GotoBLAS order with the block's activations packed.
  * Every candidate is validated (kn_at_sched_validate) and duplicates are
  * dropped; the rule-based default comes first. */
 #include <string.h>
@@ -110,6 +114,69 @@ static void contraction(space *sp, const kn_target *t, int lanes) {
     }
 }
 
+static int64_t divisor_at_most(int64_t n, int64_t cap) {
+  for (int64_t f = cap < n ? cap : n; f > 1; f--)
+    if (n % f == 0) return f;
+  return 1;
+}
+
+/* Reduction blocking around the default tile (made to divide the rows; a
+ * split with overlap cannot be blocked): block factor x row block x
+ * columns outermost or not. */
+static void blocked(space *sp) {
+  const kn_at_task_shape *ts = sp->ts;
+  const kn_sched_hints *h = &ts->hints;
+  int rank = ts->rank, r = rank - 2, c = rank - 1;
+  int64_t rows = ts->extent[r], cols = ts->extent[c];
+  if (!h->rsplit_ok || h->n_reduce < 1 || h->n_reduce > KN_MAX_RANK) return;
+  int ax = h->n_reduce - 1;
+  int64_t ext = h->reduce_extent[ax];
+  int64_t rf = divisor_at_most(rows, default_factor(&ts->dflt, r)), cf = default_factor(&ts->dflt, c);
+  if (ext < 2 || rf < 2 || cols % cf != 0) return;
+  int64_t kfs[] = {ext / 3, ext / 2, 32, 64, 128, 256, 512}, rbs[] = {1, 4, 16};
+  for (int ki = 0; ki < 7; ki++)
+    for (int bi = 0; bi < 3; bi++)
+      for (int cols_outer = 0; cols_outer < 2; cols_outer++) {
+        int64_t kf = kfs[ki], rb = rbs[bi];
+        if (kf < 1 || kf >= ext || (rows / rf) % rb != 0) continue;
+        kn_schedule s;
+        memset(&s, 0, sizeof s);
+        s.n_axes = rank;
+        if (rb > 1) s.factors[r][s.n_factors[r]++] = rb;
+        if (rf > 1) s.factors[r][s.n_factors[r]++] = rf;
+        if (cf > 1) s.factors[c][s.n_factors[c]++] = cf;
+        if (cols_outer) loop(&s, c, 0, KN_FOR_SERIAL);
+        for (int a = 0; a < r; a++) loop(&s, a, 0, KN_FOR_SERIAL);
+        loop(&s, r, 0, KN_FOR_SERIAL);
+        if (!cols_outer) loop(&s, c, 0, KN_FOR_SERIAL);
+        s.n_parallel = s.n_loops;
+        s.rsplit_factor = kf;
+        s.rsplit_axis = ax;
+        s.rsplit_depth = s.n_loops;
+        if (rb > 1) loop(&s, r, 1, KN_FOR_SERIAL);
+        s.attach = s.n_loops;
+        if (rf > 1) loop(&s, r, s.n_factors[r], KN_FOR_UNROLLED);
+        if (cf > 1) loop(&s, c, 1, cf >= 4 ? KN_FOR_VECTORIZED : KN_FOR_UNROLLED);
+        add(sp, &s);
+        /* GotoBLAS order: row blocks in parallel; per reduction block the
+         * block's activations are packed once, then every column tile
+         * sweeps the row tiles of the block */
+        if (cols_outer || cf < 2) continue;
+        kn_schedule g = s;
+        g.n_loops = 0;
+        for (int a = 0; a < r; a++) loop(&g, a, 0, KN_FOR_SERIAL);
+        loop(&g, r, 0, KN_FOR_SERIAL);
+        g.n_parallel = g.rsplit_depth = g.n_loops;
+        g.rsplit_pack = true;
+        loop(&g, c, 0, KN_FOR_SERIAL);
+        if (rb > 1) loop(&g, r, 1, KN_FOR_SERIAL);
+        g.attach = g.n_loops;
+        loop(&g, r, g.n_factors[r], KN_FOR_UNROLLED);
+        loop(&g, c, 1, cf >= 4 ? KN_FOR_VECTORIZED : KN_FOR_UNROLLED);
+        add(sp, &g);
+      }
+}
+
 static void generic(space *sp, int lanes) {
   const kn_at_task_shape *ts = sp->ts;
   int rank = ts->rank, last = rank - 1;
@@ -154,9 +221,10 @@ int kn_at_space_generate(const kn_at_task_shape *ts, const kn_target *t, kn_aren
   add(&sp, &ts->dflt);
   int lanes = kn_target_lanes(t, ts->dtype != KN_DT_INVALID ? ts->dtype : KN_DT_F32);
   if (lanes < 1) lanes = 4;
-  if (ts->rank >= 2 && ts->hints.is_contraction && ts->extent[ts->rank - 1] > 0 && ts->extent[ts->rank - 2] > 0)
+  if (ts->rank >= 2 && ts->hints.is_contraction && ts->extent[ts->rank - 1] > 0 && ts->extent[ts->rank - 2] > 0) {
     contraction(&sp, t, lanes);
-  else if (ts->rank >= 1 && ts->extent[ts->rank - 1] > 0)
+    blocked(&sp);
+  } else if (ts->rank >= 1 && ts->extent[ts->rank - 1] > 0)
     generic(&sp, lanes);
   *out = sp.items;
   return sp.n;

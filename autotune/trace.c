@@ -36,6 +36,9 @@ void kn_at_trace_write(const kn_schedule *s, char *buf, size_t cap) {
   if (s->n_parallel) put(buf, cap, &n, ",{\"p\":\"fuse_parallel\",\"loops\":%d}", s->n_parallel);
   put(buf, cap, &n, ",{\"p\":\"compute_at\",\"depth\":%d}", s->attach);
   if (s->reduce_lanes > 1) put(buf, cap, &n, ",{\"p\":\"vectorize_reduction\",\"lanes\":%d}", s->reduce_lanes);
+  if (s->rsplit_factor > 0)
+    put(buf, cap, &n, ",{\"p\":\"split_reduction\",\"axis\":%d,\"factor\":%lld,\"depth\":%d%s}", s->rsplit_axis,
+        (long long)s->rsplit_factor, s->rsplit_depth, s->rsplit_pack ? ",\"pack\":1" : "");
   for (int i = 0; i < s->n_loops; i++) {
     kn_for_kind k = s->loops[i].kind;
     if (k == KN_FOR_SERIAL) continue;
@@ -98,6 +101,18 @@ int kn_at_trace_from_json(const kn_json *trace, kn_schedule *s, kn_diag *d) {
     } else if (!strcmp(nm, "vectorize_reduction")) {
       if (!get_int(p, "lanes", 0, 64, &v)) return kn_diag_error(d, "trace: vectorize_reduction: lanes not in [0, 64]");
       s->reduce_lanes = (int)v;
+    } else if (!strcmp(nm, "split_reduction")) {
+      int64_t depth;
+      if (!get_int(p, "axis", 0, 2 * KN_MAX_RANK - 1, &v) || !get_int(p, "factor", 1, 1 << 20, &w) ||
+          !get_int(p, "depth", 0, KN_SCHED_MAX_LOOPS, &depth))
+        return kn_diag_error(d, "trace: split_reduction %d wants an axis, a factor in [1, 2^20] and a depth", i);
+      s->rsplit_axis = (int)v;
+      s->rsplit_factor = w;
+      s->rsplit_depth = (int)depth;
+      int64_t pack = 0;
+      if (kn_json_get(p, "pack") && !get_int(p, "pack", 0, 1, &pack))
+        return kn_diag_error(d, "trace: split_reduction %d: pack must be 0 or 1", i);
+      s->rsplit_pack = pack == 1;
     } else if (!strcmp(nm, "vectorize") || !strcmp(nm, "unroll")) {
       if (n_kinds == KN_SCHED_MAX_LOOPS || !get_pair(kn_json_get(p, "loop"), &kinds[n_kinds].axis, &kinds[n_kinds].piece))
         return kn_diag_error(d, "trace: %s %d wants a loop [axis, piece]", nm, i);
@@ -195,6 +210,24 @@ int kn_at_sched_validate(const kn_schedule *s, const kn_at_task_shape *ts, kn_di
       if (e < 0) return kn_diag_error(d, "loop %d.%d: symbolic extent inside the accumulator tile", s->loops[i].axis, s->loops[i].piece);
       size *= e;
       if (size > 4096) return kn_diag_error(d, "accumulator tile over 4096 elements");
+    }
+  }
+  if (s->rsplit_factor < 0) return kn_diag_error(d, "split_reduction: negative factor");
+  if (s->rsplit_factor > 0) {
+    /* partial sums live in O: one stage read at O's indices, a constant
+     * blocked axis, the block loop between the parallel loop and the stage,
+     * and no overlapping tile (it would add its blocks twice) */
+    const kn_sched_hints *h = &ts->hints;
+    if (!h->rsplit_ok) return kn_diag_error(d, "split_reduction: the kernel's output cannot hold partial sums");
+    if (s->rsplit_axis < 0 || s->rsplit_axis >= h->n_reduce || h->reduce_extent[s->rsplit_axis] < 1)
+      return kn_diag_error(d, "split_reduction: no constant reduction axis %d", s->rsplit_axis);
+    if (s->rsplit_depth < s->n_parallel || s->rsplit_depth > s->attach)
+      return kn_diag_error(d, "split_reduction: depth %d outside [fuse_parallel, compute_at]", s->rsplit_depth);
+    for (int a = 0; a < s->n_axes; a++) {
+      int64_t total = 1;
+      for (int k = 0; k < s->n_factors[a]; k++) total *= s->factors[a][k];
+      if (total > 1 && (ts->extent[a] < 0 || ts->extent[a] % total != 0))
+        return kn_diag_error(d, "split_reduction: axis %d split with overlap", a);
     }
   }
   return 0;

@@ -184,11 +184,12 @@ int kn_sched_build_kernel_with(kn_graph *g, const kn_group *grp, const kn_target
   int n_stages = 0;
   if (kn_sched_analyze(ec, result, &hints.stage_axes, &n_stages, d) < 0) return -1;
   hints.has_stages = n_stages > 0;
+  kn_sched_reduction_hints(ec, result, &hints);
   const kn_node *anchor = &g->nodes[grp->anchor];
   hints.is_contraction = kn_op_class_of(anchor->op) == KN_CLASS_CONTRACTION;
   if (hints.is_contraction && anchor->n_in >= 2 && anchor->in[0] >= 0 && anchor->in[1] >= 0 &&
       g->values[anchor->in[1]].data)
-    hints.weights_heavy = kn_value_numel(g, anchor->in[1]) > kn_value_numel(g, anchor->in[0]);
+    hints.weights_heavy = kn_value_numel(g, anchor->in[1]) >= kn_value_numel(g, anchor->in[0]);
   kn_schedule sched;
   kn_sched_default(result, &hints, t, &sched);
   if (provider) {

@@ -6,7 +6,9 @@
  * bounds (definitions clamp padded reads).
  * Guarantees: a loop nest in which O is stored exactly at every element of
  * its shape (some elements possibly twice, with the same value); loops are
- * normalised to start at 0. */
+ * normalised to start at 0. Under reduction blocking O is also stored once
+ * per reduction block with partial sums, the last time with the final value
+ * (lower_blocked). */
 #include <math.h>
 #include <string.h>
 
@@ -30,6 +32,10 @@ typedef struct lower {
   const kn_schedule *s;
   kn_te_tensor *out;
   const kn_lower_params *params;
+  kn_buffer *out_buf;
+  kn_var *block_var; /* reduction block loop (s->rsplit_factor > 0), else NULL */
+  kn_stmt *pack_copy; /* s->rsplit_pack: fills pack_buf, run first in each block */
+  kn_buffer *pack_buf;
   kn_var *piece_var[KN_SCHED_MAX_LOOPS]; /* per schedule loop */
   kn_expr *piece_extent[KN_SCHED_MAX_LOOPS];
   kn_expr *axis_value[KN_MAX_RANK]; /* O axis value over piece vars */
@@ -382,11 +388,114 @@ static kn_stmt *vector_reduction(lower *L, stage *st, kn_expr *src, kn_var **rva
   return kn_s_seq(ec, parts, 3);
 }
 
+static kn_expr *out_index(lower *L) {
+  kn_expr *flat = kn_e_int(L->ec, 0);
+  for (int i = 0; i < L->out->rank; i++)
+    flat = kn_e_add(L->ec, kn_e_mul(L->ec, flat, L->out->shape[i]), L->axis_value[i]);
+  return flat;
+}
+
+/* ---- packing the broadcast operand of a blocked reduction ---- */
+
+static bool uses_var(const kn_expr *e, const kn_var *v) {
+  switch (e->kind) {
+  case KN_E_INT:
+  case KN_E_FLOAT: return false;
+  case KN_E_VAR: return e->u.var == v;
+  case KN_E_LOAD:
+    if (e->u.load.buffer) return uses_var(e->u.load.index, v);
+    for (int i = 0; i < e->u.load.n; i++)
+      if (uses_var(e->u.load.indices[i], v)) return true;
+    return false;
+  case KN_E_NOT:
+  case KN_E_CAST:
+  case KN_E_BROADCAST: return uses_var(e->u.un.a, v);
+  case KN_E_RAMP: return uses_var(e->u.ramp.base, v) || uses_var(e->u.ramp.stride, v);
+  case KN_E_SELECT: return uses_var(e->u.sel.cond, v) || uses_var(e->u.sel.t, v) || uses_var(e->u.sel.f, v);
+  case KN_E_CALL:
+    for (int i = 0; i < e->u.call.n; i++)
+      if (uses_var(e->u.call.args[i], v)) return true;
+    return false;
+  case KN_E_REDUCE: return true;
+  default: return uses_var(e->u.bin.a, v) || uses_var(e->u.bin.b, v);
+  }
+}
+
+typedef struct pack_ctx {
+  lower *L;
+  int nr;
+  kn_var **rvars;
+  kn_expr **rext;   /* this block's extents */
+  int64_t *rmax;    /* their largest values (0: symbolic) */
+} pack_ctx;
+
+#define MAX_PACK_ELEMS (1 << 18)
+
+/* The first placeholder load of the stage source that the innermost loop
+ * does not index but the reduction does becomes a load of pack_buf, laid
+ * out [loops in depth..attach it varies with][reduction axes][tile loops it
+ * varies with]; pack_copy fills it for the current block. Loads that do not
+ * fit (symbolic extents, too large) stay as they are: packing only moves
+ * data, it never changes a value. */
+static kn_expr *pack_load(kn_expr_ctx *c, kn_expr *load, void *ctx) {
+  pack_ctx *p = ctx;
+  lower *L = p->L;
+  const kn_schedule *s = L->s;
+  if (L->pack_buf || load->u.load.tensor->kind != KN_TE_PLACEHOLDER || s->n_loops < 1) return load;
+  kn_expr *fin = finish(L, load);
+  kn_expr *ix = fin->u.load.index;
+  if (uses_var(ix, L->piece_var[s->n_loops - 1])) return load;
+  kn_var *vars[KN_SCHED_MAX_LOOPS + 2 * KN_MAX_RANK];
+  kn_expr *ext[KN_SCHED_MAX_LOOPS + 2 * KN_MAX_RANK];
+  int64_t size[KN_SCHED_MAX_LOOPS + 2 * KN_MAX_RANK];
+  int n = 0;
+  bool any_r = false;
+  for (int pass = 0; pass < 3; pass++) {
+    int lo = pass == 0 ? s->rsplit_depth : s->attach, hi = pass == 0 ? s->attach : s->n_loops;
+    for (int i = pass == 1 ? 0 : lo; i < (pass == 1 ? p->nr : hi); i++) {
+      kn_var *v = pass == 1 ? p->rvars[i] : L->piece_var[i];
+      if (!uses_var(ix, v)) continue;
+      int64_t e = 0;
+      if (pass == 1 ? (e = p->rmax[i]) < 1 : !kn_e_is_const_int(L->piece_extent[i], &e)) return load;
+      vars[n] = v;
+      ext[n] = pass == 1 ? p->rext[i] : L->piece_extent[i];
+      size[n++] = e;
+      any_r |= pass == 1;
+    }
+  }
+  int64_t total = 1;
+  for (int i = 0; i < n; i++) total *= size[i];
+  if (!any_r || total > MAX_PACK_ELEMS) return load;
+  L->pack_buf = kn_buffer_new(c, "packed", fin->dtype, KN_BUF_LOCAL, total);
+  /* the copy runs over fresh variables; the read over the nest's own */
+  kn_expr *flat = kn_e_int(c, 0), *copy_flat = kn_e_int(c, 0), *value = fin;
+  kn_var *fresh[KN_SCHED_MAX_LOOPS + 2 * KN_MAX_RANK];
+  for (int i = 0; i < n; i++) {
+    fresh[i] = kn_var_new(c, kn_arena_printf(c->arena, "%s_p", vars[i]->name));
+    flat = kn_e_add(c, kn_e_mul(c, flat, kn_e_int(c, size[i])), kn_e_var(c, vars[i]));
+    copy_flat = kn_e_add(c, kn_e_mul(c, copy_flat, kn_e_int(c, size[i])), kn_e_var(c, fresh[i]));
+    value = kn_e_substitute(c, value, vars[i], kn_e_var(c, fresh[i]));
+  }
+  kn_stmt *copy = kn_s_store(c, L->pack_buf, copy_flat, value);
+  for (int i = n - 1; i >= 0; i--) {
+    kn_expr *e = ext[i];
+    for (int k = 0; k < n; k++) e = kn_e_substitute(c, e, vars[k], kn_e_var(c, fresh[k]));
+    copy = kn_s_for(c, fresh[i], kn_e_int(c, 0), e, KN_FOR_SERIAL, copy);
+  }
+  L->pack_copy = copy;
+  return kn_e_load(c, L->pack_buf, flat);
+}
+
 /* init + update loops of one stage, computed at the attach depth. */
 static kn_stmt *stage_code(lower *L, stage *st) {
   kn_expr_ctx *ec = L->ec;
   kn_expr *red = st->t->body;
-  kn_stmt *init = kn_s_store(ec, st->acc, acc_index(L, st), reduce_init(L, red->u.reduce.op, st->t->dtype));
+  kn_stmt *init = wrap_tile(L, st, kn_s_store(ec, st->acc, acc_index(L, st), reduce_init(L, red->u.reduce.op, st->t->dtype)));
+  if (L->block_var) {
+    /* blocks after the first resume from the partial sums left in O */
+    kn_stmt *resume = wrap_tile(L, st, kn_s_store(ec, st->acc, acc_index(L, st), kn_e_load(ec, L->out_buf, out_index(L))));
+    init = kn_s_if(ec, kn_e_bin(ec, KN_E_EQ, kn_e_var(ec, L->block_var), kn_e_int(ec, 0)), init, resume);
+  }
   /* source: stage axes -> O axes (then O axes -> pieces in finish) */
   kn_expr *src = st->source;
   for (int i = 0; i < st->t->rank; i++) {
@@ -395,9 +504,28 @@ static kn_stmt *stage_code(lower *L, stage *st) {
   }
   kn_var *rvars[KN_MAX_RANK * 2];
   int nr = red->u.reduce.n_axes;
+  kn_expr *rext[KN_MAX_RANK * 2];
+  int64_t rmax[KN_MAX_RANK * 2];
   for (int i = 0; i < nr; i++) {
     rvars[i] = kn_var_new(ec, red->u.reduce.axes[i]->name);
-    src = kn_e_substitute(ec, src, red->u.reduce.axes[i], kn_e_var(ec, rvars[i]));
+    kn_expr *value = kn_e_var(ec, rvars[i]);
+    rext[i] = subst_axes(L, red->u.reduce.extents[i], L->out->axes, L->out->rank, L->axis_value);
+    if (L->block_var && i == L->s->rsplit_axis) {
+      /* this block's slice of the axis: [b*F, min(b*F + F, E)) */
+      int64_t F = L->s->rsplit_factor, E = 0;
+      kn_expr *start = kn_e_mul(ec, kn_e_var(ec, L->block_var), kn_e_int(ec, F));
+      value = kn_e_add(ec, start, value);
+      KN_ASSERT(kn_e_is_const_int(rext[i], &E), "blocked reduction axis with a symbolic extent");
+      rext[i] = E % F == 0 ? kn_e_int(ec, F) : kn_e_min(ec, kn_e_int(ec, F), kn_e_sub(ec, kn_e_int(ec, E), start));
+      rmax[i] = F < E ? F : E;
+    } else if (!kn_e_is_const_int(rext[i], &rmax[i])) {
+      rmax[i] = 0;
+    }
+    src = kn_e_substitute(ec, src, red->u.reduce.axes[i], value);
+  }
+  if (L->block_var && L->s->rsplit_pack) {
+    pack_ctx p = {L, nr, rvars, rext, rmax};
+    src = kn_e_map_loads(ec, src, pack_load, &p);
   }
   /* loads of earlier stages inside src are over O axes: map them too */
   src = finish(L, src);
@@ -405,19 +533,8 @@ static kn_stmt *stage_code(lower *L, stage *st) {
   kn_expr *ai = acc_index(L, st);
   kn_stmt *update = kn_s_store(ec, st->acc, ai, combine(L, red->u.reduce.op, kn_e_load(ec, st->acc, ai), src));
   update = wrap_tile(L, st, update);
-  for (int i = nr - 1; i >= 0; i--) {
-    kn_expr *ext = red->u.reduce.extents[i];
-    ext = subst_axes(L, ext, L->out->axes, L->out->rank, L->axis_value);
-    update = kn_s_for(ec, rvars[i], kn_e_int(ec, 0), ext, KN_FOR_SERIAL, update);
-  }
-  return kn_s_seq2(ec, wrap_tile(L, st, init), update);
-}
-
-static kn_expr *out_index(lower *L) {
-  kn_expr *flat = kn_e_int(L->ec, 0);
-  for (int i = 0; i < L->out->rank; i++)
-    flat = kn_e_add(L->ec, kn_e_mul(L->ec, flat, L->out->shape[i]), L->axis_value[i]);
-  return flat;
+  for (int i = nr - 1; i >= 0; i--) update = kn_s_for(ec, rvars[i], kn_e_int(ec, 0), rext[i], KN_FOR_SERIAL, update);
+  return kn_s_seq2(ec, init, update);
 }
 
 /* Wraps loops [from, n_loops) around body, with their scheduled kinds. */
@@ -495,6 +612,61 @@ static kn_expr *prepare(lower *L) {
   return L->failed ? NULL : body;
 }
 
+/* Whether O's single stage covers O one to one: the stage has O's dtype
+ * and is read at O's own indices, so O can hold its partial sums. */
+static bool stage_is_output(const lower *L) {
+  if (L->n_stages != 1) return false;
+  const stage *st = &L->stages[0];
+  if (st->t->dtype != L->out->dtype || st->t->rank != L->out->rank) return false;
+  for (int a = 0; a < st->t->rank; a++)
+    if (st->map[a] != a) return false;
+  return true;
+}
+
+void kn_sched_reduction_hints(kn_expr_ctx *ec, kn_te_tensor *out, kn_sched_hints *h) {
+  kn_diag d;
+  kn_diag_init(&d);
+  lower L = {.ec = ec, .d = &d, .out = out};
+  h->rsplit_ok = false;
+  h->n_reduce = 0;
+  if (prepare(&L) && stage_is_output(&L)) {
+    const kn_expr *red = L.stages[0].t->body;
+    h->rsplit_ok = red->u.reduce.n_axes <= KN_MAX_RANK;
+    for (int i = 0; h->rsplit_ok && i < red->u.reduce.n_axes; i++) {
+      int64_t e;
+      h->reduce_extent[h->n_reduce++] = kn_e_is_const_int(red->u.reduce.extents[i], &e) ? e : 0;
+    }
+  }
+  kn_diag_free(&d);
+}
+
+/* Checks that s->rsplit_* fits O (the autotuner validates the same before
+ * it hands a schedule over); makes the block loop's variable. Returns the
+ * number of blocks, 0 after a diagnostic. */
+static int64_t check_blocking(lower *L) {
+  const kn_schedule *s = L->s;
+  const char *why = NULL;
+  int64_t E = 0;
+  if (!stage_is_output(L))
+    why = "needs one reduction stage read at the output's own indices";
+  else if (s->rsplit_axis < 0 || s->rsplit_axis >= L->stages[0].t->body->u.reduce.n_axes ||
+           !kn_e_is_const_int(L->stages[0].t->body->u.reduce.extents[s->rsplit_axis], &E) || E < 1)
+    why = "no constant reduction axis of that index";
+  else if (s->rsplit_depth < s->n_parallel || s->rsplit_depth > s->attach || s->attach > s->n_loops)
+    why = "the block loop must run between the parallel loop and compute_at";
+  for (int a = 0; !why && a < L->out->rank; a++) {
+    int64_t e, total = inner_product(s, a, 1);
+    if (total > 1 && (!kn_e_is_const_int(L->out->shape[a], &e) || e % total != 0))
+      why = "an output axis is split with overlap (a factor that does not divide it)";
+  }
+  if (why) {
+    kn_diag_error(L->d, "kernel '%s': split_reduction: %s", L->out->name, why);
+    return 0;
+  }
+  L->block_var = kn_var_new(L->ec, "kblock");
+  return (E + s->rsplit_factor - 1) / s->rsplit_factor;
+}
+
 int kn_sched_analyze(kn_expr_ctx *ec, kn_te_tensor *out, uint32_t *stage_axes, int *n_stages,
                      kn_diag *d) {
   lower L = {.ec = ec, .d = d, .out = out};
@@ -509,11 +681,13 @@ int kn_sched_analyze(kn_expr_ctx *ec, kn_te_tensor *out, uint32_t *stage_axes, i
 
 kn_stmt *kn_sched_lower(kn_expr_ctx *ec, kn_te_tensor *out, const kn_schedule *s,
                         kn_buffer *out_buf, const kn_lower_params *params, kn_diag *d) {
-  lower L = {.ec = ec, .d = d, .s = s, .out = out, .params = params};
+  lower L = {.ec = ec, .d = d, .s = s, .out = out, .params = params, .out_buf = out_buf};
   KN_ASSERT(out->kind == KN_TE_COMPUTE && s->n_axes == out->rank, "schedule does not fit O");
   kn_expr *body = prepare(&L);
   if (!body) return NULL;
   make_pieces(&L);
+  int64_t n_blocks = 0;
+  if (s->rsplit_factor > 0 && !(n_blocks = check_blocking(&L))) return NULL;
 
   int attach = s->attach > s->n_loops ? s->n_loops : s->attach;
   for (int i = 0; i < L.n_stages; i++) {
@@ -531,7 +705,7 @@ kn_stmt *kn_sched_lower(kn_expr_ctx *ec, kn_te_tensor *out, const kn_schedule *s
       st->tile[st->n_tile++] = li;
       size *= e;
     }
-    if (can_vectorize_reduction(&L, st)) {
+    if (!L.block_var && can_vectorize_reduction(&L, st)) {
       st->vec_lanes = s->reduce_lanes;
       size = s->reduce_lanes;
     }
@@ -542,6 +716,13 @@ kn_stmt *kn_sched_lower(kn_expr_ctx *ec, kn_te_tensor *out, const kn_schedule *s
   kn_stmt *inner = kn_s_store(ec, out_buf, out_index(&L), finish(&L, body));
   int from = L.n_stages ? attach : s->n_parallel;
   kn_stmt *nest = wrap_from(&L, from, inner);
+  if (L.block_var) {
+    /* blocks before the last store the partial sums; the last one the epilogue */
+    const stage *st = &L.stages[0];
+    kn_stmt *partial = wrap_from(&L, attach, kn_s_store(ec, out_buf, out_index(&L), kn_e_load(ec, st->acc, acc_index(&L, st))));
+    kn_expr *last = kn_e_bin(ec, KN_E_EQ, kn_e_var(ec, L.block_var), kn_e_int(ec, n_blocks - 1));
+    nest = kn_s_if(ec, last, nest, partial);
+  }
   if (L.n_stages) {
     kn_stmt *parts[MAX_STAGES + 1];
     for (int i = 0; i < L.n_stages; i++) parts[i] = stage_code(&L, &L.stages[i]);
@@ -549,8 +730,16 @@ kn_stmt *kn_sched_lower(kn_expr_ctx *ec, kn_te_tensor *out, const kn_schedule *s
     nest = kn_s_seq(ec, parts, L.n_stages + 1);
     for (int i = L.n_stages - 1; i >= 0; i--) nest = kn_s_alloc(ec, L.stages[i].acc, nest);
   }
-  /* loops between the parallel prefix and the attach depth */
-  for (int i = from - 1; i >= s->n_parallel; i--) nest = wrap_loop(&L, i, s->loops[i].kind, nest);
+  /* loops between the parallel prefix and the attach depth, with the
+   * reduction block loop among them */
+  for (int i = from; i >= s->n_parallel; i--) {
+    if (i < from) nest = wrap_loop(&L, i, s->loops[i].kind, nest);
+    if (L.block_var && i == s->rsplit_depth) {
+      if (L.pack_copy) nest = kn_s_seq2(ec, L.pack_copy, nest);
+      nest = kn_s_for(ec, L.block_var, kn_e_int(ec, 0), kn_e_int(ec, n_blocks), KN_FOR_SERIAL, nest);
+      if (L.pack_buf) nest = kn_s_alloc(ec, L.pack_buf, nest);
+    }
+  }
   /* the parallel prefix: one fused loop, pieces recovered by div/mod */
   if (s->n_parallel > 0) {
     kn_var *f = kn_var_new(ec, "fused");

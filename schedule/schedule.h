@@ -15,7 +15,19 @@
  * `n_parallel` loops are fused into one PARALLEL loop; reduction stages are
  * computed at depth `attach` into LOCAL accumulators covering the tile formed
  * by the deeper loops; the deeper loops then run the epilogue that stores O.
- * The innermost loop may be VECTORIZED, loops below `attach` UNROLLED. */
+ * The innermost loop may be VECTORIZED, loops below `attach` UNROLLED.
+ *
+ * Reduction blocking (`rsplit_factor` > 0, contractions whose single stage
+ * covers O one to one): reduction axis `rsplit_axis` of the stage is split
+ * into blocks of `rsplit_factor` (the last block may be shorter: no overlap,
+ * which would count a term twice). The block loop runs at depth
+ * `rsplit_depth` (n_parallel <= depth <= attach), so the loops between it
+ * and `attach` sweep tiles that share one block of the reduction operand
+ * while it is in cache. Each tile's accumulators start from 0 in the first
+ * block and from O's partial sums in the others, stay in registers over the
+ * block, and go back to O after it (cache-write); the epilogue runs in the
+ * last block only. O axes must then be split without overlap (factors that
+ * divide the extent): an overlapped tile would add its block twice. */
 #ifndef KN_SCHEDULE_H
 #define KN_SCHEDULE_H
 
@@ -43,6 +55,12 @@ typedef struct kn_schedule {
   int attach;     /* depth at which reduction stages are computed */
   int reduce_lanes; /* >1: a stage with a one-element tile reduces its last
                        axis in vectors of this many lanes, then folds them */
+  int64_t rsplit_factor; /* >0: reduction blocking (see above); 0: none */
+  int rsplit_axis;       /* reduction axis of the stage that is blocked */
+  int rsplit_depth;      /* loop depth of the block loop */
+  bool rsplit_pack;      /* copy the block's slice of the broadcast operand (the
+                            input the vectorized loop does not index) into a
+                            local buffer in the order the tiles read it */
 } kn_schedule;
 
 /* Prints the schedule as a replayable trace of primitives. */
@@ -89,6 +107,10 @@ typedef struct kn_sched_hints {
   bool weights_heavy;   /* contraction whose constant operand outweighs its
                            activation: iterate column tiles outermost so each
                            weight tile stays in cache across rows */
+  bool rsplit_ok;       /* one stage, same dtype as O, read at O's own indices:
+                           partial sums can accumulate in O (kn_sched_reduction_hints) */
+  int n_reduce;         /* that stage's reduction axes and their extents (0: symbolic) */
+  int64_t reduce_extent[KN_MAX_RANK];
 } kn_sched_hints;
 
 /* ---- caller-supplied schedules (the autotuner, a tuning log) ---- */
@@ -125,6 +147,10 @@ void kn_sched_default(const kn_te_tensor *out, const kn_sched_hints *h, const kn
  * reads a stage in a way the lowering cannot fuse. */
 int kn_sched_analyze(kn_expr_ctx *ec, kn_te_tensor *out, uint32_t *stage_axes, int *n_stages,
                      kn_diag *d);
+
+/* Fills h->rsplit_ok, n_reduce and reduce_extent for O (after
+ * kn_sched_analyze succeeded on it). */
+void kn_sched_reduction_hints(kn_expr_ctx *ec, kn_te_tensor *out, kn_sched_hints *h);
 
 typedef struct kn_lower_params {
   int n;

@@ -242,6 +242,7 @@ static void test_trace_roundtrip(void **state) {
     kn_schedule *space;
     int n = kn_at_space_generate(&f.shape, &avx512, &A, &space);
     assert_true(n > 4);
+    int n_blocked = 0;
     for (int i = 0; i < n; i++) {
       char text[4096], again[4096];
       kn_at_trace_write(&space[i], text, sizeof text);
@@ -256,8 +257,15 @@ static void test_trace_roundtrip(void **state) {
       assert_int_equal(back.n_loops, space[i].n_loops);
       assert_int_equal(back.n_parallel, space[i].n_parallel);
       assert_int_equal(back.attach, space[i].attach);
+      assert_int_equal(back.rsplit_factor, space[i].rsplit_factor);
+      assert_int_equal(back.rsplit_axis, space[i].rsplit_axis);
+      assert_int_equal(back.rsplit_depth, space[i].rsplit_depth);
+      assert_int_equal(back.rsplit_pack, space[i].rsplit_pack);
+      n_blocked += space[i].rsplit_factor > 0;
       assert_memory_equal(back.loops, space[i].loops, sizeof(kn_sched_loop) * (size_t)back.n_loops);
     }
+    /* contractions get reduction-blocked candidates */
+    assert_true((n_blocked > 0) == f.shape.hints.is_contraction);
     /* the default, replayed from its trace, lowers to the same loops */
     char text[4096];
     kn_at_trace_write(&f.shape.dflt, text, sizeof text);
@@ -334,6 +342,34 @@ static void test_validate(void **state) {
   s = probe.shape.dflt;
   s.n_axes = 2;
   assert_int_equal(kn_at_sched_validate(&s, &probe.shape, &d), -1);
+  /* split_reduction: a valid block, then what validation must refuse */
+  s = probe.shape.dflt;
+  s.rsplit_factor = 8;
+  s.rsplit_depth = s.n_parallel;
+  int r = s.n_axes - 2;
+  bool divides = probe.shape.extent[r] % s.factors[r][0] == 0;
+  assert_int_equal(kn_at_sched_validate(&s, &probe.shape, &d), divides ? 0 : -1);
+  s.factors[r][0] = 1;
+  assert_int_equal(kn_at_sched_validate(&s, &probe.shape, &d), 0);
+  s.rsplit_axis = probe.shape.hints.n_reduce; /* no such axis */
+  assert_int_equal(kn_at_sched_validate(&s, &probe.shape, &d), -1);
+  s.rsplit_axis = 0;
+  s.rsplit_depth = s.attach + 1; /* below compute_at */
+  assert_int_equal(kn_at_sched_validate(&s, &probe.shape, &d), -1);
+  s.rsplit_depth = s.n_parallel;
+  s.factors[r][0] = probe.shape.extent[r] - 1; /* overlapping row tiles */
+  if (probe.shape.extent[r] > 2) assert_int_equal(kn_at_sched_validate(&s, &probe.shape, &d), -1);
+  kn_diag_free(&d);
+  kn_diag_init(&d);
+  s = probe.shape.dflt;
+  s.factors[s.n_axes - 1][0] = 1000;
+  assert_int_equal(kn_at_sched_validate(&s, &probe.shape, &d), -1);
+  s = probe.shape.dflt;
+  s.loops[1] = s.loops[0];
+  assert_int_equal(kn_at_sched_validate(&s, &probe.shape, &d), -1);
+  s = probe.shape.dflt;
+  s.n_axes = 2;
+  assert_int_equal(kn_at_sched_validate(&s, &probe.shape, &d), -1);
   assert_int_equal(d.count, 3);
   /* a rejected schedule leaves the kernel on its default */
   force f = {.grp = fx.target, .use = &s};
@@ -341,6 +377,7 @@ static void test_validate(void **state) {
   kn_diag_free(&d);
   assert_int_equal(kn_at_trace_parse("[{\"p\":\"split\",\"axis\":0,\"factor\":0}]", &s, &d), -1);
   assert_int_equal(kn_at_trace_parse("[{\"p\":\"warp\"}]", &s, &d), -1);
+  assert_int_equal(kn_at_trace_parse("[{\"p\":\"reorder\",\"loops\":[[0,0]]},{\"p\":\"split_reduction\",\"axis\":0,\"factor\":0,\"depth\":0}]", &s, &d), -1);
   assert_int_equal(kn_at_trace_parse("{\"p\":1}", &s, &d), -1);
   assert_int_equal(kn_at_trace_parse("[{\"p\":\"reorder\",\"loops\":[[0,0]]},{\"p\":\"unroll\",\"loop\":[3,1]}]", &s, &d), -1);
   kn_diag_free(&d);

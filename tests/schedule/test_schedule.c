@@ -118,8 +118,11 @@ static void run_plan(const kn_plan *plan, void **inputs, void **outputs, int64_t
   free(ws);
 }
 
-/* Compiles g down to loop IR, runs it at `batch`, compares with the reference. */
-static void check(kn_graph *g, int64_t batch, double tol) {
+/* Compiles g down to loop IR (schedules from `provider`, NULL: the
+ * defaults), runs it at `batch`, compares with the reference. With
+ * `must_fail` set, kernel building must fail with a diagnostic containing it. */
+static void check_with(kn_graph *g, int64_t batch, double tol, const kn_sched_provider *provider,
+                       const char *must_fail) {
   kn_diag d;
   kn_diag_init(&d);
   g->max_batch = batch;
@@ -149,9 +152,15 @@ static void check(kn_graph *g, int64_t batch, double tol) {
   if (rc == 0) rc = kn_sched_fuse(g, &arena, &groups, &d);
   kn_kernel_build *kb = kn_arena_alloc(&arena, sizeof(kn_kernel_build) * (size_t)(groups.n + 1));
   for (int i = 0; rc == 0 && i < groups.n; i++)
-    rc = kn_sched_build_kernel(g, &groups.groups[i], &avx512, &ec, kn_arena_printf(&arena, "k%d", i), &kb[i],
-                               NULL, getenv("KN_TEST_DUMP") ? stderr : NULL, &d);
+    rc = kn_sched_build_kernel_with(g, &groups.groups[i], &avx512, &ec, kn_arena_printf(&arena, "k%d", i), provider,
+                                    &kb[i], getenv("KN_TEST_DUMP") ? stderr : NULL,
+                                    getenv("KN_TEST_DUMP") ? stderr : NULL, &d);
+  if (must_fail) {
+    assert_int_not_equal(rc, 0);
+    assert_non_null(strstr(d.count ? d.lines[d.count - 1] : "", must_fail));
+  }
   kn_plan plan;
+  if (must_fail) goto done;
   if (rc == 0) rc = kn_plan_build(g, kb, groups.n, "t", &arena, &plan, &d);
   if (rc != 0) kn_diag_print(&d, "test");
   assert_int_equal(rc, 0);
@@ -167,6 +176,7 @@ static void check(kn_graph *g, int64_t batch, double tol) {
     if (max_err > tol * max_ref) fprintf(stderr, "output %d: max error %g (max |ref| %g)\n", i, max_err, max_ref);
     assert_true(max_err <= tol * max_ref);
   }
+done:
   for (int i = 0; i < g->n_inputs; i++) free(inputs[i]);
   for (int i = 0; i < g->n_outputs; i++) {
     free(ref[i]);
@@ -174,6 +184,111 @@ static void check(kn_graph *g, int64_t batch, double tol) {
   }
   kn_arena_free(&arena);
   kn_diag_free(&d);
+}
+
+static void check(kn_graph *g, int64_t batch, double tol) { check_with(g, batch, tol, NULL, NULL); }
+
+/* ---- reduction blocking (split_reduction) ---- */
+
+typedef struct blocking {
+  int axis;          /* reduction axis to block */
+  int64_t factor;
+  bool inner;        /* block loop inside a serial outer loop (depth < attach) */
+  bool pack;         /* pack the broadcast operand per block */
+  int applied;       /* kernels the provider changed */
+} blocking;
+
+/* Provider: the default schedule of each contraction whose stage can hold
+ * partial sums in O, with its reduction blocked. */
+static void block_choose(void *ctx, const kn_sched_task *task, kn_schedule *s) {
+  blocking *b = ctx;
+  if (!task->hints->is_contraction || !task->hints->rsplit_ok || b->axis >= task->hints->n_reduce) return;
+  s->rsplit_factor = b->factor;
+  s->rsplit_axis = b->axis;
+  s->rsplit_pack = b->pack;
+  if (b->inner && s->n_parallel > 0) s->n_parallel--; /* the last outer loop runs inside the block loop */
+  s->rsplit_depth = s->n_parallel;
+  b->applied++;
+}
+
+static void check_blocked(kn_graph *g, int64_t batch, int axis, int64_t factor, bool inner, bool pack) {
+  blocking b = {.axis = axis, .factor = factor, .inner = inner, .pack = pack};
+  kn_sched_provider p = {block_choose, &b};
+  check_with(g, batch, 1e-5, &p, NULL);
+  assert_true(b.applied > 0);
+}
+
+/* x[N, 16, K] @ w[K, 64] + b, relu: rows 16 and columns 64 split without
+ * overlap; K = 100 in blocks of 32 (a short last block), 100 and 1 (one
+ * block), at both block-loop depths, with and without the activations
+ * packed per block; the epilogue only after the last block. */
+static void build_dense(kn_graph *g, int64_t K) {
+  kn_graph_init(g);
+  int x = input(g, "x", 3, (int64_t[]){1, 16, K}, 1);
+  int w = weight(g, "w", 2, (int64_t[]){K, 64}), b = weight(g, "b", 1, (int64_t[]){64});
+  int mm = node(g, KN_OP_MATMUL, "mm", (int[]){x, w}, 2);
+  int add = node(g, KN_OP_ADD, "bias", (int[]){mm, b}, 2);
+  output(g, node(g, KN_OP_RELU, "relu", (int[]){add}, 1));
+}
+
+static void test_blocked_matmul(void **state) {
+  (void)state;
+  int64_t factors[] = {32, 100, 1, 7};
+  for (int i = 0; i < 4; i++)
+    for (int inner = 0; inner < 2; inner++) {
+      kn_graph g;
+      build_dense(&g, 100);
+      check_blocked(&g, 2, 0, factors[i], inner, i % 2);
+      kn_graph_free(&g);
+    }
+}
+
+/* NHWC conv 3x3 (pad 1) + bias + relu, 16 output channels, 12 input:
+ * blocks of the input channels (5: a short last block) and of the kernel
+ * rows (2 of 3); the first two with the padded input packed per block. */
+static void test_blocked_conv(void **state) {
+  (void)state;
+  int cases[][2] = {{2, 5}, {2, 12}, {0, 2}, {1, 1}};
+  for (int i = 0; i < 4; i++) {
+    kn_graph g;
+    kn_graph_init(&g);
+    int x = input(&g, "x", 4, (int64_t[]){1, 12, 6, 8}, 1);
+    int w = weight(&g, "w", 4, (int64_t[]){16, 12, 3, 3}), b = weight(&g, "b", 1, (int64_t[]){16});
+    int c = node(&g, KN_OP_CONV, "conv", (int[]){x, w, b}, 3);
+    attr_ints(&g, "pads", 4, (int64_t[]){1, 1, 1, 1});
+    output(&g, node(&g, KN_OP_RELU, "relu", (int[]){c}, 1));
+    check_blocked(&g, 1, cases[i][0], cases[i][1], i % 2, i < 2);
+    kn_graph_free(&g);
+  }
+}
+
+/* Rows 13 are split with overlap (the default row tile does not divide
+ * them): blocking would add the overlapped rows' blocks twice, so the
+ * lowering must refuse it. */
+static void test_blocked_overlap_refused(void **state) {
+  (void)state;
+  kn_graph g;
+  kn_graph_init(&g);
+  int x = input(&g, "x", 2, (int64_t[]){13, 40}, 0);
+  int w = weight(&g, "w", 2, (int64_t[]){40, 32});
+  output(&g, node(&g, KN_OP_MATMUL, "mm", (int[]){x, w}, 2));
+  blocking b = {.axis = 0, .factor = 8};
+  kn_sched_provider p = {block_choose, &b};
+  check_with(&g, 1, 1e-5, &p, "split with overlap");
+  kn_graph_free(&g);
+}
+
+/* The wide default tile of MatMuls with large activations (6 rows x 4
+ * vectors, overlapping last row tile). */
+static void test_wide_matmul_tile(void **state) {
+  (void)state;
+  kn_graph g;
+  kn_graph_init(&g);
+  int x = input(&g, "x", 2, (int64_t[]){70, 4000}, 0); /* activations over 1 MiB */
+  int w = weight(&g, "w", 2, (int64_t[]){4000, 128});
+  output(&g, node(&g, KN_OP_MATMUL, "mm", (int[]){x, w}, 2));
+  check(&g, 1, 1e-5);
+  kn_graph_free(&g);
 }
 
 /* ---- cases ---- */
@@ -254,6 +369,10 @@ int main(void) {
       cmocka_unit_test(test_cnn_block),
       cmocka_unit_test(test_dense_block),
       cmocka_unit_test(test_gemm_transpose_reshape),
+      cmocka_unit_test(test_blocked_matmul),
+      cmocka_unit_test(test_blocked_conv),
+      cmocka_unit_test(test_blocked_overlap_refused),
+      cmocka_unit_test(test_wide_matmul_tile),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
