@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -67,13 +68,15 @@ static const import imports[] = {
     FN(pthread_cond_signal), FN(pthread_cond_init), FN(pthread_cond_destroy), FN(pthread_self),
     FN(__sched_cpucount), FN(sched_getaffinity), FN(sched_yield), FN(sysconf), FN(getenv), FN(getpid), FN(strtol),
     FN(memcpy), FN(memmove), FN(memset), FN(memcmp), FN(strlen), FN(strcmp), FN(malloc), FN(calloc), FN(free),
-    FN(aligned_alloc), FN(posix_memalign), FN(abort), FN(usleep),
+    FN(aligned_alloc), FN(posix_memalign), FN(abort), FN(usleep), FN(clock_gettime),
     FN(expf), FN(exp), FN(logf), FN(log), FN(log1pf), FN(expm1f), FN(powf), FN(pow), FN(sqrtf), FN(sqrt),
     FN(tanhf), FN(tanh), FN(erff), FN(erf), FN(sinf), FN(sin), FN(cosf), FN(cos), FN(tanf), FN(tan), FN(asinf),
     FN(acosf), FN(atanf), FN(atan2f), FN(sinhf), FN(coshf), FN(asinhf), FN(acoshf), FN(atanhf), FN(fmodf),
     FN(fmod), FN(floorf), FN(floor), FN(ceilf), FN(ceil), FN(roundf), FN(round), FN(rintf), FN(rint),
     FN(nearbyintf), FN(truncf), FN(fabsf), FN(fminf), FN(fmaxf), FN(fmaf), FN(fma), FN(log2f), FN(exp2f),
-    FN(log10f), FN(cbrtf), FN(lgammaf), FN(tgammaf),
+    FN(log10f), FN(cbrtf), FN(lgammaf), FN(tgammaf), FN(log1p), FN(expm1), FN(asin), FN(acos), FN(atan),
+    FN(atan2), FN(sinh), FN(cosh), FN(asinh), FN(acosh), FN(atanh), FN(trunc), FN(nearbyint), FN(fabs), FN(fmin),
+    FN(fmax), FN(log2), FN(exp2), FN(log10), FN(cbrt),
 };
 
 static int fail(char *err, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
