@@ -404,7 +404,10 @@ static LLVMValueRef f8_decode(kn_cg_fn *f, LLVMValueRef byte, kn_dtype t, int la
   }
   LLVMValueRef neg = LLVMBuildICmp(f->b, LLVMIntUGT, c, kn_cg_const_i(i32, 0x7f), "");
   v = LLVMBuildSelect(f->b, neg, LLVMBuildFNeg(f->b, v, ""), v, "");
-  if (fm.fnuz) v = LLVMBuildSelect(f->b, LLVMBuildICmp(f->b, LLVMIntEQ, c, kn_cg_const_i(i32, 0x80), ""), nan, v, "");
+  if (fm.fnuz) {
+    LLVMValueRef is_nan = LLVMBuildICmp(f->b, LLVMIntEQ, c, kn_cg_const_i(i32, 0x80), "");
+    v = LLVMBuildSelect(f->b, is_nan, nan, v, "");
+  }
   return v;
 }
 
@@ -423,7 +426,8 @@ static LLVMValueRef f8_encode(kn_cg_fn *f, LLVMValueRef v, kn_dtype t, int lanes
   LLVMValueRef abs = LLVMBuildAnd(f->b, bits, kn_cg_const_i(i32, 0x7fffffff), "");
   LLVMValueRef odd = LLVMBuildAnd(f->b, LLVMBuildLShr(f->b, abs, kn_cg_const_i(i32, drop), ""),
                                   kn_cg_const_i(i32, 1), "");
-  LLVMValueRef r = LLVMBuildAdd(f->b, abs, LLVMBuildAdd(f->b, odd, kn_cg_const_i(i32, (1 << (drop - 1)) - 1), ""), "");
+  LLVMValueRef half = kn_cg_const_i(i32, (1 << (drop - 1)) - 1);
+  LLVMValueRef r = LLVMBuildAdd(f->b, abs, LLVMBuildAdd(f->b, odd, half, ""), "");
   LLVMValueRef normal = LLVMBuildSub(f->b, LLVMBuildLShr(f->b, r, kn_cg_const_i(i32, drop), ""),
                                      kn_cg_const_i(i32, (int64_t)(127 - fm.bias) << fm.man_bits), "");
   LLVMValueRef scaled = LLVMBuildFMul(f->b, LLVMBuildBitCast(f->b, abs, f32, ""),
@@ -433,7 +437,8 @@ static LLVMValueRef f8_encode(kn_cg_fn *f, LLVMValueRef v, kn_dtype t, int lanes
   args[0] = scaled;
   scaled = kn_cg_call_intrinsic(f, "llvm.rint", &f32, 1, args, 1);
   LLVMValueRef sub = LLVMBuildFPToUI(f->b, scaled, i32, "");
-  LLVMValueRef is_normal = LLVMBuildICmp(f->b, LLVMIntUGE, abs, kn_cg_const_i(i32, (int64_t)(128 - fm.bias) << 23), "");
+  LLVMValueRef min_normal = kn_cg_const_i(i32, (int64_t)(128 - fm.bias) << 23); /* f8 exponent field 1 */
+  LLVMValueRef is_normal = LLVMBuildICmp(f->b, LLVMIntUGE, abs, min_normal, "");
   LLVMValueRef code = LLVMBuildSelect(f->b, is_normal, normal, sub, "");
   LLVMValueRef over = LLVMBuildICmp(f->b, LLVMIntUGT, code, kn_cg_const_i(i32, fm.max_code), "");
   code = LLVMBuildSelect(f->b, over, kn_cg_const_i(i32, fm.has_inf ? 0x7c : nan_code), code, "");
