@@ -28,6 +28,10 @@ static inline void kn_at_fill_input(void *p, kn_dtype dt, int64_t n, uint64_t se
     case KN_DT_F64: ((double *)p)[i] = v; break;
     case KN_DT_F16: ((uint16_t *)p)[i] = kn_f32_to_f16(v); break;
     case KN_DT_BF16: ((uint16_t *)p)[i] = kn_f32_to_bf16(v); break;
+    case KN_DT_F8E4M3FN:
+    case KN_DT_F8E4M3FNUZ:
+    case KN_DT_F8E5M2:
+    case KN_DT_F8E5M2FNUZ: ((uint8_t *)p)[i] = kn_f32_to_f8(dt, v); break;
     default: memset(p, 0, (size_t)n * kn_dtype_size(dt)); return;
     }
   }

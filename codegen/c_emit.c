@@ -144,6 +144,37 @@ const char kn_cg_c_prelude[] =
     "  float f;\n"
     "  memcpy(&f, &b, sizeof f);\n"
     "  return f;\n"
+    "}\n"
+    "/* float8 (eb exponent bits, mb mantissa bits, bias; fnuz: 0x80 is NaN, no -0;\n"
+    "   inf: E5M2's infinities; maxc: largest finite code), nearest even, no saturation */\n"
+    "static inline float kn_c_f82f(uint8_t b, int eb, int mb, int bias, int fnuz, int inf) {\n"
+    "  int e = (b >> mb) & ((1 << eb) - 1), m = b & ((1 << mb) - 1);\n"
+    "  if (fnuz && b == 0x80) return NAN;\n"
+    "  if (!fnuz && !inf && (b & 0x7f) == 0x7f) return NAN;\n"
+    "  if (inf && e == (1 << eb) - 1) return m ? NAN : (b & 0x80) ? -INFINITY : INFINITY;\n"
+    "  float v = e == 0 ? ldexpf((float)m, 1 - bias - mb) : ldexpf((float)(m | (1 << mb)), e - bias - mb);\n"
+    "  return (b & 0x80) ? -v : v;\n"
+    "}\n"
+    "static inline uint8_t kn_c_f2f8(float x, int mb, int bias, int fnuz, int inf, uint32_t maxc) {\n"
+    "  uint8_t nan = fnuz ? 0x80 : 0x7f;\n"
+    "  if (x != x) return nan;\n"
+    "  uint32_t bits, code;\n"
+    "  memcpy(&bits, &x, sizeof bits);\n"
+    "  uint8_t sign = (uint8_t)((bits >> 24) & 0x80u);\n"
+    "  bits &= 0x7fffffffu;\n"
+    "  int drop = 23 - mb;\n"
+    "  if (bits >= 0x7f800000u) code = 0xffu;\n"
+    "  else if ((int)(bits >> 23) - 127 + bias >= 1)\n"
+    "    code = ((bits + ((1u << (drop - 1)) - 1u) + ((bits >> drop) & 1u)) >> drop)\n"
+    "           - ((uint32_t)(127 - bias) << mb);\n"
+    "  else {\n"
+    "    float a;\n"
+    "    memcpy(&a, &bits, sizeof a);\n"
+    "    code = (uint32_t)nearbyintf(ldexpf(a, bias - 1 + mb));\n"
+    "  }\n"
+    "  if (code > maxc) return inf ? (uint8_t)(sign | 0x7cu) : nan;\n"
+    "  if (code == 0 && fnuz) return 0;\n"
+    "  return (uint8_t)(sign | code);\n"
     "}\n";
 
 /* ---- types ---- */
@@ -156,7 +187,11 @@ static const char *reg_type(kn_dtype t) {
   switch (t) {
   case KN_DT_F32:
   case KN_DT_F16:
-  case KN_DT_BF16: return "float";
+  case KN_DT_BF16:
+  case KN_DT_F8E4M3FN:
+  case KN_DT_F8E4M3FNUZ:
+  case KN_DT_F8E5M2:
+  case KN_DT_F8E5M2FNUZ: return "float";
   case KN_DT_F64: return "double";
   case KN_DT_BOOL: return "bool";
   case KN_DT_I8: return "int8_t";
@@ -171,10 +206,10 @@ static const char *reg_type(kn_dtype t) {
   }
 }
 
-/* Memory type: f16 / bf16 as their bits, bool as one byte. */
+/* Memory type: f16 / bf16 / float8 as their bits, bool as one byte. */
 static const char *mem_type(kn_dtype t) {
   if (is_small_float(t)) return "uint16_t";
-  if (t == KN_DT_BOOL) return "uint8_t";
+  if (t == KN_DT_BOOL || kn_dtype_is_f8(t)) return "uint8_t";
   return reg_type(t);
 }
 
@@ -349,6 +384,7 @@ static const char *float_lit(cemit *c, kn_dtype t, double v) {
   bool dbl = t == KN_DT_F64;
   if (t == KN_DT_F16) v = kn_f16_to_f32(kn_f32_to_f16((float)v));
   if (t == KN_DT_BF16) v = kn_bf16_to_f32(kn_f32_to_bf16((float)v));
+  if (kn_dtype_is_f8(t)) v = kn_f8_to_f32(t, kn_f32_to_f8(t, (float)v));
   if (v != v) return dbl ? "((double)NAN)" : "NAN";
   if (isinf(v)) return v > 0 ? (dbl ? "((double)INFINITY)" : "INFINITY") : (dbl ? "(-(double)INFINITY)" : "(-INFINITY)");
   if (!dbl) v = (float)v;
@@ -361,6 +397,7 @@ static const char *gen(cemit *c, const kn_expr *e);
 
 /* a OP b with the wrapping integer semantics of the dtype. */
 static const char *arith(cemit *c, kn_dtype t, const char *op, const char *a, const char *b) {
+  if (kn_dtype_is_f8(t)) return fmt(c, "(%s %s %s)", a, op, b);
   switch (t) {
   case KN_DT_F32:
   case KN_DT_F16:
@@ -413,10 +450,22 @@ static const char *minmax(cemit *c, kn_dtype t, bool is_min, const char *a, cons
              s ? "int64_t" : "uint64_t", a, s ? "int64_t" : "uint64_t", b);
 }
 
-/* Rounds a float register value to the precision of f16 / bf16. */
+/* Calls of the float8 helpers with the format's constants. */
+static const char *f8_from_bits(cemit *c, kn_dtype t, const char *v) {
+  kn_f8_format f = kn_f8_format_of(t);
+  return fmt(c, "kn_c_f82f(%s, %d, %d, %d, %d, %d)", v, f.exp_bits, f.man_bits, f.bias, f.fnuz, f.has_inf);
+}
+
+static const char *f8_to_bits(cemit *c, kn_dtype t, const char *v) {
+  kn_f8_format f = kn_f8_format_of(t);
+  return fmt(c, "kn_c_f2f8(%s, %d, %d, %d, %d, %du)", v, f.man_bits, f.bias, f.fnuz, f.has_inf, f.max_code);
+}
+
+/* Rounds a float register value to the precision of f16 / bf16 / float8. */
 static const char *round_to(cemit *c, kn_dtype t, const char *v) {
   if (t == KN_DT_F16) return fmt(c, "kn_c_round_f16(%s)", v);
   if (t == KN_DT_BF16) return fmt(c, "kn_c_round_bf16(%s)", v);
+  if (kn_dtype_is_f8(t)) return f8_from_bits(c, t, f8_to_bits(c, t, v));
   return v;
 }
 
@@ -438,6 +487,7 @@ static const char *from_mem(cemit *c, kn_dtype t, const char *v) {
   if (t == KN_DT_BOOL) return fmt(c, "(%s != 0)", v);
   if (t == KN_DT_F16) return fmt(c, "kn_c_h2f(%s)", v);
   if (t == KN_DT_BF16) return fmt(c, "kn_c_bf2f(%s)", v);
+  if (kn_dtype_is_f8(t)) return f8_from_bits(c, t, v);
   return v;
 }
 
@@ -445,6 +495,7 @@ static const char *to_mem(cemit *c, kn_dtype t, const char *v) {
   if (t == KN_DT_BOOL) return fmt(c, "(uint8_t)%s", v);
   if (t == KN_DT_F16) return fmt(c, "kn_c_d2h(%s)", v);
   if (t == KN_DT_BF16) return fmt(c, "kn_c_f2bf(%s)", v);
+  if (kn_dtype_is_f8(t)) return f8_to_bits(c, t, v);
   return v;
 }
 

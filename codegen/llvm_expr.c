@@ -18,6 +18,7 @@
  *  - a vector LOAD / STORE whose index is lane-linear with stride 1 is one
  *    unaligned vector access; stride 0 is a scalar access + splat; any other
  *    index uses llvm.masked.gather / scatter. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,7 +31,11 @@ LLVMTypeRef kn_cg_reg_type(kn_cg_module *m, kn_dtype t, int lanes) {
   switch (t) {
   case KN_DT_F32:
   case KN_DT_F16:
-  case KN_DT_BF16: s = LLVMFloatTypeInContext(m->ctx); break;
+  case KN_DT_BF16:
+  case KN_DT_F8E4M3FN:
+  case KN_DT_F8E4M3FNUZ:
+  case KN_DT_F8E5M2:
+  case KN_DT_F8E5M2FNUZ: s = LLVMFloatTypeInContext(m->ctx); break;
   case KN_DT_F64: s = LLVMDoubleTypeInContext(m->ctx); break;
   case KN_DT_BOOL: s = LLVMInt1TypeInContext(m->ctx); break;
   case KN_DT_I8:
@@ -50,7 +55,7 @@ LLVMTypeRef kn_cg_mem_type(kn_cg_module *m, kn_dtype t, int lanes) {
   LLVMTypeRef s;
   if (t == KN_DT_F16 || t == KN_DT_BF16)
     s = LLVMInt16TypeInContext(m->ctx);
-  else if (t == KN_DT_BOOL)
+  else if (t == KN_DT_BOOL || kn_dtype_is_f8(t))
     s = LLVMInt8TypeInContext(m->ctx);
   else
     return kn_cg_reg_type(m, t, lanes);
@@ -373,10 +378,84 @@ static LLVMValueRef round_bf16_bits(kn_cg_fn *f, LLVMValueRef v) {
   return LLVMBuildAnd(f->b, r, kn_cg_const_i(i32, (int64_t)0xffff0000u), "");
 }
 
-/* Rounds an f32 register value to the precision of f16 / bf16. */
+/* float8 bits (i8 lanes) -> f32: magnitude from the exponent and mantissa
+ * fields (subnormals as m * 2^(1 - bias - man_bits)), then NaN / infinity
+ * codes, then the sign. Matches kn_f8_to_f32. */
+static LLVMValueRef f8_decode(kn_cg_fn *f, LLVMValueRef byte, kn_dtype t, int lanes) {
+  kn_f8_format fm = kn_f8_format_of(t);
+  LLVMTypeRef i32 = kn_cg_reg_type(f->m, KN_DT_I32, lanes), f32 = kn_cg_reg_type(f->m, KN_DT_F32, lanes);
+  LLVMValueRef c = LLVMBuildZExt(f->b, byte, i32, "");
+  LLVMValueRef mag = LLVMBuildAnd(f->b, c, kn_cg_const_i(i32, 0x7f), "");
+  LLVMValueRef e = LLVMBuildLShr(f->b, mag, kn_cg_const_i(i32, fm.man_bits), "");
+  LLVMValueRef m = LLVMBuildAnd(f->b, mag, kn_cg_const_i(i32, (1 << fm.man_bits) - 1), "");
+  LLVMValueRef normal = LLVMBuildAdd(f->b, LLVMBuildShl(f->b, mag, kn_cg_const_i(i32, 23 - fm.man_bits), ""),
+                                     kn_cg_const_i(i32, (int64_t)(127 - fm.bias) << 23), "");
+  LLVMValueRef sub = LLVMBuildFMul(f->b, LLVMBuildUIToFP(f->b, m, f32, ""),
+                                   kn_cg_const_f(f32, ldexp(1.0, 1 - fm.bias - fm.man_bits)), "");
+  LLVMValueRef zero_e = LLVMBuildICmp(f->b, LLVMIntEQ, e, kn_cg_const_i(i32, 0), "");
+  LLVMValueRef v = LLVMBuildSelect(f->b, zero_e, sub, LLVMBuildBitCast(f->b, normal, f32, ""), "");
+  LLVMValueRef nan = kn_cg_const_f(f32, NAN);
+  if (fm.has_inf) {
+    LLVMValueRef top = LLVMBuildICmp(f->b, LLVMIntEQ, e, kn_cg_const_i(i32, (1 << fm.exp_bits) - 1), "");
+    LLVMValueRef m0 = LLVMBuildICmp(f->b, LLVMIntEQ, m, kn_cg_const_i(i32, 0), "");
+    v = LLVMBuildSelect(f->b, top, LLVMBuildSelect(f->b, m0, kn_cg_const_f(f32, INFINITY), nan, ""), v, "");
+  } else if (!fm.fnuz) {
+    v = LLVMBuildSelect(f->b, LLVMBuildICmp(f->b, LLVMIntEQ, mag, kn_cg_const_i(i32, 0x7f), ""), nan, v, "");
+  }
+  LLVMValueRef neg = LLVMBuildICmp(f->b, LLVMIntUGT, c, kn_cg_const_i(i32, 0x7f), "");
+  v = LLVMBuildSelect(f->b, neg, LLVMBuildFNeg(f->b, v, ""), v, "");
+  if (fm.fnuz) {
+    LLVMValueRef is_nan = LLVMBuildICmp(f->b, LLVMIntEQ, c, kn_cg_const_i(i32, 0x80), "");
+    v = LLVMBuildSelect(f->b, is_nan, nan, v, "");
+  }
+  return v;
+}
+
+/* f32 -> float8 bits (i8 lanes), nearest even, without saturation: normal
+ * results round the f32 bits (the carry may bump the exponent), subnormal
+ * ones scale to an integer and round with llvm.rint; past the largest finite
+ * value infinity (E5M2) or NaN. Matches kn_f32_to_f8. */
+static LLVMValueRef f8_encode(kn_cg_fn *f, LLVMValueRef v, kn_dtype t, int lanes) {
+  kn_f8_format fm = kn_f8_format_of(t);
+  LLVMTypeRef i32 = kn_cg_reg_type(f->m, KN_DT_I32, lanes), f32 = kn_cg_reg_type(f->m, KN_DT_F32, lanes);
+  int drop = 23 - fm.man_bits;
+  int64_t nan_code = fm.fnuz ? 0x80 : 0x7f;
+  LLVMValueRef bits = LLVMBuildBitCast(f->b, v, i32, "");
+  LLVMValueRef sign = LLVMBuildAnd(f->b, LLVMBuildLShr(f->b, bits, kn_cg_const_i(i32, 24), ""),
+                                   kn_cg_const_i(i32, 0x80), "");
+  LLVMValueRef abs = LLVMBuildAnd(f->b, bits, kn_cg_const_i(i32, 0x7fffffff), "");
+  LLVMValueRef odd = LLVMBuildAnd(f->b, LLVMBuildLShr(f->b, abs, kn_cg_const_i(i32, drop), ""),
+                                  kn_cg_const_i(i32, 1), "");
+  LLVMValueRef half = kn_cg_const_i(i32, (1 << (drop - 1)) - 1);
+  LLVMValueRef r = LLVMBuildAdd(f->b, abs, LLVMBuildAdd(f->b, odd, half, ""), "");
+  LLVMValueRef normal = LLVMBuildSub(f->b, LLVMBuildLShr(f->b, r, kn_cg_const_i(i32, drop), ""),
+                                     kn_cg_const_i(i32, (int64_t)(127 - fm.bias) << fm.man_bits), "");
+  LLVMValueRef scaled = LLVMBuildFMul(f->b, LLVMBuildBitCast(f->b, abs, f32, ""),
+                                      kn_cg_const_f(f32, ldexp(1.0, fm.bias - 1 + fm.man_bits)), "");
+  LLVMValueRef args[2] = {scaled, kn_cg_const_f(f32, (double)(1 << fm.man_bits))};
+  scaled = kn_cg_call_intrinsic(f, "llvm.minnum", &f32, 1, args, 2);
+  args[0] = scaled;
+  scaled = kn_cg_call_intrinsic(f, "llvm.rint", &f32, 1, args, 1);
+  LLVMValueRef sub = LLVMBuildFPToUI(f->b, scaled, i32, "");
+  LLVMValueRef min_normal = kn_cg_const_i(i32, (int64_t)(128 - fm.bias) << 23); /* f8 exponent field 1 */
+  LLVMValueRef is_normal = LLVMBuildICmp(f->b, LLVMIntUGE, abs, min_normal, "");
+  LLVMValueRef code = LLVMBuildSelect(f->b, is_normal, normal, sub, "");
+  LLVMValueRef over = LLVMBuildICmp(f->b, LLVMIntUGT, code, kn_cg_const_i(i32, fm.max_code), "");
+  code = LLVMBuildSelect(f->b, over, kn_cg_const_i(i32, fm.has_inf ? 0x7c : nan_code), code, "");
+  LLVMValueRef signed_code = LLVMBuildOr(f->b, code, sign, "");
+  if (fm.fnuz) /* no -0 */
+    signed_code = LLVMBuildSelect(f->b, LLVMBuildICmp(f->b, LLVMIntEQ, code, kn_cg_const_i(i32, 0), ""), code,
+                                  signed_code, "");
+  LLVMValueRef is_nan = LLVMBuildFCmp(f->b, LLVMRealUNO, v, v, "");
+  code = LLVMBuildSelect(f->b, is_nan, kn_cg_const_i(i32, nan_code), signed_code, "");
+  return LLVMBuildTrunc(f->b, code, kn_cg_mem_type(f->m, t, lanes), "");
+}
+
+/* Rounds an f32 register value to the precision of f16 / bf16 / float8. */
 static LLVMValueRef round_to(kn_cg_fn *f, LLVMValueRef v, kn_dtype t) {
   LLVMTypeRef ty = LLVMTypeOf(v);
   int lanes = is_vector(ty) ? (int)LLVMGetVectorSize(ty) : 1;
+  if (kn_dtype_is_f8(t)) return f8_decode(f, f8_encode(f, v, t, lanes), t, lanes);
   if (t == KN_DT_F16) {
     LLVMTypeRef half = LLVMHalfTypeInContext(f->m->ctx);
     if (lanes > 1) half = LLVMVectorType(half, (unsigned)lanes);
@@ -402,7 +481,7 @@ static LLVMValueRef mem_to_reg(kn_cg_fn *f, LLVMValueRef v, kn_dtype t, int lane
     LLVMValueRef w = LLVMBuildShl(f->b, LLVMBuildZExt(f->b, v, i32, ""), kn_cg_const_i(i32, 16), "");
     return LLVMBuildBitCast(f->b, w, reg, "");
   }
-  default: return v;
+  default: return kn_dtype_is_f8(t) ? f8_decode(f, v, t, lanes) : v;
   }
 }
 
@@ -420,7 +499,7 @@ static LLVMValueRef reg_to_mem(kn_cg_fn *f, LLVMValueRef v, kn_dtype t, int lane
     LLVMValueRef hi = LLVMBuildLShr(f->b, round_bf16_bits(f, v), kn_cg_const_i(i32, 16), "");
     return LLVMBuildTrunc(f->b, hi, mem, "");
   }
-  default: return v;
+  default: return kn_dtype_is_f8(t) ? f8_encode(f, v, t, lanes) : v;
   }
 }
 
@@ -593,7 +672,7 @@ static LLVMValueRef fmuladd(kn_cg_fn *f, const kn_expr *mul, LLVMValueRef c, boo
 
 static LLVMValueRef emit_float_addsub(kn_cg_fn *f, const kn_expr *e) {
   const kn_expr *a = e->u.bin.a, *b = e->u.bin.b;
-  bool f16ish = e->dtype == KN_DT_F16 || e->dtype == KN_DT_BF16;
+  bool f16ish = e->dtype == KN_DT_F16 || e->dtype == KN_DT_BF16 || kn_dtype_is_f8(e->dtype);
   if (!f16ish) {
     if (e->kind == KN_E_ADD && a->kind == KN_E_MUL) return fmuladd(f, a, kn_cg_expr(f, b), false);
     if (e->kind == KN_E_ADD && b->kind == KN_E_MUL) return fmuladd(f, b, kn_cg_expr(f, a), false);
@@ -789,6 +868,7 @@ static LLVMValueRef emit(kn_cg_fn *f, const kn_expr *e) {
     double v = e->u.fval;
     if (e->dtype == KN_DT_F16) v = kn_f16_to_f32(kn_f32_to_f16((float)v));
     if (e->dtype == KN_DT_BF16) v = kn_bf16_to_f32(kn_f32_to_bf16((float)v));
+    if (kn_dtype_is_f8(e->dtype)) v = kn_f8_to_f32(e->dtype, kn_f32_to_f8(e->dtype, (float)v));
     return kn_cg_const_f(kn_cg_reg_type(m, e->dtype, e->lanes), v);
   }
   case KN_E_VAR: {

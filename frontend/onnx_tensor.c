@@ -81,7 +81,8 @@ static const char *wrong_typed_field(const Onnx__TensorProto *t, kn_dtype dtype)
 }
 
 /* Copies the typed field into `out` (numel elements of dtype). int32_data
- * carries the bit patterns of the narrow types (int8 ... float16/bfloat16). */
+ * carries the bit patterns of the narrow types (int8 ... float16/bfloat16,
+ * float8). */
 static void copy_typed(const Onnx__TensorProto *t, kn_dtype dtype, size_t numel, void *out) {
   if (numel == 0) return; /* the field may be empty (NULL) */
   switch (dtype) {
@@ -108,6 +109,10 @@ static void copy_typed(const Onnx__TensorProto *t, kn_dtype dtype, size_t numel,
     return;
   case KN_DT_I8:
   case KN_DT_U8:
+  case KN_DT_F8E4M3FN:
+  case KN_DT_F8E4M3FNUZ:
+  case KN_DT_F8E5M2:
+  case KN_DT_F8E5M2FNUZ:
     for (size_t i = 0; i < numel; i++) ((uint8_t *)out)[i] = (uint8_t)(uint32_t)t->int32_data[i];
     return;
   case KN_DT_I16:

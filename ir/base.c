@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 
 _Noreturn void kn_internal_error(const char *file, int line, const char *cond, const char *msg) {
@@ -130,7 +131,7 @@ kn_dtype kn_dtype_from_onnx(int code) {
 int kn_dtype_to_onnx(kn_dtype t) { return t < KN_DT_COUNT ? dtype_table[t].onnx : 0; }
 
 bool kn_dtype_is_float(kn_dtype t) {
-  return t == KN_DT_F32 || t == KN_DT_F16 || t == KN_DT_BF16 || t == KN_DT_F64;
+  return t == KN_DT_F32 || t == KN_DT_F16 || t == KN_DT_BF16 || t == KN_DT_F64 || kn_dtype_is_f8(t);
 }
 bool kn_dtype_is_int(kn_dtype t) {
   return t == KN_DT_U8 || t == KN_DT_I8 || t == KN_DT_U16 || t == KN_DT_I16 || t == KN_DT_I32 ||
@@ -198,4 +199,60 @@ uint16_t kn_f32_to_bf16(float f) {
   if ((x & 0x7fffffff) > 0x7f800000) return (uint16_t)((x >> 16) | 0x40);
   x += 0x7fff + ((x >> 16) & 1);
   return (uint16_t)(x >> 16);
+}
+
+/* ---- float8 ---- */
+
+bool kn_dtype_is_f8(kn_dtype t) {
+  return t == KN_DT_F8E4M3FN || t == KN_DT_F8E4M3FNUZ || t == KN_DT_F8E5M2 || t == KN_DT_F8E5M2FNUZ;
+}
+
+kn_f8_format kn_f8_format_of(kn_dtype t) {
+  switch (t) {
+  case KN_DT_F8E4M3FN: return (kn_f8_format){4, 3, 7, false, false, 0x7e, 448.0f};
+  case KN_DT_F8E4M3FNUZ: return (kn_f8_format){4, 3, 8, true, false, 0x7f, 240.0f};
+  case KN_DT_F8E5M2: return (kn_f8_format){5, 2, 15, false, true, 0x7b, 57344.0f};
+  case KN_DT_F8E5M2FNUZ: return (kn_f8_format){5, 2, 16, true, false, 0x7f, 57344.0f};
+  default: KN_UNREACHABLE("not a float8 dtype");
+  }
+}
+
+float kn_f8_to_f32(kn_dtype t, uint8_t bits) {
+  kn_f8_format f = kn_f8_format_of(t);
+  int man_mask = (1 << f.man_bits) - 1, exp_max = (1 << f.exp_bits) - 1;
+  int e = (bits >> f.man_bits) & exp_max, m = bits & man_mask;
+  bool neg = bits & 0x80;
+  if (f.fnuz && bits == 0x80) return __builtin_nanf("");
+  if (!f.fnuz && !f.has_inf && (bits & 0x7f) == 0x7f) return __builtin_nanf("");
+  if (f.has_inf && e == exp_max) return m ? __builtin_nanf("") : neg ? -__builtin_inff() : __builtin_inff();
+  float v = e == 0 ? ldexpf((float)m, 1 - f.bias - f.man_bits)
+                   : ldexpf((float)(m | (1 << f.man_bits)), e - f.bias - f.man_bits);
+  return neg ? -v : v;
+}
+
+uint8_t kn_f32_to_f8(kn_dtype t, float x) {
+  kn_f8_format f = kn_f8_format_of(t);
+  uint8_t nan = f.fnuz ? 0x80 : 0x7f;
+  if (x != x) return nan;
+  uint32_t bits;
+  memcpy(&bits, &x, 4);
+  uint8_t sign = (uint8_t)((bits >> 24) & 0x80);
+  bits &= 0x7fffffffu;
+  int e = (int)(bits >> 23) - 127 + f.bias; /* the float8 exponent field, if normal */
+  uint32_t code;
+  if (bits >= 0x7f800000u) {
+    code = 0xff; /* infinity: overflow below */
+  } else if (e >= 1) { /* normal: round the mantissa to man_bits, nearest even */
+    int drop = 23 - f.man_bits;
+    uint32_t r = bits + ((1u << (drop - 1)) - 1) + ((bits >> drop) & 1);
+    code = (r >> drop) - ((uint32_t)(127 - f.bias) << f.man_bits);
+  } else { /* subnormal: an integer multiple of 2^(1 - bias - man_bits) */
+    float scaled, a;
+    memcpy(&a, &bits, 4);
+    scaled = ldexpf(a, f.bias - 1 + f.man_bits);
+    code = (uint32_t)nearbyintf(scaled); /* the default rounding mode: nearest even */
+  }
+  if (code > f.max_code) return f.has_inf ? (uint8_t)(sign | 0x7c) : nan;
+  if (code == 0 && f.fnuz) return 0;
+  return (uint8_t)(sign | code);
 }

@@ -63,7 +63,11 @@ void kn_diag_print(const kn_diag *d, const char *prefix);
   X(F64, "float64", 8, 11)                                                     \
   X(U32, "uint32", 4, 12)                                                      \
   X(U64, "uint64", 8, 13)                                                      \
-  X(BF16, "bfloat16", 2, 16)
+  X(BF16, "bfloat16", 2, 16)                                                   \
+  X(F8E4M3FN, "float8e4m3fn", 1, 17)                                           \
+  X(F8E4M3FNUZ, "float8e4m3fnuz", 1, 18)                                       \
+  X(F8E5M2, "float8e5m2", 1, 19)                                               \
+  X(F8E5M2FNUZ, "float8e5m2fnuz", 1, 20)
 
 typedef enum kn_dtype {
   KN_DT_INVALID = 0,
@@ -87,5 +91,28 @@ float kn_f16_to_f32(uint16_t h);
 uint16_t kn_f32_to_f16(float f);
 float kn_bf16_to_f32(uint16_t h);
 uint16_t kn_f32_to_bf16(float f);
+
+/* ---- float8 storage formats (ONNX FLOAT8E4M3FN, E4M3FNUZ, E5M2, E5M2FNUZ) ----
+ * One byte: sign, `exp_bits` exponent bits (bias `bias`), `man_bits`
+ * mantissa bits, subnormals. E5M2 is IEEE-like (infinities, several NaNs);
+ * E4M3FN has no infinity and one NaN per sign (all ones); the FNUZ formats
+ * have neither infinity nor -0: 0x80 is their only NaN. Values compute in
+ * f32 registers and are rounded when cast or stored, like float16. */
+typedef struct kn_f8_format {
+  int exp_bits, man_bits, bias;
+  bool fnuz;        /* 0x80 is NaN; no -0, no infinity */
+  bool has_inf;     /* E5M2: exponent all ones = inf / NaN */
+  uint8_t max_code; /* largest finite magnitude (sign clear) */
+  float max;        /* its value */
+} kn_f8_format;
+
+bool kn_dtype_is_f8(kn_dtype t);
+/* The format of a float8 dtype (KN_ASSERT on any other dtype). */
+kn_f8_format kn_f8_format_of(kn_dtype t);
+float kn_f8_to_f32(kn_dtype t, uint8_t bits);
+/* Round to nearest even, without saturation: magnitudes past the largest
+ * finite value become infinity (E5M2) or NaN (the others), as a plain ONNX
+ * Cast with saturate=0; Cast with saturate=1 clamps to +-max first. */
+uint8_t kn_f32_to_f8(kn_dtype t, float f);
 
 #endif

@@ -52,7 +52,10 @@ static binding *push(ev *e, const void *key) {
   return b;
 }
 
-static double round_to(kn_dtype t, double x) { return t == KN_DT_F32 ? (double)(float)x : x; }
+static double round_to(kn_dtype t, double x) {
+  if (kn_dtype_is_f8(t)) return kn_f8_to_f32(t, kn_f32_to_f8(t, (float)x));
+  return t == KN_DT_F32 ? (double)(float)x : x;
+}
 
 static double read_f(kn_dtype t, const void *p, int64_t i) {
   switch (t) {
@@ -60,7 +63,10 @@ static double read_f(kn_dtype t, const void *p, int64_t i) {
   case KN_DT_F64: return ((const double *)p)[i];
   case KN_DT_F16: return kn_f16_to_f32(((const uint16_t *)p)[i]);
   case KN_DT_BF16: return kn_bf16_to_f32(((const uint16_t *)p)[i]);
-  default: KN_UNREACHABLE("not a float dtype"); return 0;
+  default:
+    if (kn_dtype_is_f8(t)) return kn_f8_to_f32(t, ((const uint8_t *)p)[i]);
+    KN_UNREACHABLE("not a float dtype");
+    return 0;
   }
 }
 
@@ -85,6 +91,10 @@ static void write_elem(kn_dtype t, void *p, int64_t i, const val *v, int lane) {
   case KN_DT_F64: ((double *)p)[i] = v->f[lane]; return;
   case KN_DT_F16: ((uint16_t *)p)[i] = kn_f32_to_f16((float)v->f[lane]); return;
   case KN_DT_BF16: ((uint16_t *)p)[i] = kn_f32_to_bf16((float)v->f[lane]); return;
+  case KN_DT_F8E4M3FN:
+  case KN_DT_F8E4M3FNUZ:
+  case KN_DT_F8E5M2:
+  case KN_DT_F8E5M2FNUZ: ((uint8_t *)p)[i] = kn_f32_to_f8(t, (float)v->f[lane]); return;
   case KN_DT_I8: ((int8_t *)p)[i] = (int8_t)v->i[lane]; return;
   case KN_DT_U8: ((uint8_t *)p)[i] = (uint8_t)v->i[lane]; return;
   case KN_DT_BOOL: ((uint8_t *)p)[i] = v->i[lane] != 0; return;

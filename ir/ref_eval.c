@@ -27,7 +27,9 @@ double kn_ref_load(kn_dtype t, const void *p, int64_t i) {
   case KN_DT_F16: return kn_f16_to_f32(((const uint16_t *)p)[i]);
   case KN_DT_BF16: return kn_bf16_to_f32(((const uint16_t *)p)[i]);
   case KN_DT_U64: return (double)((const uint64_t *)p)[i];
-  default: return (double)kn_ref_load_int(t, p, i);
+  default:
+    if (kn_dtype_is_f8(t)) return kn_f8_to_f32(t, ((const uint8_t *)p)[i]);
+    return (double)kn_ref_load_int(t, p, i);
   }
 }
 
@@ -51,7 +53,10 @@ void kn_ref_store(kn_dtype t, void *p, int64_t i, double v) {
     ((uint64_t *)p)[i] = v <= 0 || isnan(v) ? 0 : v >= 18446744073709551615.0 ? UINT64_MAX
                                                                                  : (uint64_t)v;
     return;
-  default: kn_ref_store_int(t, p, i, double_to_int64(v)); return;
+  default:
+    if (kn_dtype_is_f8(t)) ((uint8_t *)p)[i] = kn_f32_to_f8(t, (float)v);
+    else kn_ref_store_int(t, p, i, double_to_int64(v));
+    return;
   }
 }
 
@@ -70,7 +75,9 @@ int64_t kn_ref_load_int(kn_dtype t, const void *p, int64_t i) {
   case KN_DT_F64:
   case KN_DT_F16:
   case KN_DT_BF16: return double_to_int64(kn_ref_load(t, p, i));
-  default: KN_UNREACHABLE("load of an invalid dtype");
+  default:
+    if (kn_dtype_is_f8(t)) return double_to_int64(kn_ref_load(t, p, i));
+    KN_UNREACHABLE("load of an invalid dtype");
   }
   return 0;
 }
@@ -90,7 +97,12 @@ void kn_ref_store_int(kn_dtype t, void *p, int64_t i, int64_t v) {
   case KN_DT_F64:
   case KN_DT_F16:
   case KN_DT_BF16: kn_ref_store(t, p, i, (double)v); return;
-  default: KN_UNREACHABLE("store of an invalid dtype");
+  default:
+    if (kn_dtype_is_f8(t)) {
+      kn_ref_store(t, p, i, (double)v);
+      return;
+    }
+    KN_UNREACHABLE("store of an invalid dtype");
   }
 }
 

@@ -148,12 +148,19 @@ static int clip(kn_ref_call *c) {
   return 0;
 }
 
+/* Cast / CastLike. To float8 with saturate (the default) magnitudes past
+ * the format's largest finite value, infinities included, clamp to it. */
 static int cast(kn_ref_call *c) {
   const kn_ref_tensor *x = &c->in[0];
   kn_ref_tensor *y = &c->out[0];
   int64_t n = kn_ref_numel(&y->shape);
+  bool saturate = kn_dtype_is_f8(y->dtype) && kn_node_attr_int(c->node, "saturate", 1) != 0;
+  double max = saturate ? kn_f8_format_of(y->dtype).max : 0;
   for (int64_t i = 0; i < n; i++) {
-    if (y->dtype == KN_DT_BOOL || kn_dtype_is_float(y->dtype))
+    if (saturate) {
+      double v = kn_ref_load(x->dtype, x->data, i);
+      kn_ref_store(y->dtype, y->data, i, v > max ? max : v < -max ? -max : v);
+    } else if (y->dtype == KN_DT_BOOL || kn_dtype_is_float(y->dtype))
       kn_ref_store(y->dtype, y->data, i, kn_ref_load(x->dtype, x->data, i));
     else
       kn_ref_store_int(y->dtype, y->data, i, kn_ref_load_int(x->dtype, x->data, i));

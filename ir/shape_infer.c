@@ -243,7 +243,9 @@ int kn_infer_fail_unknown(kn_infer *c, int k, const char *what, const char *why)
   char label[64] = "";
   if (what) snprintf(label, sizeof label, " (%s)", what);
   if (is_input)
-    return kn_infer_fail(c, "input %d%s must be a constant%s; it is graph input '%s', which can be bound at compile time",
+    return kn_infer_fail(c,
+                         "input %d%s must be a constant%s; it is graph input '%s', which can be bound at "
+                         "compile time",
                          k, label, why, c->g->values[v].name);
   return kn_infer_fail(c, "input %d%s must be a constant%s", k, label, why);
 }

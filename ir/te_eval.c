@@ -134,7 +134,9 @@ static double round_float(kn_dtype t, double x) {
     return (float)x;
   case KN_DT_F16: return kn_f16_to_f32(kn_f32_to_f16((float)round_float(KN_DT_F32, x)));
   case KN_DT_BF16: return kn_bf16_to_f32(kn_f32_to_bf16((float)round_float(KN_DT_F32, x)));
-  default: return x;
+  default:
+    if (kn_dtype_is_f8(t)) return kn_f8_to_f32(t, kn_f32_to_f8(t, (float)round_float(KN_DT_F32, x)));
+    return x;
   }
 }
 
@@ -203,7 +205,9 @@ static val load_raw(kn_dtype t, const void *p, int64_t i) {
   case KN_DT_U32: v.i = ((const uint32_t *)p)[i]; break;
   case KN_DT_I64: v.i = ((const int64_t *)p)[i]; break;
   case KN_DT_U64: v.i = (int64_t)((const uint64_t *)p)[i]; break;
-  default: break;
+  default:
+    if (kn_dtype_is_f8(t)) v.f = kn_f8_to_f32(t, ((const uint8_t *)p)[i]);
+    break;
   }
   return v;
 }
@@ -223,7 +227,9 @@ static void store_raw(kn_dtype t, void *p, int64_t i, val v) {
   case KN_DT_U32: ((uint32_t *)p)[i] = (uint32_t)v.i; break;
   case KN_DT_I64: ((int64_t *)p)[i] = v.i; break;
   case KN_DT_U64: ((uint64_t *)p)[i] = (uint64_t)v.i; break;
-  default: break;
+  default:
+    if (kn_dtype_is_f8(t)) ((uint8_t *)p)[i] = kn_f32_to_f8(t, (float)v.f);
+    break;
   }
 }
 

@@ -464,6 +464,13 @@ static kn_expr *elemwise_body(ew *e) {
     if (!x) return NULL;
     kn_dtype to = e->c->g->values[n->out[0]].dtype;
     if (to == KN_DT_BOOL && x->dtype != KN_DT_BOOL) return bin(e, KN_E_NE, x, num(e, x->dtype, 0));
+    if (kn_dtype_is_f8(to) && kn_node_attr_int(n, "saturate", 1) != 0) {
+      /* saturate: clamp to the largest finite float8 (infinities too; NaN stays) */
+      if (!kn_dtype_is_float(x->dtype)) x = kn_e_cast(ec, KN_DT_F32, x);
+      double limit = kn_f8_format_of(to).max;
+      kn_expr *max = num(e, x->dtype, limit), *min = num(e, x->dtype, -limit);
+      x = kn_e_select(ec, bin(e, KN_E_GT, x, max), max, kn_e_select(ec, bin(e, KN_E_LT, x, min), min, x));
+    }
     return kn_e_cast(ec, to, x);
   }
   case KN_OP_CLIP: {

@@ -83,7 +83,8 @@ static int bind_one(kn_graph *g, const kn_binding *b, kn_diag *d) {
     char list[512] = "";
     size_t len = 0;
     for (int i = 0; i < g->n_inputs && len < sizeof list; i++)
-      len += (size_t)snprintf(list + len, sizeof list - len, "%s'%s'", i ? ", " : "", g->values[g->inputs[i]].name);
+      len += (size_t)snprintf(list + len, sizeof list - len, "%s'%s'", i ? ", " : "",
+                              g->values[g->inputs[i]].name);
     return kn_diag_error(d, "--bind %s: the model has no graph input '%s' (its inputs: %s)", b->name, b->name,
                          g->n_inputs ? list : "none");
   }
@@ -91,7 +92,9 @@ static int bind_one(kn_graph *g, const kn_binding *b, kn_diag *d) {
   char want[160], have[160];
   kn_shape_str(&v->shape, want, sizeof want);
   if (v->shape.batch_mask)
-    return kn_diag_error(d, "--bind %s: input '%s' has the batch dim N (%s); only inputs of fixed shape can be bound",
+    return kn_diag_error(d,
+                         "--bind %s: input '%s' has the batch dim N (%s); only inputs of fixed shape can "
+                         "be bound",
                          b->name, b->name, want);
   kn_dtype dtype = KN_DT_INVALID;
   kn_shape shape = {0};

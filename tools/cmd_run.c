@@ -99,8 +99,8 @@ static void expected_shape(const kiln_tensor_desc *t, int64_t max_batch, char *b
 static int check_input(const kiln_artifact *a, const kiln_tensor_desc *t, const char *file,
                        const kn_npy *v, int64_t *batch, kn_diag *d) {
   kn_dtype want = kn_loader_dtype(t);
-  bool bf16_from_f32 = want == KN_DT_BF16 && v->dtype == KN_DT_F32;
-  if (v->dtype != want && !bf16_from_f32)
+  bool narrow_from_f32 = (want == KN_DT_BF16 || kn_dtype_is_f8(want)) && v->dtype == KN_DT_F32;
+  if (v->dtype != want && !narrow_from_f32)
     return kn_diag_error(d, "input '%s': %s has dtype %s, the model expects %s", t->name, file,
                          kn_dtype_name(v->dtype), kn_dtype_name(want));
   char want_shape[320];
@@ -146,7 +146,9 @@ static void print_value(const void *data, kn_dtype t, int64_t i) {
   case KN_DT_U32: printf("%u", *(const uint32_t *)p); break;
   case KN_DT_I64: printf("%lld", (long long)*(const int64_t *)p); break;
   case KN_DT_U64: printf("%llu", (unsigned long long)*(const uint64_t *)p); break;
-  default: printf("?");
+  default:
+    if (kn_dtype_is_f8(t)) printf("%.4g", (double)kn_f8_to_f32(t, *p));
+    else printf("?");
   }
 }
 
@@ -166,11 +168,13 @@ static int write_output(const char *dir, const kiln_tensor_desc *t, int64_t batc
   int64_t dims[KN_NPY_MAX_RANK];
   for (int i = 0; i < t->rank; i++) dims[i] = t->dims[i] * (((t->batch_mask >> i) & 1u) ? batch : 1);
   kn_dtype dt = kn_loader_dtype(t);
-  if (dt != KN_DT_BF16) return kn_npy_write(path, dt, t->rank, dims, data, d);
-  int64_t numel = kn_loader_numel(t, batch);
+  if (dt != KN_DT_BF16 && !kn_dtype_is_f8(dt)) return kn_npy_write(path, dt, t->rank, dims, data, d);
+  int64_t numel = kn_loader_numel(t, batch); /* bfloat16 and float8 are written as float32 */
   float *f = malloc(sizeof(float) * (size_t)(numel > 0 ? numel : 1));
   if (!f) return kn_diag_error(d, "out of memory");
-  for (int64_t i = 0; i < numel; i++) f[i] = kn_bf16_to_f32(((const uint16_t *)data)[i]);
+  for (int64_t i = 0; i < numel; i++)
+    f[i] = dt == KN_DT_BF16 ? kn_bf16_to_f32(((const uint16_t *)data)[i])
+                            : kn_f8_to_f32(dt, ((const uint8_t *)data)[i]);
   int r = kn_npy_write(path, KN_DT_F32, t->rank, dims, f, d);
   free(f);
   return r;
@@ -345,9 +349,14 @@ int kn_cmd_run(int argc, char **argv) {
     const char *file = in_files[given[i]];
     if (kn_npy_read(file, &vals[i], &d) || check_input(a, &a->inputs[i], file, &vals[i], &batch, &d))
       goto done;
-    if (kn_loader_dtype(&a->inputs[i]) == KN_DT_BF16 && vals[i].dtype == KN_DT_F32) {
+    kn_dtype want = kn_loader_dtype(&a->inputs[i]);
+    if (want == KN_DT_BF16 && vals[i].dtype == KN_DT_F32) {
       uint16_t *h = (uint16_t *)vals[i].data; /* in place: 2 bytes per 4 */
       for (int64_t e = 0; e < vals[i].numel; e++) h[e] = kn_f32_to_bf16(((float *)vals[i].data)[e]);
+    }
+    if (kn_dtype_is_f8(want) && vals[i].dtype == KN_DT_F32) {
+      uint8_t *q = (uint8_t *)vals[i].data; /* in place: 1 byte per 4 */
+      for (int64_t e = 0; e < vals[i].numel; e++) q[e] = kn_f32_to_f8(want, ((float *)vals[i].data)[e]);
     }
     inputs[i] = vals[i].data;
   }

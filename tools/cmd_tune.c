@@ -29,6 +29,8 @@ static void usage(FILE *out) {
           "                         they are compiled here for --target and uploaded\n"
           "  --token T              the runner's shared token (default: $KILN_RUNNER_TOKEN)\n"
           "  --max-batch B          batch the kernels are built and timed for (default 1)\n"
+          "  --bind NAME=FILE       tune the model with graph input NAME bound to FILE, as\n"
+          "                         `kiln compile --bind` (repeatable; compile with the same)\n"
           "  --threads N            threads of the measured kernels (default: the CPUs)\n"
           "  --workers N            concurrent candidate builds (default 2)\n"
           "  --search evolve|random evolutionary search guided by a learned cost model (default),\n"
@@ -74,8 +76,12 @@ static bool parse_plant(const char *s, kn_at_options *o) {
   return true;
 }
 
+#define KN_TUNE_MAX_BINDS 64
+
 int kn_cmd_tune(int argc, char **argv) {
   const char *model = NULL, *target_spec = NULL;
+  const char *bind_args[KN_TUNE_MAX_BINDS]; /* "NAME=FILE", parsed once the arena exists */
+  int n_bind_args = 0;
   uint64_t seed = 1;
   int64_t max_batch = 1;
   bool evolve = true;
@@ -97,9 +103,9 @@ int kn_cmd_tune(int argc, char **argv) {
       static const char *const flags[] = {"--log", "--trials", "--time-budget", "--target", "--max-batch",
                                           "--threads", "--workers", "--seed", "--plant-faults", "--run-timeout",
                                           "--runner", "--token", "--search", "--early-stop",
-                                          "--progress-interval"};
+                                          "--progress-interval", "--bind"};
       int f = -1;
-      for (int k = 0; k < 15; k++)
+      for (int k = 0; k < 16; k++)
         if (strlen(flags[k]) == n && !strncmp(a, flags[k], n)) f = k;
       if (f < 0) {
         fprintf(stderr, "kiln: error: tune: unknown option '%s' (see 'kiln tune --help')\n", a);
@@ -129,6 +135,10 @@ int kn_cmd_tune(int argc, char **argv) {
       case 12: ok = !strcmp(val, "evolve") || !strcmp(val, "random"); evolve = !strcmp(val, "evolve"); break;
       case 13: ok = parse_num(val, 1, 1e7, &v) && v == (int)v; o.early_stop = (int)v; break;
       case 14: ok = parse_num(val, 0.01, 3600, &v); o.progress_interval = v; break;
+      case 15:
+        ok = n_bind_args < KN_TUNE_MAX_BINDS;
+        if (ok) bind_args[n_bind_args++] = val;
+        break;
       }
       if (!ok) {
         fprintf(stderr, "kiln: error: tune: bad value '%s' for %s (see 'kiln tune --help')\n", val, flags[f]);
@@ -165,6 +175,15 @@ int kn_cmd_tune(int argc, char **argv) {
   kn_groups groups;
   kn_at_summary sum;
   kn_compile_opts co = {.model = model, .max_batch = max_batch};
+  kn_binding *binds = KN_NEW_ARRAY(&arena, kn_binding, n_bind_args + 1);
+  for (int i = 0; i < n_bind_args; i++)
+    if (kn_binding_parse(bind_args[i], &arena, &binds[i], &d) < 0) {
+      kn_diag_print(&d, "kiln");
+      status = 2;
+      goto done;
+    }
+  co.binds = binds;
+  co.n_binds = n_bind_args;
   if (kn_target_parse(target_spec, &target, &d) < 0 || kn_cg_check_target(&target, &d) < 0) goto done;
   if (kn_target_parse(NULL, &host, &d) < 0) goto done;
   if (o.measure.runner) {
@@ -189,7 +208,7 @@ int kn_cmd_tune(int argc, char **argv) {
                   target_spec);
     goto done;
   }
-  if (kn_pipeline_load(model, max_batch, &g, &d) < 0 || kn_pipeline_optimize(&co, &g, &d) < 0 ||
+  if (kn_pipeline_load_bound(&co, &g, &d) < 0 || kn_pipeline_optimize(&co, &g, &d) < 0 ||
       kn_sched_fuse(&g, &arena, &groups, &d) < 0)
     goto done;
 

@@ -165,7 +165,81 @@ static void test_all_casts(void **state) {
   cg_free(&t);
 }
 
+/* float8: f32 -> f8 (stores round, nearest even, no saturation) and
+ * f8 -> f32 for all 256 codes, scalar and 8-lane, bit for bit against
+ * kn_f32_to_f8 / kn_f8_to_f32 (which tests/conformance checks against the
+ * ONNX test data). The f32 values cover normals, ties, subnormals, overflow,
+ * infinities, NaN and -0. */
+#define F8_NV 64
+static void test_f8_casts(void **state) {
+  (void)state;
+  static const kn_dtype f8[] = {KN_DT_F8E4M3FN, KN_DT_F8E4M3FNUZ, KN_DT_F8E5M2, KN_DT_F8E5M2FNUZ};
+  static float xs[F8_NV];
+  const float base[] = {0.0f, -0.0f, 1.0f, -1.5f, 448.0f, 464.0f, 470.0f, 240.0f, 248.0f, 57344.0f,
+                        61440.0f, 1e6f, INFINITY, -INFINITY, NAN, 0.0009765625f, 0.00146484375f,
+                        1.9073486328125e-06f, 3e-7f, 1.0625f, 1.1875f, -3.3f, 0.3f, 17.0f};
+  int nb = (int)(sizeof base / sizeof base[0]);
+  for (int i = 0; i < F8_NV; i++) xs[i] = i < nb ? base[i] : (float)(i - nb) * 0.37f - 7.0f;
+  cg_case t;
+  cg_init(&t, "f8_casts");
+  int in_f32 = cg_input(&t, "in_f32", KN_DT_F32, F8_NV);
+  int in_code[4], out_enc[4][2], out_dec[4][2];
+  for (int k = 0; k < 4; k++) {
+    kn_dtype ft = f8[k];
+    in_code[k] = cg_input(&t, kn_arena_printf(&t.arena, "codes_%d", k), ft, 256);
+    for (int v = 0; v < 2; v++) {
+      out_enc[k][v] = cg_output(&t, kn_arena_printf(&t.arena, "enc_%d_%d", k, v), ft, F8_NV);
+      out_dec[k][v] = cg_output(&t, kn_arena_printf(&t.arena, "dec_%d_%d", k, v), KN_DT_F32, 256);
+    }
+    for (int dir = 0; dir < 2; dir++) { /* 0: f32 -> f8, 1: f8 -> f32 */
+      kn_dtype from = dir ? ft : KN_DT_F32, to = dir ? KN_DT_F32 : ft;
+      int n = dir ? 256 : F8_NV;
+      kn_buffer *p[3] = {cg_param(&t, "x", from), cg_param(&t, "ys", to), cg_param(&t, "yv", to)};
+      kn_kernel *kk = cg_kernel(&t, kn_arena_printf(&t.arena, "f8_%d_%d", k, dir), 3, p);
+      kn_var *i = kn_var_new(&t.c, "i"), *j = kn_var_new(&t.c, "j");
+      kn_expr *si = cg_var(&t, i);
+      kn_expr *vi = cg_ramp(&t, kn_e_mul(&t.c, cg_var(&t, j), cg_i(&t, 8)), 1, 8);
+      kn_stmt *scalar = kn_s_for(&t.c, i, cg_i(&t, 0), cg_i(&t, n), KN_FOR_SERIAL,
+                                 kn_s_store(&t.c, p[1], si, kn_e_cast(&t.c, to, kn_e_load(&t.c, p[0], si))));
+      kn_stmt *vector = kn_s_for(&t.c, j, cg_i(&t, 0), cg_i(&t, n / 8), KN_FOR_SERIAL,
+                                 kn_s_store(&t.c, p[2], vi, kn_e_cast(&t.c, to, kn_e_load(&t.c, p[0], vi))));
+      kk->body = kn_s_seq2(&t.c, scalar, vector);
+      cg_step(&t, kk, (int[]){KILN_ARG_INPUT, KILN_ARG_OUTPUT, KILN_ARG_OUTPUT},
+              (int[]){dir ? in_code[k] : in_f32, dir ? out_dec[k][0] : out_enc[k][0],
+                      dir ? out_dec[k][1] : out_enc[k][1]});
+    }
+  }
+  cg_build_and_load(&t);
+  static uint8_t codes[256];
+  static unsigned char outputs[32][256 * 4];
+  for (int c = 0; c < 256; c++) codes[c] = (uint8_t)c;
+  const void *in_ptrs[5] = {xs, codes, codes, codes, codes};
+  void *out_ptrs[32];
+  for (int o = 0; o < t.plan.n_outputs; o++) out_ptrs[o] = outputs[o];
+  cg_run(&t, in_ptrs, out_ptrs, 1);
+  for (int k = 0; k < 4; k++)
+    for (int v = 0; v < 2; v++) {
+      for (int e = 0; e < F8_NV; e++) {
+        uint8_t got = outputs[out_enc[k][v]][e], want = kn_f32_to_f8(f8[k], xs[e]);
+        if (got != want) {
+          fprintf(stderr, "%s (%s) of %g: got 0x%02x, want 0x%02x\n", kn_dtype_name(f8[k]),
+                  v ? "vector" : "scalar", (double)xs[e], got, want);
+          fail();
+        }
+      }
+      for (int c = 0; c < 256; c++) {
+        float got = ((const float *)outputs[out_dec[k][v]])[c], want = kn_f8_to_f32(f8[k], (uint8_t)c);
+        if (!(got == want && signbit(got) == signbit(want)) && !(isnan(got) && isnan(want))) {
+          fprintf(stderr, "%s (%s) code 0x%02x: got %g, want %g\n", kn_dtype_name(f8[k]), v ? "vector" : "scalar",
+                  c, (double)got, (double)want);
+          fail();
+        }
+      }
+    }
+  cg_free(&t);
+}
+
 int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_all_casts)};
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_all_casts), cmocka_unit_test(test_f8_casts)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

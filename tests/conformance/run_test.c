@@ -140,7 +140,9 @@ static double elem_as_double(const void *data, kn_dtype dt, int64_t i) {
   case KN_DT_I32: return ((const int32_t *)data)[i];
   case KN_DT_U32: return ((const uint32_t *)data)[i];
   case KN_DT_BOOL: return ((const uint8_t *)data)[i] != 0;
-  default: KN_UNREACHABLE("dtype compared elementwise as double");
+  default:
+    if (kn_dtype_is_f8(dt)) return kn_f8_to_f32(dt, ((const uint8_t *)data)[i]);
+    KN_UNREACHABLE("dtype compared elementwise as double");
   }
 }
 

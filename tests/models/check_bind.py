@@ -10,6 +10,7 @@ shape, ReduceSum's axes, Pad's pads, Range's bounds) are graph inputs, and check
     the header no longer declares the bound inputs, `kiln run` takes the other
     inputs only, and every output matches ONNX Runtime fed with all inputs
     (max|kiln - ort| <= 1e-4 * max(1, max|ort|)), at every batch asked for;
+  * `kiln tune` accepts the same --bind, and the compile replaying its log matches too;
   * `kiln run` given a bound input as well refuses it (the artifact has no such input).
 """
 import argparse
@@ -134,7 +135,25 @@ def check(kiln, tmp, name):
                 raise CaseFailure(f"output '{oname}' (batch {batch}): {why or f'max error {err:.3g} > {tol:.3g}'}")
             print(f"  batch {batch}: output '{oname}' {list(got.shape)} max error {err:.3g} (tol {tol:.3g})")
 
-    # 4. the artifact no longer takes a bound input
+    # 4. kiln tune takes the same --bind; the compile replaying its log still matches
+    if name == "reshape_reduce_pad":
+        log = os.path.join(tmp, name + ".jsonl")
+        proc = run([kiln, "tune", path, "--log", log, "--trials", "2", "--threads", "1", *flags], timeout=300)
+        if proc.returncode != 0 or sanitizer_report(proc.stderr):
+            raise CaseFailure(f"kiln tune with {' '.join(flags)}: {describe_failure(proc)}")
+        tuned = os.path.join(tmp, name + "_tuned.so")
+        proc = run([kiln, "compile", path, "-o", tuned, "--tuning-log", log, *flags])
+        odir = os.path.join(tmp, f"{name}_tuned_out")
+        proc2 = run([kiln, "run", tuned, *args, "--output-dir", odir]) if proc.returncode == 0 else proc
+        if proc2.returncode != 0 or sanitizer_report(proc.stderr + proc2.stderr):
+            raise CaseFailure(f"compile/run with the tuning log: {describe_failure(proc2)}")
+        for oname, w in want.items():
+            ok, err, tol, why = compare(np.load(os.path.join(odir, oname + ".npy")), w)
+            if not ok:
+                raise CaseFailure(f"tuned output '{oname}': {why or f'max error {err:.3g} > {tol:.3g}'}")
+        print("  kiln tune --bind + compile --tuning-log: outputs match")
+
+    # 5. the artifact no longer takes a bound input
     k = sorted(bound)[0]
     f = os.path.join(tmp, f"{name}_extra.npy")
     np.save(f, bound[k])

@@ -102,6 +102,19 @@ def case_layernorm_all_outputs():
     return model(nodes, [vi("x", [2, 5, 19])], [vi("y", None), vi("mean", None), vi("isd", None)], inits), []
 
 
+def case_float8_casts():
+    """float32 -> each float8 format -> float32, saturating (values past 448 / 240 / 57344
+    clamp) and not (saturate=0: overflow gives NaN or inf), vectorized over 4x33 elements."""
+    nodes, outs = [h.make_node("Mul", ["x", "s"], ["xs"])], []
+    for k, to in enumerate([T.FLOAT8E4M3FN, T.FLOAT8E4M3FNUZ, T.FLOAT8E5M2, T.FLOAT8E5M2FNUZ]):
+        for sat in (1, 0):
+            src = "xs" if sat else "x"  # unscaled for saturate=0: no overflow to compare
+            nodes += [h.make_node("Cast", [src], [f"q{k}_{sat}"], to=to, saturate=sat),
+                      h.make_node("Cast", [f"q{k}_{sat}"], [f"y{k}_{sat}"], to=T.FLOAT)]
+            outs.append(vi(f"y{k}_{sat}", None))
+    return model(nodes, [vi("x", [4, 33])], outs, [const("s", np.array(300.0, np.float32))], opset=19), []
+
+
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
 
 
