@@ -155,6 +155,15 @@ const char kn_cg_c_prelude[] =
     "  float v = e == 0 ? ldexpf((float)m, 1 - bias - mb) : ldexpf((float)(m | (1 << mb)), e - bias - mb);\n"
     "  return (b & 0x80) ? -v : v;\n"
     "}\n"
+    "/* float8e8m0: 2^(b - 127), 0xff NaN; from float: the exponent of |x|, rounded up below 0xfe */\n"
+    "static inline float kn_c_e8m02f(uint8_t b) { return b == 0xff ? NAN : ldexpf(1.0f, b - 127); }\n"
+    "static inline uint8_t kn_c_f2e8m0(float x) {\n"
+    "  uint32_t bits, e;\n"
+    "  memcpy(&bits, &x, sizeof bits);\n"
+    "  e = (bits >> 23) & 0xffu;\n"
+    "  if ((bits & 0x7fffffffu) == 0x00400000u) return 0; /* 2^-127: code 0 */\n"
+    "  return (uint8_t)(e == 0xffu ? 0xffu : e + ((bits & 0x7fffffu) != 0 && e < 0xfeu));\n"
+    "}\n"
     "static inline uint8_t kn_c_f2f8(float x, int mb, int bias, int fnuz, int inf, uint32_t maxc) {\n"
     "  uint8_t nan = fnuz ? 0x80 : 0x7f;\n"
     "  if (x != x) return nan;\n"
@@ -191,6 +200,7 @@ static const char *reg_type(kn_dtype t) {
   case KN_DT_F8E4M3FN:
   case KN_DT_F8E4M3FNUZ:
   case KN_DT_F8E5M2:
+  case KN_DT_F8E8M0:
   case KN_DT_F8E5M2FNUZ: return "float";
   case KN_DT_F64: return "double";
   case KN_DT_BOOL: return "bool";
@@ -453,11 +463,13 @@ static const char *minmax(cemit *c, kn_dtype t, bool is_min, const char *a, cons
 /* Calls of the float8 helpers with the format's constants. */
 static const char *f8_from_bits(cemit *c, kn_dtype t, const char *v) {
   kn_f8_format f = kn_f8_format_of(t);
+  if (f.e8m0) return fmt(c, "kn_c_e8m02f(%s)", v);
   return fmt(c, "kn_c_f82f(%s, %d, %d, %d, %d, %d)", v, f.exp_bits, f.man_bits, f.bias, f.fnuz, f.has_inf);
 }
 
 static const char *f8_to_bits(cemit *c, kn_dtype t, const char *v) {
   kn_f8_format f = kn_f8_format_of(t);
+  if (f.e8m0) return fmt(c, "kn_c_f2e8m0(%s)", v);
   return fmt(c, "kn_c_f2f8(%s, %d, %d, %d, %d, %du)", v, f.man_bits, f.bias, f.fnuz, f.has_inf, f.max_code);
 }
 

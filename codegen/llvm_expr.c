@@ -35,6 +35,7 @@ LLVMTypeRef kn_cg_reg_type(kn_cg_module *m, kn_dtype t, int lanes) {
   case KN_DT_F8E4M3FN:
   case KN_DT_F8E4M3FNUZ:
   case KN_DT_F8E5M2:
+  case KN_DT_F8E8M0:
   case KN_DT_F8E5M2FNUZ: s = LLVMFloatTypeInContext(m->ctx); break;
   case KN_DT_F64: s = LLVMDoubleTypeInContext(m->ctx); break;
   case KN_DT_BOOL: s = LLVMInt1TypeInContext(m->ctx); break;
@@ -385,6 +386,13 @@ static LLVMValueRef f8_decode(kn_cg_fn *f, LLVMValueRef byte, kn_dtype t, int la
   kn_f8_format fm = kn_f8_format_of(t);
   LLVMTypeRef i32 = kn_cg_reg_type(f->m, KN_DT_I32, lanes), f32 = kn_cg_reg_type(f->m, KN_DT_F32, lanes);
   LLVMValueRef c = LLVMBuildZExt(f->b, byte, i32, "");
+  if (fm.e8m0) { /* 2^(c - 127): the f32 exponent field, except 2^-127 (subnormal) and NaN */
+    LLVMValueRef v = LLVMBuildBitCast(f->b, LLVMBuildShl(f->b, c, kn_cg_const_i(i32, 23), ""), f32, "");
+    LLVMValueRef tiny = LLVMBuildBitCast(f->b, kn_cg_const_i(i32, 0x00400000), f32, "");
+    v = LLVMBuildSelect(f->b, LLVMBuildICmp(f->b, LLVMIntEQ, c, kn_cg_const_i(i32, 0), ""), tiny, v, "");
+    LLVMValueRef nan = kn_cg_const_f(f32, NAN);
+    return LLVMBuildSelect(f->b, LLVMBuildICmp(f->b, LLVMIntEQ, c, kn_cg_const_i(i32, 0xff), ""), nan, v, "");
+  }
   LLVMValueRef mag = LLVMBuildAnd(f->b, c, kn_cg_const_i(i32, 0x7f), "");
   LLVMValueRef e = LLVMBuildLShr(f->b, mag, kn_cg_const_i(i32, fm.man_bits), "");
   LLVMValueRef m = LLVMBuildAnd(f->b, mag, kn_cg_const_i(i32, (1 << fm.man_bits) - 1), "");
@@ -418,9 +426,22 @@ static LLVMValueRef f8_decode(kn_cg_fn *f, LLVMValueRef byte, kn_dtype t, int la
 static LLVMValueRef f8_encode(kn_cg_fn *f, LLVMValueRef v, kn_dtype t, int lanes) {
   kn_f8_format fm = kn_f8_format_of(t);
   LLVMTypeRef i32 = kn_cg_reg_type(f->m, KN_DT_I32, lanes), f32 = kn_cg_reg_type(f->m, KN_DT_F32, lanes);
+  LLVMValueRef bits = LLVMBuildBitCast(f->b, v, i32, "");
+  if (fm.e8m0) { /* the exponent of |v|, plus one for a fraction unless at 0xfe; 0xff stays;
+                    2^-127 is code 0 (see kn_f32_to_f8) */
+    LLVMValueRef e = LLVMBuildAnd(f->b, LLVMBuildLShr(f->b, bits, kn_cg_const_i(i32, 23), ""),
+                                  kn_cg_const_i(i32, 0xff), "");
+    LLVMValueRef frac = LLVMBuildAnd(f->b, bits, kn_cg_const_i(i32, 0x7fffff), "");
+    LLVMValueRef up = LLVMBuildAnd(f->b, LLVMBuildICmp(f->b, LLVMIntNE, frac, kn_cg_const_i(i32, 0), ""),
+                                   LLVMBuildICmp(f->b, LLVMIntULT, e, kn_cg_const_i(i32, 0xfe), ""), "");
+    LLVMValueRef code = LLVMBuildAdd(f->b, e, LLVMBuildZExt(f->b, up, i32, ""), "");
+    LLVMValueRef abs = LLVMBuildAnd(f->b, bits, kn_cg_const_i(i32, 0x7fffffff), "");
+    LLVMValueRef tiny = LLVMBuildICmp(f->b, LLVMIntEQ, abs, kn_cg_const_i(i32, 0x00400000), ""); /* 2^-127 */
+    code = LLVMBuildSelect(f->b, tiny, kn_cg_const_i(i32, 0), code, "");
+    return LLVMBuildTrunc(f->b, code, kn_cg_mem_type(f->m, t, lanes), "");
+  }
   int drop = 23 - fm.man_bits;
   int64_t nan_code = fm.fnuz ? 0x80 : 0x7f;
-  LLVMValueRef bits = LLVMBuildBitCast(f->b, v, i32, "");
   LLVMValueRef sign = LLVMBuildAnd(f->b, LLVMBuildLShr(f->b, bits, kn_cg_const_i(i32, 24), ""),
                                    kn_cg_const_i(i32, 0x80), "");
   LLVMValueRef abs = LLVMBuildAnd(f->b, bits, kn_cg_const_i(i32, 0x7fffffff), "");

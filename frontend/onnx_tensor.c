@@ -113,6 +113,7 @@ static void copy_typed(const Onnx__TensorProto *t, kn_dtype dtype, size_t numel,
   case KN_DT_F8E4M3FNUZ:
   case KN_DT_F8E5M2:
   case KN_DT_F8E5M2FNUZ:
+  case KN_DT_F8E8M0:
     for (size_t i = 0; i < numel; i++) ((uint8_t *)out)[i] = (uint8_t)(uint32_t)t->int32_data[i];
     return;
   case KN_DT_I16:

@@ -204,21 +204,24 @@ uint16_t kn_f32_to_bf16(float f) {
 /* ---- float8 ---- */
 
 bool kn_dtype_is_f8(kn_dtype t) {
-  return t == KN_DT_F8E4M3FN || t == KN_DT_F8E4M3FNUZ || t == KN_DT_F8E5M2 || t == KN_DT_F8E5M2FNUZ;
+  return t == KN_DT_F8E4M3FN || t == KN_DT_F8E4M3FNUZ || t == KN_DT_F8E5M2 || t == KN_DT_F8E5M2FNUZ ||
+         t == KN_DT_F8E8M0;
 }
 
 kn_f8_format kn_f8_format_of(kn_dtype t) {
   switch (t) {
-  case KN_DT_F8E4M3FN: return (kn_f8_format){4, 3, 7, false, false, 0x7e, 448.0f};
-  case KN_DT_F8E4M3FNUZ: return (kn_f8_format){4, 3, 8, true, false, 0x7f, 240.0f};
-  case KN_DT_F8E5M2: return (kn_f8_format){5, 2, 15, false, true, 0x7b, 57344.0f};
-  case KN_DT_F8E5M2FNUZ: return (kn_f8_format){5, 2, 16, true, false, 0x7f, 57344.0f};
+  case KN_DT_F8E4M3FN: return (kn_f8_format){4, 3, 7, false, false, 0x7e, 448.0f, false};
+  case KN_DT_F8E4M3FNUZ: return (kn_f8_format){4, 3, 8, true, false, 0x7f, 240.0f, false};
+  case KN_DT_F8E5M2: return (kn_f8_format){5, 2, 15, false, true, 0x7b, 57344.0f, false};
+  case KN_DT_F8E5M2FNUZ: return (kn_f8_format){5, 2, 16, true, false, 0x7f, 57344.0f, false};
+  case KN_DT_F8E8M0: return (kn_f8_format){8, 0, 127, false, false, 0xfe, 0x1p127f, true};
   default: KN_UNREACHABLE("not a float8 dtype");
   }
 }
 
 float kn_f8_to_f32(kn_dtype t, uint8_t bits) {
   kn_f8_format f = kn_f8_format_of(t);
+  if (f.e8m0) return bits == 0xff ? __builtin_nanf("") : ldexpf(1.0f, bits - 127);
   int man_mask = (1 << f.man_bits) - 1, exp_max = (1 << f.exp_bits) - 1;
   int e = (bits >> f.man_bits) & exp_max, m = bits & man_mask;
   bool neg = bits & 0x80;
@@ -232,6 +235,13 @@ float kn_f8_to_f32(kn_dtype t, uint8_t bits) {
 
 uint8_t kn_f32_to_f8(kn_dtype t, float x) {
   kn_f8_format f = kn_f8_format_of(t);
+  if (f.e8m0) {
+    uint32_t b;
+    memcpy(&b, &x, 4);
+    uint32_t e = (b >> 23) & 0xff;
+    if ((b & 0x7fffffffu) == 0x00400000u) return 0; /* 2^-127 = code 0 (see base.h) */
+    return (uint8_t)(e == 0xff ? 0xff : e + ((b & 0x7fffff) != 0 && e < 0xfe));
+  }
   uint8_t nan = f.fnuz ? 0x80 : 0x7f;
   if (x != x) return nan;
   uint32_t bits;

@@ -67,7 +67,8 @@ void kn_diag_print(const kn_diag *d, const char *prefix);
   X(F8E4M3FN, "float8e4m3fn", 1, 17)                                           \
   X(F8E4M3FNUZ, "float8e4m3fnuz", 1, 18)                                       \
   X(F8E5M2, "float8e5m2", 1, 19)                                               \
-  X(F8E5M2FNUZ, "float8e5m2fnuz", 1, 20)
+  X(F8E5M2FNUZ, "float8e5m2fnuz", 1, 20)                                       \
+  X(F8E8M0, "float8e8m0", 1, 24)
 
 typedef enum kn_dtype {
   KN_DT_INVALID = 0,
@@ -92,7 +93,7 @@ uint16_t kn_f32_to_f16(float f);
 float kn_bf16_to_f32(uint16_t h);
 uint16_t kn_f32_to_bf16(float f);
 
-/* ---- float8 storage formats (ONNX FLOAT8E4M3FN, E4M3FNUZ, E5M2, E5M2FNUZ) ----
+/* ---- float8 storage formats (ONNX FLOAT8E4M3FN, E4M3FNUZ, E5M2, E5M2FNUZ, E8M0) ----
  * One byte: sign, `exp_bits` exponent bits (bias `bias`), `man_bits`
  * mantissa bits, subnormals. E5M2 is IEEE-like (infinities, several NaNs);
  * E4M3FN has no infinity and one NaN per sign (all ones); the FNUZ formats
@@ -104,6 +105,7 @@ typedef struct kn_f8_format {
   bool has_inf;     /* E5M2: exponent all ones = inf / NaN */
   uint8_t max_code; /* largest finite magnitude (sign clear) */
   float max;        /* its value */
+  bool e8m0;        /* E8M0: no sign, no mantissa: code e is 2^(e - 127), 0xff NaN */
 } kn_f8_format;
 
 bool kn_dtype_is_f8(kn_dtype t);
@@ -112,7 +114,12 @@ kn_f8_format kn_f8_format_of(kn_dtype t);
 float kn_f8_to_f32(kn_dtype t, uint8_t bits);
 /* Round to nearest even, without saturation: magnitudes past the largest
  * finite value become infinity (E5M2) or NaN (the others), as a plain ONNX
- * Cast with saturate=0; Cast with saturate=1 clamps to +-max first. */
+ * Cast with saturate=0; Cast with saturate=1 clamps to +-max first.
+ * E8M0 instead takes the exponent of |x| rounded up (a nonzero fraction adds
+ * one, but never past 0xfe), infinity and NaN give 0xff: ONNX Cast with
+ * round_mode "up" and saturate, its defaults; except that +-2^-127, the
+ * value of code 0, gives 0 (ONNX's rounding gives 1), so that a decoded value
+ * stores back unchanged (values are rounded on casts and again on stores). */
 uint8_t kn_f32_to_f8(kn_dtype t, float f);
 
 #endif

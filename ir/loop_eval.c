@@ -94,6 +94,7 @@ static void write_elem(kn_dtype t, void *p, int64_t i, const val *v, int lane) {
   case KN_DT_F8E4M3FN:
   case KN_DT_F8E4M3FNUZ:
   case KN_DT_F8E5M2:
+  case KN_DT_F8E8M0:
   case KN_DT_F8E5M2FNUZ: ((uint8_t *)p)[i] = kn_f32_to_f8(t, (float)v->f[lane]); return;
   case KN_DT_I8: ((int8_t *)p)[i] = (int8_t)v->i[lane]; return;
   case KN_DT_U8: ((uint8_t *)p)[i] = (uint8_t)v->i[lane]; return;

@@ -154,7 +154,8 @@ static int cast(kn_ref_call *c) {
   const kn_ref_tensor *x = &c->in[0];
   kn_ref_tensor *y = &c->out[0];
   int64_t n = kn_ref_numel(&y->shape);
-  bool saturate = kn_dtype_is_f8(y->dtype) && kn_node_attr_int(c->node, "saturate", 1) != 0;
+  bool saturate = kn_dtype_is_f8(y->dtype) && y->dtype != KN_DT_F8E8M0 &&
+                  kn_node_attr_int(c->node, "saturate", 1) != 0;
   double max = saturate ? kn_f8_format_of(y->dtype).max : 0;
   for (int64_t i = 0; i < n; i++) {
     if (saturate) {

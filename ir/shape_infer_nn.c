@@ -71,6 +71,13 @@ static int broadcast_inputs(kn_infer *c, int first, kn_shape *out) {
   return 0;
 }
 
+/* Casts to float8e8m0 round up and saturate (kn_f32_to_f8); the other modes
+ * of ONNX's round_mode / saturate are not implemented. */
+#define E8M0_CAST_MSG "a cast to float8e8m0 supports round_mode 'up' with saturate=1 only"
+static bool e8m0_cast_ok(const kn_node *n) {
+  return !strcmp(kn_node_attr_string(n, "round_mode", "up"), "up") && kn_node_attr_int(n, "saturate", 1) != 0;
+}
+
 int kn_infer_elemwise(kn_infer *c) {
   const kn_node *n = kn_infer_node(c);
   const kn_value *x = kn_infer_in(c, 0);
@@ -87,11 +94,14 @@ int kn_infer_elemwise(kn_infer *c) {
     const kn_attr *to = kn_node_attr(n, "to");
     kn_dtype t = to && to->kind == KN_ATTR_INT ? kn_dtype_from_onnx((int)to->i) : KN_DT_INVALID;
     if (t == KN_DT_INVALID) return kn_infer_fail(c, "unsupported or missing 'to' dtype");
+    if (t == KN_DT_F8E8M0 && !e8m0_cast_ok(n)) return kn_infer_fail(c, E8M0_CAST_MSG);
     return kn_infer_set(c, 0, t, &x->shape);
   }
   case KN_OP_CAST_LIKE: {
     if (need_inputs(c, 2) < 0) return -1;
-    return kn_infer_set(c, 0, kn_infer_in(c, 1)->dtype, &x->shape);
+    kn_dtype t = kn_infer_in(c, 1)->dtype;
+    if (t == KN_DT_F8E8M0 && !e8m0_cast_ok(n)) return kn_infer_fail(c, E8M0_CAST_MSG);
+    return kn_infer_set(c, 0, t, &x->shape);
   }
   case KN_OP_IS_NAN: case KN_OP_IS_INF: return kn_infer_set(c, 0, KN_DT_BOOL, &x->shape);
   case KN_OP_DROPOUT: return kn_infer_misc(c); /* shape_infer_misc.c */

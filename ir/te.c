@@ -311,6 +311,7 @@ bool kn_te_const_scalar(const kn_te_ctx *c, int v, double *out) {
   case KN_DT_F8E4M3FN:
   case KN_DT_F8E4M3FNUZ:
   case KN_DT_F8E5M2:
+  case KN_DT_F8E8M0:
   case KN_DT_F8E5M2FNUZ: *out = kn_f8_to_f32(val->dtype, *(const uint8_t *)p); return true;
   case KN_DT_I64: *out = (double)*(const int64_t *)p; return true;
   case KN_DT_I32: *out = *(const int32_t *)p; return true;

@@ -464,7 +464,7 @@ static kn_expr *elemwise_body(ew *e) {
     if (!x) return NULL;
     kn_dtype to = e->c->g->values[n->out[0]].dtype;
     if (to == KN_DT_BOOL && x->dtype != KN_DT_BOOL) return bin(e, KN_E_NE, x, num(e, x->dtype, 0));
-    if (kn_dtype_is_f8(to) && kn_node_attr_int(n, "saturate", 1) != 0) {
+    if (kn_dtype_is_f8(to) && to != KN_DT_F8E8M0 && kn_node_attr_int(n, "saturate", 1) != 0) {
       /* saturate: clamp to the largest finite float8 (infinities too; NaN stays) */
       if (!kn_dtype_is_float(x->dtype)) x = kn_e_cast(ec, KN_DT_F32, x);
       double limit = kn_f8_format_of(to).max;

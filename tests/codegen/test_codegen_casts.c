@@ -165,7 +165,8 @@ static void test_all_casts(void **state) {
   cg_free(&t);
 }
 
-/* float8: f32 -> f8 (stores round, nearest even, no saturation) and
+/* float8: f32 -> f8 (stores round, nearest even, no saturation; E8M0
+ * rounds up) and
  * f8 -> f32 for all 256 codes, scalar and 8-lane, bit for bit against
  * kn_f32_to_f8 / kn_f8_to_f32 (which tests/conformance checks against the
  * ONNX test data). The f32 values cover normals, ties, subnormals, overflow,
@@ -173,18 +174,20 @@ static void test_all_casts(void **state) {
 #define F8_NV 64
 static void test_f8_casts(void **state) {
   (void)state;
-  static const kn_dtype f8[] = {KN_DT_F8E4M3FN, KN_DT_F8E4M3FNUZ, KN_DT_F8E5M2, KN_DT_F8E5M2FNUZ};
+  static const kn_dtype f8[] = {KN_DT_F8E4M3FN, KN_DT_F8E4M3FNUZ, KN_DT_F8E5M2, KN_DT_F8E5M2FNUZ, KN_DT_F8E8M0};
+  enum { NF8 = sizeof f8 / sizeof f8[0] };
   static float xs[F8_NV];
   const float base[] = {0.0f, -0.0f, 1.0f, -1.5f, 448.0f, 464.0f, 470.0f, 240.0f, 248.0f, 57344.0f,
                         61440.0f, 1e6f, INFINITY, -INFINITY, NAN, 0.0009765625f, 0.00146484375f,
-                        1.9073486328125e-06f, 3e-7f, 1.0625f, 1.1875f, -3.3f, 0.3f, 17.0f};
+                        1.9073486328125e-06f, 3e-7f, 1.0625f, 1.1875f, -3.3f, 0.3f, 17.0f,
+                        3e38f, 1e-40f, 0x1p-127f, 0x1p127f};
   int nb = (int)(sizeof base / sizeof base[0]);
   for (int i = 0; i < F8_NV; i++) xs[i] = i < nb ? base[i] : (float)(i - nb) * 0.37f - 7.0f;
   cg_case t;
   cg_init(&t, "f8_casts");
   int in_f32 = cg_input(&t, "in_f32", KN_DT_F32, F8_NV);
-  int in_code[4], out_enc[4][2], out_dec[4][2];
-  for (int k = 0; k < 4; k++) {
+  int in_code[NF8], out_enc[NF8][2], out_dec[NF8][2];
+  for (int k = 0; k < NF8; k++) {
     kn_dtype ft = f8[k];
     in_code[k] = cg_input(&t, kn_arena_printf(&t.arena, "codes_%d", k), ft, 256);
     for (int v = 0; v < 2; v++) {
@@ -211,13 +214,13 @@ static void test_f8_casts(void **state) {
   }
   cg_build_and_load(&t);
   static uint8_t codes[256];
-  static unsigned char outputs[32][256 * 4];
+  static unsigned char outputs[4 * NF8][256 * 4];
   for (int c = 0; c < 256; c++) codes[c] = (uint8_t)c;
-  const void *in_ptrs[5] = {xs, codes, codes, codes, codes};
-  void *out_ptrs[32];
+  const void *in_ptrs[1 + NF8] = {xs, codes, codes, codes, codes, codes};
+  void *out_ptrs[4 * NF8];
   for (int o = 0; o < t.plan.n_outputs; o++) out_ptrs[o] = outputs[o];
   cg_run(&t, in_ptrs, out_ptrs, 1);
-  for (int k = 0; k < 4; k++)
+  for (int k = 0; k < NF8; k++)
     for (int v = 0; v < 2; v++) {
       for (int e = 0; e < F8_NV; e++) {
         uint8_t got = outputs[out_enc[k][v]][e], want = kn_f32_to_f8(f8[k], xs[e]);
