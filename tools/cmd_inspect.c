@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../frontend/onnx_load.h"
+#include "../ir/passes.h"
 #include "../ir/shape_infer.h"
 #include "cmds.h"
 
@@ -77,7 +78,9 @@ int kn_cmd_inspect(int argc, char **argv) {
   }
   kn_diag shape_diag;
   kn_diag_init(&shape_diag);
-  if (unsupported == 0 && kn_infer_shapes(&g, &shape_diag) == 0) {
+  /* the census above lists the model's own ops; shapes and FLOPs are
+   * those of the graph kn_compile sees, composites rewritten */
+  if (unsupported == 0 && kn_pass_decompose(&g, &shape_diag) == 0 && kn_infer_shapes(&g, &shape_diag) == 0) {
     double flops = 0;
     for (int i = 0; i < g.n_nodes; i++) flops += kn_node_flops(&g, i);
     printf("flops: %.3f GFLOP (batch 1)\n", flops / 1e9);
