@@ -252,6 +252,22 @@ static void must_fail(void **state) {
   tg_output(&g, "y");
   decompose_fails(&g, "node 'bad' (InstanceNormalization): required input 1 is missing");
   kn_graph_free(&g);
+  /* NLL shapes: target = input without its class axis, weight one per class */
+  kn_graph_init(&g);
+  tg_input(&g, "x", KN_DT_F32, "2,3,4");
+  tg_const_i64(&g, "t", "2,5", (int64_t[]){0, 1, 2, 0, 1, 2, 0, 1, 2, 0});
+  tg_node(&g, KN_OP_NLL_LOSS, "bad", "x,t", "y");
+  tg_output(&g, "y");
+  decompose_fails(&g, "node 'bad' (NegativeLogLikelihoodLoss): target [2,5] must be [2,4]");
+  kn_graph_free(&g);
+  kn_graph_init(&g);
+  tg_input(&g, "x", KN_DT_F32, "2,3");
+  tg_const_i64(&g, "t", "2", (int64_t[]){0, 1});
+  tg_const_f(&g, "w", "4", (float[]){1, 1, 1, 1});
+  tg_node(&g, KN_OP_SCE_LOSS, "bad", "x,t,w", "y");
+  tg_output(&g, "y");
+  decompose_fails(&g, "node 'bad' (SoftmaxCrossEntropyLoss): weight [4] must be [3]");
+  kn_graph_free(&g);
 }
 
 int main(void) {
