@@ -186,6 +186,36 @@ static void quantize_round_saturate(void **state) {
   kn_graph_free(&g);
 }
 
+/* DynamicQuantizeLinear: scale (max(0, x) - min(0, x)) / 255, and 1/255 when
+ * x has no range (all zeros), as the ONNX reference and ORT. */
+static void dynamic_quantize_scale(void **state) {
+  (void)state;
+  const float inputs[2][4] = {{-3.0f, -1.0f, 0.5f, 2.1f}, {0, 0, 0, 0}};
+  const float want_scale[2] = {5.1f / 255, 1.0f / 255};
+  const uint8_t want_zp[2] = {150, 0}; /* round(3 / (5.1 / 255)) */
+  for (int k = 0; k < 2; k++) {
+    kn_graph g;
+    kn_graph_init(&g);
+    g.opset = 11;
+    tg_input(&g, "x", KN_DT_F32, "4");
+    tg_node(&g, KN_OP_DYNAMIC_QUANTIZE_LINEAR, "dq", "x", "y,s,z");
+    tg_output(&g, "y");
+    tg_output(&g, "s");
+    tg_output(&g, "z");
+    decompose_ok(&g, KN_OP_DYNAMIC_QUANTIZE_LINEAR);
+    uint8_t y[4], zp;
+    float scale;
+    const void *in[1] = {inputs[k]};
+    void *out[3] = {y, &scale, &zp};
+    run(&g, in, out);
+    assert_float_equal(scale, want_scale[k], 1e-6);
+    assert_int_equal(zp, want_zp[k]);
+    if (k == 1)
+      for (int i = 0; i < 4; i++) assert_int_equal(y[i], 0);
+    kn_graph_free(&g);
+  }
+}
+
 /* MatMulInteger with per-row zero points of A, exact in int32. */
 static void matmul_integer_zero_points(void **state) {
   (void)state;
@@ -275,7 +305,8 @@ int main(void) {
       cmocka_unit_test(nll_mean_weight_ignore), cmocka_unit_test(sce_none_log_prob),
       cmocka_unit_test(sce_opset12_spatial),
       cmocka_unit_test(group_norm_batch),       cmocka_unit_test(quantize_round_saturate),
-      cmocka_unit_test(matmul_integer_zero_points), cmocka_unit_test(must_fail),
+      cmocka_unit_test(matmul_integer_zero_points), cmocka_unit_test(dynamic_quantize_scale),
+      cmocka_unit_test(must_fail),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
