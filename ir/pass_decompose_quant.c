@@ -158,6 +158,9 @@ static int shift(kn_dc *c, int v, int zp, kn_dtype t, int trailing, const char *
   const kn_value *z = kn_dc_val(c, zp);
   if (!quant_type(z->dtype, &lo, &hi) || z->shape.rank > 1 || z->shape.batch_mask)
     return kn_dc_fail(c, "zero point of %s must be a uint8/int8 scalar or 1-D tensor", what);
+  if (z->dtype != vt)
+    return kn_dc_fail(c, "zero point of %s is %s; it must have the input's dtype %s", what, kn_dtype_name(z->dtype),
+                      kn_dtype_name(vt));
   int zc = kn_dc_cast(c, zp, t);
   if (z->shape.rank == 1 && z->shape.dim[0] > 1) {
     int64_t axes[KN_MAX_RANK];

@@ -282,6 +282,15 @@ static void must_fail(void **state) {
   tg_output(&g, "y");
   decompose_fails(&g, "node 'bad' (InstanceNormalization): required input 1 is missing");
   kn_graph_free(&g);
+  /* a zero point of another dtype than its input (int8 for uint8 A) */
+  kn_graph_init(&g);
+  tg_input(&g, "a", KN_DT_U8, "2,3");
+  tg_input(&g, "b", KN_DT_U8, "3,2");
+  tg_const(&g, "az", KN_DT_I8, "", (int8_t[]){1});
+  tg_node(&g, KN_OP_MATMUL_INTEGER, "bad", "a,b,az", "y");
+  tg_output(&g, "y");
+  decompose_fails(&g, "node 'bad' (MatMulInteger): zero point of input A is int8; it must have the input's dtype uint8");
+  kn_graph_free(&g);
   /* NLL shapes: target = input without its class axis, weight one per class */
   kn_graph_init(&g);
   tg_input(&g, "x", KN_DT_F32, "2,3,4");
