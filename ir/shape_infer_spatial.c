@@ -89,6 +89,8 @@ static int infer_center_crop_pad(kn_infer *c) {
   for (int i = 0; i < na; i++) {
     axes[i] = ax ? kn_axis_norm(ax[i], r) : i;
     if (axes[i] < 0) return kn_infer_fail(c, "axis %lld out of range", (long long)ax[i]);
+    for (int j = 0; j < i; j++)
+      if (axes[j] == axes[i]) return kn_infer_fail(c, "axis %lld is repeated in attribute axes", (long long)ax[i]);
     if (shape[i] < 0 || shape[i] > ((int64_t)1 << 40)) return kn_infer_fail(c, "shape entry %lld out of range", (long long)shape[i]);
     if ((s.batch_mask >> axes[i]) & 1) return kn_infer_fail(c, "cropping the batch dim");
     s.dim[axes[i]] = shape[i];

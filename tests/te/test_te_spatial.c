@@ -267,6 +267,14 @@ static void test_bad_inputs(void **state) {
   th_attr_string(&t, "padding_mode", "mirror");
   expect_infer_error(&t, "node 'gs' (GridSample): attribute padding_mode 'mirror'");
   th_free(&t);
+
+  th_init(&t, 18); /* CenterCropPad: an axis named twice (-1 and 3) */
+  x = th_input(&t, "x", KN_DT_F32, 4, TH_DIMS(1, 1, 4, 4), 0, -1, 1);
+  s = th_const_ints(&t, "shape", 2, (const int64_t[]){2, 3});
+  th_node(&t, KN_OP_CENTER_CROP_PAD, "ccp", TH_INS(x, s), 2, 1);
+  th_attr_ints(&t, "axes", 2, (const int64_t[]){-1, 3});
+  expect_infer_error(&t, "node 'ccp' (CenterCropPad): axis 3 is repeated");
+  th_free(&t);
 }
 
 int main(void) {
