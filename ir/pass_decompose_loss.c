@@ -38,6 +38,27 @@ static int nll(kn_dc *c, int x, kn_dtype xt, int target, int weight) {
   if (!kn_dtype_is_float(xt)) return kn_dc_fail(c, "input of dtype %s is not a float", kn_dtype_name(xt));
   if (tt != KN_DT_I32 && tt != KN_DT_I64) return kn_dc_fail(c, "target of dtype %s is not int32/int64", kn_dtype_name(tt));
   if (weight >= 0 && kn_dc_val(c, weight)->dtype != xt) return kn_dc_fail(c, "weight dtype differs from the input's");
+  /* shapes, from the node's own input (x may be a new, untyped value):
+   * input [N, C, d...], target [N, d...], weight [C] */
+  const kn_shape *xs = &kn_dc_val(c, kn_dc_in(c, 0))->shape, *ts = &kn_dc_val(c, target)->shape;
+  char have[160], want[160];
+  if (xs->rank < 2) return kn_dc_fail(c, "input %s must have rank >= 2 [N, C, ...]", kn_shape_str(xs, have, sizeof have));
+  kn_shape tw = {.rank = xs->rank - 1};
+  for (int i = 0, j = 0; i < xs->rank; i++) {
+    if (i == 1) continue;
+    tw.dim[j] = xs->dim[i];
+    if ((xs->batch_mask >> i) & 1u) tw.batch_mask |= 1u << j;
+    j++;
+  }
+  if (!kn_shape_equal(ts, &tw))
+    return kn_dc_fail(c, "target %s must be %s (the input %s without its class axis)", kn_shape_str(ts, have, sizeof have),
+                      kn_shape_str(&tw, want, sizeof want), kn_shape_str(xs, (char[160]){0}, 160));
+  if (weight >= 0) {
+    const kn_shape *ws = &kn_dc_val(c, weight)->shape;
+    if (ws->rank != 1 || ws->dim[0] != xs->dim[1] || ws->batch_mask || ((xs->batch_mask >> 1) & 1u))
+      return kn_dc_fail(c, "weight %s must be [%lld] (one per class)", kn_shape_str(ws, have, sizeof have),
+                        (long long)xs->dim[1]);
+  }
 
   int64_t one = 1;
   int t = kn_dc_unsqueeze(c, target, &one, 1); /* [N,1,d...] */

@@ -134,7 +134,10 @@ static int dynamic_quantize_linear(kn_dc *c) {
   int zero = kn_dc_scalar(c, t, 0);
   int lo = kn_dc_bin(c, KN_OP_MIN, kn_dc_reduce(c, KN_OP_REDUCE_MIN, x, NULL, 0, false), zero);
   int hi = kn_dc_bin(c, KN_OP_MAX, kn_dc_reduce(c, KN_OP_REDUCE_MAX, x, NULL, 0, false), zero);
-  int scale = kn_dc_bin(c, KN_OP_DIV, kn_dc_bin(c, KN_OP_SUB, hi, lo), kn_dc_scalar(c, t, 255));
+  /* an all-zero x has no range: scale 1/255 (as the ONNX reference and ORT), not 0 */
+  int range = kn_dc_bin(c, KN_OP_SUB, hi, lo);
+  int empty[3] = {kn_dc_bin(c, KN_OP_EQUAL, range, zero), kn_dc_scalar(c, t, 1), range};
+  int scale = kn_dc_bin(c, KN_OP_DIV, kn_dc_op(c, KN_OP_WHERE, empty, 3), kn_dc_scalar(c, t, 255));
   int zp = kn_dc_bin(c, KN_OP_SUB, zero, kn_dc_bin(c, KN_OP_DIV, lo, scale));
   zp = kn_dc_cast(c, kn_dc_un(c, KN_OP_ROUND, kn_dc_clamp(c, zp, t, 0, 255)), KN_DT_U8);
   kn_dc_output(c, 0, quantize(c, x, t, scale, zp, KN_DT_U8));
@@ -155,6 +158,9 @@ static int shift(kn_dc *c, int v, int zp, kn_dtype t, int trailing, const char *
   const kn_value *z = kn_dc_val(c, zp);
   if (!quant_type(z->dtype, &lo, &hi) || z->shape.rank > 1 || z->shape.batch_mask)
     return kn_dc_fail(c, "zero point of %s must be a uint8/int8 scalar or 1-D tensor", what);
+  if (z->dtype != vt)
+    return kn_dc_fail(c, "zero point of %s is %s; it must have the input's dtype %s", what, kn_dtype_name(z->dtype),
+                      kn_dtype_name(vt));
   int zc = kn_dc_cast(c, zp, t);
   if (z->shape.rank == 1 && z->shape.dim[0] > 1) {
     int64_t axes[KN_MAX_RANK];

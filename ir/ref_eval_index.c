@@ -69,10 +69,12 @@ static int cum(kn_ref_call *c) {
 }
 
 /* Element a of x comes strictly before element b in TopK's order by value
- * (larger first when `largest`); equal values keep index order. */
+ * (larger first when `largest`); equal values keep index order. NaN counts
+ * as larger than any number (numpy's sort order, as the ONNX reference). */
 static bool better(const kn_ref_tensor *x, int64_t a, int64_t b, bool largest) {
   if (kn_dtype_is_float(x->dtype)) {
     double p = kn_ref_load(x->dtype, x->data, a), q = kn_ref_load(x->dtype, x->data, b);
+    if (isnan(p) || isnan(q)) return largest ? isnan(p) && !isnan(q) : isnan(q) && !isnan(p);
     return largest ? p > q : p < q;
   }
   int64_t p = kn_ref_load_int(x->dtype, x->data, a), q = kn_ref_load_int(x->dtype, x->data, b);

@@ -167,8 +167,14 @@ static int scalar_int(kn_infer *c, int k, const char *what, int64_t *v) {
   if (!t) return kn_infer_fail_unknown(c, k, what, "");
   if (kn_ref_numel(&t->shape) != 1 || t->coef)
     return kn_infer_fail(c, "input %d (%s) must hold one value", k, what);
-  *v = kn_dtype_is_float(t->dtype) ? (int64_t)kn_ref_load(t->dtype, t->data, 0)
-                                   : kn_ref_load_int(t->dtype, t->data, 0);
+  if (!kn_dtype_is_float(t->dtype)) {
+    *v = kn_ref_load_int(t->dtype, t->data, 0);
+    return 0;
+  }
+  /* a float beyond int64 (or NaN) has no integer value: converting it is UB */
+  double f = kn_ref_load(t->dtype, t->data, 0);
+  if (!(f > -9.2e18 && f < 9.2e18)) return kn_infer_fail(c, "input %d (%s) = %g is not an integer", k, what, f);
+  *v = (int64_t)f;
   return 0;
 }
 
@@ -191,8 +197,8 @@ static int bitwise(kn_infer *c) {
   if (!a) return -1;
   bool shift = n->op == KN_OP_BIT_SHIFT;
   if (!kn_dtype_is_int(a->dtype) || (shift && kn_dtype_is_signed(a->dtype)))
-    return kn_infer_fail(c, "dtype %s is not supported (%s integers only)", kn_dtype_name(a->dtype),
-                         shift ? "unsigned" : "");
+    return kn_infer_fail(c, "dtype %s is not supported (%sintegers only)", kn_dtype_name(a->dtype),
+                         shift ? "unsigned " : "");
   if (shift) {
     const char *dir = kn_node_attr_string(n, "direction", NULL);
     if (!dir || (strcmp(dir, "LEFT") && strcmp(dir, "RIGHT")))

@@ -89,6 +89,8 @@ static int infer_center_crop_pad(kn_infer *c) {
   for (int i = 0; i < na; i++) {
     axes[i] = ax ? kn_axis_norm(ax[i], r) : i;
     if (axes[i] < 0) return kn_infer_fail(c, "axis %lld out of range", (long long)ax[i]);
+    for (int j = 0; j < i; j++)
+      if (axes[j] == axes[i]) return kn_infer_fail(c, "axis %lld is repeated in attribute axes", (long long)ax[i]);
     if (shape[i] < 0 || shape[i] > ((int64_t)1 << 40)) return kn_infer_fail(c, "shape entry %lld out of range", (long long)shape[i]);
     if ((s.batch_mask >> axes[i]) & 1) return kn_infer_fail(c, "cropping the batch dim");
     s.dim[axes[i]] = shape[i];
@@ -123,6 +125,17 @@ static int infer_grid_sample(kn_infer *c) {
   if ((x->shape.batch_mask | grid->shape.batch_mask) & ~1u) return kn_infer_fail(c, "batch-sized non-batch dims");
   if (x->shape.dim[0] != grid->shape.dim[0] || x->shape.batch_mask != grid->shape.batch_mask)
     return kn_infer_fail(c, "X and grid batch sizes differ");
+  /* what the compute definition refuses, said here too so `kiln inspect` sees it */
+  const kn_node *n = kn_infer_node(c);
+  const char *mode = kn_node_attr_string(n, "mode", "linear");
+  const char *pad = kn_node_attr_string(n, "padding_mode", "zeros");
+  if (strcmp(mode, "nearest") && strcmp(mode, "linear") && strcmp(mode, "bilinear") && strcmp(mode, "cubic") &&
+      strcmp(mode, "bicubic"))
+    return kn_infer_fail(c, "attribute mode '%s' is not nearest, linear or cubic", mode);
+  if (strcmp(pad, "zeros") && strcmp(pad, "border") && strcmp(pad, "reflection"))
+    return kn_infer_fail(c, "attribute padding_mode '%s' is not zeros, border or reflection", pad);
+  for (int i = 0; i < nsp; i++)
+    if (x->shape.dim[2 + i] < 1) return kn_infer_fail(c, "X has an empty spatial dim (%d)", 2 + i);
   kn_shape s = x->shape;
   for (int i = 0; i < nsp; i++) s.dim[2 + i] = grid->shape.dim[1 + i];
   return kn_infer_set(c, 0, x->dtype, &s);

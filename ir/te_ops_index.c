@@ -246,10 +246,22 @@ static kn_te_tensor *einsum_def(kn_te_ctx *c, const kn_node *n, kn_te_tensor **i
 
 /* ---- TopK ---- */
 
-/* Element (value xa, index ia) comes before (xb, ib) in TopK's order. */
-static kn_expr *before(kn_te_ctx *c, kn_expr *xa, kn_expr *xb, kn_expr *ia, kn_expr *ib, bool largest) {
+/* Element (value xa, index ia) comes before (xb, ib) in TopK's order. For
+ * floats NaN counts as larger than any number and equal to NaN (numpy's sort
+ * order, as the ONNX reference), so the order stays total and the ranks a
+ * permutation. */
+static kn_expr *before(kn_te_ctx *c, kn_expr *xa, kn_expr *xb, kn_expr *ia, kn_expr *ib, bool largest,
+                       bool is_float) {
   kn_expr *strict = cmp(c, largest ? KN_E_GT : KN_E_LT, xa, xb);
-  kn_expr *tie = kn_te_and(c, cmp(c, KN_E_EQ, xa, xb), cmp(c, KN_E_LT, ia, ib));
+  kn_expr *same = cmp(c, KN_E_EQ, xa, xb);
+  if (is_float) {
+    kn_expr *nan_a = cmp(c, KN_E_NE, xa, xa), *nan_b = cmp(c, KN_E_NE, xb, xb);
+    kn_expr *num_a = cmp(c, KN_E_EQ, xa, xa), *num_b = cmp(c, KN_E_EQ, xb, xb);
+    kn_expr *nan_first = largest ? kn_te_and(c, nan_a, num_b) : kn_te_and(c, nan_b, num_a);
+    strict = kn_e_bin(c->ec, KN_E_OR, strict, nan_first);
+    same = kn_e_bin(c->ec, KN_E_OR, same, kn_te_and(c, nan_a, nan_b));
+  }
+  kn_expr *tie = kn_te_and(c, same, cmp(c, KN_E_LT, ia, ib));
   return kn_e_bin(c->ec, KN_E_OR, strict, tie);
 }
 
@@ -264,7 +276,8 @@ static kn_te_tensor *top_k_rank_def(kn_te_ctx *c, const kn_node *n, kn_te_tensor
   kn_var *m = kn_var_new(c->ec, "m");
   memcpy(mi, idx, sizeof mi);
   mi[axis] = kn_e_var(c->ec, m);
-  kn_expr *b = before(c, kn_te_at(c, x, mi), kn_te_at(c, x, idx), mi[axis], idx[axis], largest);
+  kn_expr *b = before(c, kn_te_at(c, x, mi), kn_te_at(c, x, idx), mi[axis], idx[axis], largest,
+                      kn_dtype_is_float(x->dtype));
   kn_expr *ext = x->shape[axis];
   o->body = kn_e_reduce(c->ec, KN_RED_SUM, &m, &ext, 1, kn_e_select(c->ec, b, kn_te_ix(c, 1), kn_te_ix(c, 0)));
   return o;

@@ -66,6 +66,7 @@ int kn_pipeline_load_bound(const kn_compile_opts *o, kn_graph *g, kn_diag *d) {
   if (kn_bind_inputs(g, o->binds, o->n_binds, d) < 0) return -1;
   if (o->max_batch < 1) return kn_diag_error(d, "--max-batch must be at least 1");
   g->max_batch = o->max_batch;
+  /* after binding: a bound input may be what a composite's rewrite reads */
   if (kn_pass_expand_composites(g, d) < 0) return -1;
   return kn_infer_shapes(g, d);
 }
@@ -85,7 +86,7 @@ int kn_pipeline_needed_bindings(const kn_compile_opts *o, kn_arena *arena, kn_bi
   g.max_batch = o->max_batch < 1 ? 1 : o->max_batch;
   kn_diag quiet; /* the compile that failed reported these already */
   kn_diag_init(&quiet);
-  kn_pass_expand_composites(&g, &quiet);
+  kn_pass_expand_composites(&g, &quiet); /* as kn_pipeline_load_bound; leftovers are not typed */
   bool *needed = KN_NEW_ARRAY(arena, bool, g.n_values + 1);
   kn_infer_shapes_needs(&g, needed, &quiet);
   kn_diag_free(&quiet);

@@ -186,6 +186,36 @@ static void quantize_round_saturate(void **state) {
   kn_graph_free(&g);
 }
 
+/* DynamicQuantizeLinear: scale (max(0, x) - min(0, x)) / 255, and 1/255 when
+ * x has no range (all zeros), as the ONNX reference and ORT. */
+static void dynamic_quantize_scale(void **state) {
+  (void)state;
+  const float inputs[2][4] = {{-3.0f, -1.0f, 0.5f, 2.1f}, {0, 0, 0, 0}};
+  const float want_scale[2] = {5.1f / 255, 1.0f / 255};
+  const uint8_t want_zp[2] = {150, 0}; /* round(3 / (5.1 / 255)) */
+  for (int k = 0; k < 2; k++) {
+    kn_graph g;
+    kn_graph_init(&g);
+    g.opset = 11;
+    tg_input(&g, "x", KN_DT_F32, "4");
+    tg_node(&g, KN_OP_DYNAMIC_QUANTIZE_LINEAR, "dq", "x", "y,s,z");
+    tg_output(&g, "y");
+    tg_output(&g, "s");
+    tg_output(&g, "z");
+    decompose_ok(&g, KN_OP_DYNAMIC_QUANTIZE_LINEAR);
+    uint8_t y[4], zp;
+    float scale;
+    const void *in[1] = {inputs[k]};
+    void *out[3] = {y, &scale, &zp};
+    run(&g, in, out);
+    assert_float_equal(scale, want_scale[k], 1e-6);
+    assert_int_equal(zp, want_zp[k]);
+    if (k == 1)
+      for (int i = 0; i < 4; i++) assert_int_equal(y[i], 0);
+    kn_graph_free(&g);
+  }
+}
+
 /* MatMulInteger with per-row zero points of A, exact in int32. */
 static void matmul_integer_zero_points(void **state) {
   (void)state;
@@ -252,6 +282,31 @@ static void must_fail(void **state) {
   tg_output(&g, "y");
   decompose_fails(&g, "node 'bad' (InstanceNormalization): required input 1 is missing");
   kn_graph_free(&g);
+  /* a zero point of another dtype than its input (int8 for uint8 A) */
+  kn_graph_init(&g);
+  tg_input(&g, "a", KN_DT_U8, "2,3");
+  tg_input(&g, "b", KN_DT_U8, "3,2");
+  tg_const(&g, "az", KN_DT_I8, "", (int8_t[]){1});
+  tg_node(&g, KN_OP_MATMUL_INTEGER, "bad", "a,b,az", "y");
+  tg_output(&g, "y");
+  decompose_fails(&g, "node 'bad' (MatMulInteger): zero point of input A is int8; it must have the input's dtype uint8");
+  kn_graph_free(&g);
+  /* NLL shapes: target = input without its class axis, weight one per class */
+  kn_graph_init(&g);
+  tg_input(&g, "x", KN_DT_F32, "2,3,4");
+  tg_const_i64(&g, "t", "2,5", (int64_t[]){0, 1, 2, 0, 1, 2, 0, 1, 2, 0});
+  tg_node(&g, KN_OP_NLL_LOSS, "bad", "x,t", "y");
+  tg_output(&g, "y");
+  decompose_fails(&g, "node 'bad' (NegativeLogLikelihoodLoss): target [2,5] must be [2,4]");
+  kn_graph_free(&g);
+  kn_graph_init(&g);
+  tg_input(&g, "x", KN_DT_F32, "2,3");
+  tg_const_i64(&g, "t", "2", (int64_t[]){0, 1});
+  tg_const_f(&g, "w", "4", (float[]){1, 1, 1, 1});
+  tg_node(&g, KN_OP_SCE_LOSS, "bad", "x,t,w", "y");
+  tg_output(&g, "y");
+  decompose_fails(&g, "node 'bad' (SoftmaxCrossEntropyLoss): weight [4] must be [3]");
+  kn_graph_free(&g);
 }
 
 int main(void) {
@@ -259,7 +314,8 @@ int main(void) {
       cmocka_unit_test(nll_mean_weight_ignore), cmocka_unit_test(sce_none_log_prob),
       cmocka_unit_test(sce_opset12_spatial),
       cmocka_unit_test(group_norm_batch),       cmocka_unit_test(quantize_round_saturate),
-      cmocka_unit_test(matmul_integer_zero_points), cmocka_unit_test(must_fail),
+      cmocka_unit_test(matmul_integer_zero_points), cmocka_unit_test(dynamic_quantize_scale),
+      cmocka_unit_test(must_fail),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -171,6 +171,17 @@ def case_shape_mismatch_matmul(c):
     compile_case(c, p, ["bad_matmul"])
 
 
+def case_onehot_depth_not_integer(c):
+    # a float depth beyond int64 has no integer value (converting it would be UB)
+    depth = helper.make_tensor("depth", TensorProto.FLOAT, [], [1e30])
+    values = helper.make_tensor("values", TensorProto.FLOAT, [2], [0.0, 1.0])
+    p = save_model(c.path("onehot_depth.onnx"),
+                   [helper.make_node("OneHot", ["idx", "depth", "values"], ["y"], name="onehot_f")],
+                   [helper.make_tensor_value_info("idx", TensorProto.INT64, [3])], [f32("y", None)],
+                   [depth, values], opset=11)
+    compile_case(c, p, ["onehot_f", "depth", "not an integer"])
+
+
 def case_unsupported_ops(c):
     # Two unsupported ops: both must be reported at once, by op type and node name.
     p = save_model(c.path("unsupported.onnx"),

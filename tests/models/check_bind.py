@@ -73,6 +73,19 @@ def case_range_batch():
     return m, free, bound, "range", [1, 3]
 
 
+def case_composite_after_bind():
+    """A composite (InstanceNormalization, rewritten by kn_pass_decompose) behind a bound Reshape
+    target, its scale and bias bound too: the rewrite runs after binding."""
+    nodes = [h.make_node("Reshape", ["x", "shape"], ["xr"], name="reshape"),
+             h.make_node("InstanceNormalization", ["xr", "scale", "bias"], ["y"], name="inorm", epsilon=1e-3)]
+    m = model(nodes, [vi("x", ["N", 2, 3]), vi("shape", [3], T.INT64), vi("scale", [3]), vi("bias", [3])],
+              [vi("y", None)])
+    bound = {"shape": np.array([0, 3, 2], np.int64), "scale": np.array([0.5, -1.0, 2.0], np.float32),
+             "bias": np.array([0.1, 0.0, -0.3], np.float32)}
+    free = {"x": None}  # generated per batch
+    return m, free, bound, "reshape", [1, 3]
+
+
 CASES = {name[5:]: fn for name, fn in list(globals().items()) if name.startswith("case_")}
 
 

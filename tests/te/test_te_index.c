@@ -5,6 +5,7 @@
  * and reductions are exercised), plus hand-checked values and must-fail
  * shape rules. The node tests of ONNX check the compiled kernels
  * (tests/conformance). */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -323,6 +324,30 @@ static void test_top_k(void **state) {
   assert_true(vals[0] == 3 && vals[1] == 3 && vals[2] == 2);
   assert_true(idx[0] == 0 && idx[1] == 2 && idx[2] == 3);
   th_free(&t);
+
+  /* NaN counts as larger than any number (the ONNX reference's numpy order):
+   * [NaN, 1, NaN, 3, -2, 3] -> largest indices [0, 2, 3, 5, 1], smallest
+   * [4, 1, 3, 5, 0]; the TE (through kn_pass_split_topk) agrees with the
+   * reference, NaN values included */
+  float xn[6] = {NAN, 1, NAN, 3, -2, 3};
+  const int64_t want_idx[2][5] = {{4, 1, 3, 5, 0}, {0, 2, 3, 5, 1}};
+  for (int largest = 0; largest < 2; largest++) {
+    th_init(&t, 11);
+    x = th_input_data(&t, "x", KN_DT_F32, 1, TH_DIMS(6), 0, xn);
+    kv = th_const_ints(&t, "k", 1, (int64_t[]){5});
+    th_node(&t, KN_OP_TOP_K, "topk", TH_INS(x, kv), 2, 2);
+    th_attr_int(&t, "largest", largest);
+    th_infer(&t);
+    float nv[5];
+    int64_t ni[5];
+    void *nouts[2] = {nv, ni};
+    assert_int_equal(kn_ref_run_graph(&t.g, (const void *const *)(void *[]){xn}, nouts, 1, &t.d), 0);
+    for (int i = 0; i < 5; i++) assert_int_equal(ni[i], want_idx[largest][i]);
+    assert_int_equal(kn_pass_split_topk(&t.g, &t.d), 0);
+    assert_int_equal(kn_infer_shapes(&t.g, &t.d), 0);
+    th_check_graph_outputs(&t, 1, (void *[]){xn}, nouts);
+    th_free(&t);
+  }
 }
 
 static void test_windows(void **state) {

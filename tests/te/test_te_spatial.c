@@ -183,7 +183,6 @@ static void test_grid_sample(void **state) {
     for (int m = 0; m < 3; m++)
       for (int p = 0; p < 3; p++)
         for (int align = 0; align < 2; align++) {
-          if (nsp == 3 && m == 2) continue; /* cubic is 2-D only */
           th t;
           th_init(&t, 22);
           int x = th_input(&t, "x", KN_DT_F32, 2 + nsp, nsp == 2 ? TH_DIMS(2, 2, 4, 5) : TH_DIMS(1, 2, 3, 4, 3), 0, -1, 1);
@@ -259,6 +258,22 @@ static void test_bad_inputs(void **state) {
   th_node(&t, KN_OP_DEPTH_TO_SPACE, "d2s", TH_INS(x), 1, 1);
   th_attr_int(&t, "blocksize", 2);
   expect_infer_error(&t, "not a multiple of blocksize^2");
+  th_free(&t);
+
+  th_init(&t, 22); /* GridSample: an unknown padding_mode is a shape error, so `kiln inspect` reports it */
+  x = th_input(&t, "x", KN_DT_F32, 4, TH_DIMS(1, 1, 2, 2), 0, -1, 1);
+  int g = th_input(&t, "grid", KN_DT_F32, 4, TH_DIMS(1, 2, 2, 2), 0, -1, 1);
+  th_node(&t, KN_OP_GRID_SAMPLE, "gs", TH_INS(x, g), 2, 1);
+  th_attr_string(&t, "padding_mode", "mirror");
+  expect_infer_error(&t, "node 'gs' (GridSample): attribute padding_mode 'mirror'");
+  th_free(&t);
+
+  th_init(&t, 18); /* CenterCropPad: an axis named twice (-1 and 3) */
+  x = th_input(&t, "x", KN_DT_F32, 4, TH_DIMS(1, 1, 4, 4), 0, -1, 1);
+  s = th_const_ints(&t, "shape", 2, (const int64_t[]){2, 3});
+  th_node(&t, KN_OP_CENTER_CROP_PAD, "ccp", TH_INS(x, s), 2, 1);
+  th_attr_ints(&t, "axes", 2, (const int64_t[]){-1, 3});
+  expect_infer_error(&t, "node 'ccp' (CenterCropPad): axis 3 is repeated");
   th_free(&t);
 }
 
