@@ -166,18 +166,23 @@ def tvm_check(python):
 
 
 def tvm_peer_call(python, argv, log, env=None):
-    """Runs bench/tvm_peer.py; returns its JSON summary (last stdout line). TVM's and
-    MetaSchedule's chatter is appended to `log`."""
-    with open(log, "a") as f:
-        f.write(f"\n$ {' '.join(argv)}\n")
-        f.flush()
-        proc = subprocess.run([python, os.path.join(HERE, "tvm_peer.py"), *argv],
-                              stdout=subprocess.PIPE, stderr=f, text=True, env=env)
-        f.write(proc.stdout)
-    lines = proc.stdout.strip().splitlines()
-    if proc.returncode != 0 or not lines or not lines[-1].startswith("{"):
-        raise RuntimeError(f"tvm_peer.py {argv[0]} exited {proc.returncode}; see {log}")
-    return json.loads(lines[-1])
+    """Runs bench/tvm_peer.py; returns its JSON summary. TVM's and MetaSchedule's output
+    (the tuning progress tables) is appended to `log` as it comes: `tail -f` it."""
+    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as r:
+        result = r.name
+    try:
+        with open(log, "a") as f:
+            f.write(f"\n$ tvm_peer.py {' '.join(argv)}\n")
+            f.flush()
+            proc = subprocess.run([python, os.path.join(HERE, "tvm_peer.py"), "--result", result,
+                                   *argv], stdout=f, stderr=subprocess.STDOUT, env=env)
+        with open(result) as f:
+            text = f.read()
+        if proc.returncode != 0 or not text:
+            raise RuntimeError(f"tvm_peer.py {argv[0]} exited {proc.returncode}; see {log}")
+        return json.loads(text)
+    finally:
+        os.unlink(result)
 
 
 def bench_tvm(python, lib, feeds, threads, warmup, repeats, tmp, log):
@@ -331,8 +336,9 @@ def main(argv=None):
               f"| {r['gflop']:.3g} | {r['kiln_gflops']:.1f} | {frac} | {r['ort_gflops']:.1f} |")
     if tvm_version:
         untuned = " (UNTUNED: not a fair peer)" if args.tvm_trials == 0 else ""
-        print(f"\nApache TVM {tvm_version}, MetaSchedule {args.tvm_trials} trials "
-              f"(at most {args.tvm_trials_per_task} per task){untuned}, TVM_NUM_THREADS = threads; "
+        budget = (f"MetaSchedule {args.tvm_trials} trials (at most {args.tvm_trials_per_task} per "
+                  "task)" if args.tvm_trials else "no tuning")
+        print(f"\nApache TVM {tvm_version}, {budget}{untuned}, TVM_NUM_THREADS = threads; "
               "tvm err = max |tvm - ort|; tvm n = timed runs (fewer when a call is slow)\n")
         print("| model | threads | kiln ms | tvm ms | kiln/tvm | tvm p90 | tvm err | tvm n |")
         print("|---|---:|---:|---:|---:|---:|---:|---:|")

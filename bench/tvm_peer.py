@@ -7,7 +7,8 @@
     python3 bench/tvm_peer.py run LIB.so --inputs IN.npz --threads T [--warmup W] [--repeats R]
                                   [--outputs OUT.npz]
 
-Every subcommand prints one JSON object on its last stdout line; bench.py runs them
+Every subcommand prints one JSON object on its last stdout line (and writes it to
+--result FILE, given before the subcommand); bench.py runs them
 as subprocesses (the same interpreter unless --tvm-python says otherwise), which keeps
 TVM's import, its LLVM and its thread pool out of the Kiln and ORT measurements, and
 lets each thread count start a fresh TVM runtime with TVM_NUM_THREADS=T (TVM's pool
@@ -45,9 +46,12 @@ import time
 import numpy as np
 
 
-def _emit(obj):
+def _emit(obj, result=None):
     sys.stdout.flush()
     print(json.dumps(obj), flush=True)
+    if result:
+        with open(result, "w") as f:
+            json.dump(obj, f)
 
 
 def host_mcpu():
@@ -172,12 +176,12 @@ def run(lib, inputs_npz, threads, warmup, repeats, outputs_npz=None, max_s=60.0)
     def call():
         return main(*args)
 
-    out = call()
-    outs = [out] if isinstance(out, tvm.runtime.Tensor) else list(out)
-    # an untuned TVM library can take seconds per call: cap the timed runs at ~max_s
     first = time.perf_counter()
-    call()
+    out = call()
     per_call = time.perf_counter() - first
+    outs = [out] if isinstance(out, tvm.runtime.Tensor) else list(out)
+    # an untuned TVM library can take many seconds per call (43 s for matmul1024):
+    # cap warm-up + timed runs at ~max_s, judged by the first call
     if per_call * (warmup + repeats) > max_s:
         warmup = 0
         repeats = max(3, min(repeats, int(max_s / max(per_call, 1e-9))))
@@ -198,6 +202,8 @@ def run(lib, inputs_npz, threads, warmup, repeats, outputs_npz=None, max_s=60.0)
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description="Apache TVM as a benchmark peer (see the docstring).")
+    ap.add_argument("--result", default=None,
+                    help="also write the JSON summary to this file (stdout carries TVM's logs)")
     sub = ap.add_subparsers(dest="cmd", required=True)
     sub.add_parser("check", help="print TVM's version and the host target")
     b = sub.add_parser("build", help="tune (cached) and compile a model")
@@ -223,15 +229,15 @@ def main(argv=None):
     try:
         if args.cmd == "check":
             import tvm
-            _emit({"tvm_version": tvm.__version__, "mcpu": host_mcpu()})
+            _emit({"tvm_version": tvm.__version__, "mcpu": host_mcpu()}, args.result)
         elif args.cmd == "build":
             if args.trials < 0 or args.trials_per_task < 1 or args.num_cores < 1:
                 ap.error("--trials must be >= 0, --trials-per-task and --num-cores >= 1")
             _emit(build(args.model, args.work_dir, args.trials, args.trials_per_task,
-                        args.num_cores, args.mcpu, args.timeout))
+                        args.num_cores, args.mcpu, args.timeout), args.result)
         else:
             _emit(run(args.lib, args.inputs, args.threads, args.warmup, args.repeats,
-                      args.outputs, args.max_seconds))
+                      args.outputs, args.max_seconds), args.result)
     except ImportError as e:
         print(f"tvm_peer: TVM is not importable: {e}", file=sys.stderr)
         return 3
