@@ -111,7 +111,7 @@ def cache_dir(work_dir, model_path, mcpu, num_cores, trials, per_task):
 def build(model_path, work_dir, trials, per_task, num_cores, mcpu=None, timeout_s=120.0):
     """Tunes (trials > 0) and compiles the model, or reuses the cache; returns the summary."""
     import tvm
-    from tvm import relax
+    from tvm.s_tir import meta_schedule as ms
     mcpu = mcpu or host_mcpu()
     d = cache_dir(work_dir, model_path, mcpu, num_cores, trials, per_task)
     lib = os.path.join(d, "tvm.so")
@@ -125,13 +125,12 @@ def build(model_path, work_dir, trials, per_task, num_cores, mcpu=None, timeout_
     target = make_target(mcpu, num_cores)
     mod = import_onnx(model_path)
     t0 = time.perf_counter()
-    tasks = None
+    fused = legalize_and_fuse(mod, target)
+    tasks = len(ms.relax_integration.extract_tasks(fused, target))
     if trials > 0:
-        from tvm.s_tir import meta_schedule as ms
+        mod = fused
         # the candidates MetaSchedule measures run with num_cores threads
         os.environ["TVM_NUM_THREADS"] = str(num_cores)
-        mod = legalize_and_fuse(mod, target)
-        tasks = len(ms.relax_integration.extract_tasks(mod, target))
         # MetaSchedule's default 30 s build timeout kills every candidate on a loaded
         # machine: builds and runs get `timeout_s`
         builder = ms.builder.LocalBuilder(timeout_sec=timeout_s)
@@ -149,7 +148,6 @@ def build(model_path, work_dir, trials, per_task, num_cores, mcpu=None, timeout_
         ex = tvm.compile(mod, target=target)
     ex.export_library(lib)
     compile_s = time.perf_counter() - t1
-    del relax  # imported for its side effect of registering the Relax passes
     info = {"target": str(target), "mcpu": mcpu, "num_cores": num_cores, "trials": trials,
             "trials_per_task": per_task if trials else 0, "tasks": tasks,
             "tune_s": tune_s, "compile_s": compile_s, "tvm_version": tvm.__version__}
