@@ -3,7 +3,7 @@
 
     python3 bench/bench.py [--models resnet18,resnet50,...] [--threads 1,2] [--repeats 50]
                            [--warmup 5] [--mode ctypes|cli] [--kiln PATH] [--json FILE]
-                           [--kiln-peak PATH]
+                           [--kiln-peak PATH] [--tvm-trials N] [--tvm-work-dir DIR]
 
 For every model: `kiln compile` it once (the compile time is reported), make one
 random input at batch 1 (the same generator as the tests: tests/models/common.py),
@@ -25,6 +25,14 @@ FLOPs in the artifact's descriptor, a multiply-add counted as 2) over its
 median time, and "% peak" that rate over the fp32 FMA peak measured by
 kiln-peak (bench/peak.c, built beside kiln) on the same thread count; the
 peak figures are printed in their own table. Run on an otherwise idle machine.
+
+Optional third peer, Apache TVM (--tvm-trials N; bench/tvm_peer.py, run as
+subprocesses): the model is imported with TVM's Relax ONNX frontend, tuned with
+MetaSchedule for N trials (cached under --tvm-work-dir, so a rerun does not
+retune; 0 = untuned, not a fair peer) and built for the host CPU; each thread
+count runs in a fresh process with TVM_NUM_THREADS=T on the same input, the same
+warm-up and repeats. Adds tvm ms, kiln/tvm, tvm's max err against ORT, and TVM's
+tuning and compile time. Skipped with a one-line notice when TVM is not importable.
 
 Synthetic models, made by this script when the file is missing from
 --models-dir: matmul1024 = one fp32 MatMul [1024, 1024] x [1024, 1024] with the
@@ -145,6 +153,52 @@ def bench_kiln_cli(kiln, so_path, feeds, out_names, threads, warmup, repeats, tm
     return float(m.group(1)), float(m.group(2)), outs
 
 
+def tvm_check(python):
+    """TVM's version string, or None (with a one-line notice) when it cannot be imported."""
+    proc = subprocess.run([python, os.path.join(HERE, "tvm_peer.py"), "check"],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["?"])[-1]
+        print(f"bench: TVM is not importable by {python}: skipping the TVM column ({last})",
+              file=sys.stderr)
+        return None
+    return json.loads(proc.stdout.strip().splitlines()[-1])["tvm_version"]
+
+
+def tvm_peer_call(python, argv, log, env=None):
+    """Runs bench/tvm_peer.py; returns its JSON summary. TVM's and MetaSchedule's output
+    (the tuning progress tables) is appended to `log` as it comes: `tail -f` it."""
+    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as r:
+        result = r.name
+    try:
+        with open(log, "a") as f:
+            f.write(f"\n$ tvm_peer.py {' '.join(argv)}\n")
+            f.flush()
+            proc = subprocess.run([python, os.path.join(HERE, "tvm_peer.py"), "--result", result,
+                                   *argv], stdout=f, stderr=subprocess.STDOUT, env=env)
+        with open(result) as f:
+            text = f.read()
+        if proc.returncode != 0 or not text:
+            raise RuntimeError(f"tvm_peer.py {argv[0]} exited {proc.returncode}; see {log}")
+        return json.loads(text)
+    finally:
+        os.unlink(result)
+
+
+def bench_tvm(python, lib, feeds, threads, warmup, repeats, tmp, log):
+    """Times TVM's library in a fresh process with TVM_NUM_THREADS=threads."""
+    inputs = os.path.join(tmp, "tvm_in.npz")
+    np.savez(inputs, *feeds.values())  # graph-input order, as TVM's main takes them
+    outputs = os.path.join(tmp, f"tvm_out_t{threads}.npz")
+    env = dict(os.environ, TVM_NUM_THREADS=str(threads))
+    r = tvm_peer_call(python, ["run", lib, "--inputs", inputs, "--threads", str(threads),
+                               "--warmup", str(warmup), "--repeats", str(repeats),
+                               "--outputs", outputs], log, env)
+    with np.load(outputs) as z:
+        outs = [z[k] for k in z.files]
+    return r["median_ms"], r["p90_ms"], r["repeats"], outs
+
+
 def max_err(kiln_outs, ort_outs):
     errs = [float(np.max(np.abs(k.astype(np.float64) - o.astype(np.float64))))
             for k, o in zip(kiln_outs, ort_outs) if k.shape == o.shape]
@@ -164,11 +218,32 @@ def main(argv=None):
     ap.add_argument("--json", default=None, help="also write the results to this file")
     ap.add_argument("--kiln-peak", default=None,
                     help="the peak benchmark (default: kiln-peak beside --kiln)")
+    ap.add_argument("--tvm-trials", type=int, default=None,
+                    help="add Apache TVM as a peer, tuned with MetaSchedule for N trials "
+                         "(0 = untuned: not a fair peer); needs `pip install apache-tvm`")
+    ap.add_argument("--tvm-trials-per-task", type=int, default=64,
+                    help="MetaSchedule's per-task cap (default 64)")
+    ap.add_argument("--tvm-work-dir", default=os.path.join(REPO, "build", "tvm-work"),
+                    help="TVM's tuning database and built libraries, reused by later runs "
+                         "(default build/tvm-work)")
+    ap.add_argument("--tvm-timeout", type=float, default=120.0,
+                    help="seconds MetaSchedule allows one candidate's build or run (default 120)")
+    ap.add_argument("--tvm-python", default=sys.executable,
+                    help="the interpreter that has TVM (default: this one)")
     args = ap.parse_args(argv)
+    if args.tvm_trials is not None and args.tvm_trials < 0:
+        ap.error("--tvm-trials must be >= 0")
 
     threads = [int(t) for t in args.threads.split(",") if t]
     kiln_peak = args.kiln_peak or os.path.join(os.path.dirname(os.path.abspath(args.kiln)), "kiln-peak")
     peaks = measure_peak(kiln_peak, threads)
+    tvm_version = tvm_check(args.tvm_python) if args.tvm_trials is not None else None
+    if tvm_version:
+        os.makedirs(args.tvm_work_dir, exist_ok=True)
+        tvm_log = os.path.join(args.tvm_work_dir, "tvm.log")
+        if args.tvm_trials == 0:
+            print("bench: --tvm-trials 0: TVM runs untuned (unscheduled TIR), NOT a fair peer",
+                  file=sys.stderr)
     rows, compiles, failures = [], [], []
     with tempfile.TemporaryDirectory(prefix="kiln-bench-") as tmp:
         for name in [m for m in args.models.split(",") if m]:
@@ -193,6 +268,26 @@ def main(argv=None):
             print(f"{name}: compiled in {compile_s:.2f} s", file=sys.stderr)
             feeds = make_inputs(model_inputs(path), batch=1, seed=0)
             flops = Artifact(so).flops  # per batch unit; batch 1 here
+            tvm_lib = None
+            if tvm_version:
+                print(f"{name}: TVM build, {args.tvm_trials} trials (log: {tvm_log}) ...",
+                      file=sys.stderr)
+                try:
+                    tb = tvm_peer_call(args.tvm_python, [
+                        "build", path, "--work-dir", args.tvm_work_dir,
+                        "--trials", str(args.tvm_trials),
+                        "--trials-per-task", str(args.tvm_trials_per_task),
+                        "--num-cores", str(max(threads)), "--timeout", str(args.tvm_timeout)],
+                        tvm_log)
+                    tvm_lib = tb["lib"]
+                    compiles[-1].update(tvm_tune_s=tb["tune_s"], tvm_compile_s=tb["compile_s"],
+                                        tvm_cached=tb["cached"], tvm_tasks=tb["tasks"],
+                                        tvm_trials=tb["trials"], tvm_target=tb["target"])
+                    print(f"{name}: TVM tuned in {tb['tune_s']:.1f} s, compiled in "
+                          f"{tb['compile_s']:.1f} s{' (cached)' if tb['cached'] else ''}",
+                          file=sys.stderr)
+                except RuntimeError as e:
+                    print(f"bench: {name}: TVM build failed: {e}", file=sys.stderr)
             for t in threads:
                 try:
                     if args.mode == "ctypes":
@@ -214,9 +309,20 @@ def main(argv=None):
                        "max_err": max_err(k_outs, o_outs), "gflop": flops * 1e-9,
                        "kiln_gflops": gflops, "ort_gflops": flops / (o_med * 1e6),
                        "peak_frac": gflops / peak if peak else None}
+                if tvm_lib:
+                    try:
+                        t_med, t_p90, t_n, t_outs = bench_tvm(args.tvm_python, tvm_lib, feeds, t,
+                                                              args.warmup, args.repeats, tmp,
+                                                              tvm_log)
+                        row.update(tvm_ms=t_med, tvm_p90_ms=t_p90, tvm_repeats=t_n,
+                                   kiln_tvm=k_med / t_med, tvm_err=max_err(t_outs, o_outs))
+                    except RuntimeError as e:
+                        print(f"bench: {name}: running TVM failed: {e}", file=sys.stderr)
                 rows.append(row)
                 print(f"{name} threads {t}: kiln {k_med:.3f} ms, ort {o_med:.3f} ms, "
-                      f"ratio {row['ratio']:.2f}", file=sys.stderr)
+                      f"ratio {row['ratio']:.2f}"
+                      + (f", tvm {row['tvm_ms']:.3f} ms" if "tvm_ms" in row else ""),
+                      file=sys.stderr)
 
     print(f"\nbatch 1, {args.repeats} timed runs after {args.warmup} warm-up, kiln via {args.mode}, "
           "ORT with ORT_ENABLE_ALL\n")
@@ -228,23 +334,49 @@ def main(argv=None):
         print(f"| {r['model']} | {r['threads']} | {r['kiln_ms']:.3f} | {r['ort_ms']:.3f} | "
               f"{r['ratio']:.2f} | {r['kiln_p90_ms']:.3f} | {r['ort_p90_ms']:.3f} | {r['max_err']:.2g} "
               f"| {r['gflop']:.3g} | {r['kiln_gflops']:.1f} | {frac} | {r['ort_gflops']:.1f} |")
+    if tvm_version:
+        untuned = " (UNTUNED: not a fair peer)" if args.tvm_trials == 0 else ""
+        budget = (f"MetaSchedule {args.tvm_trials} trials (at most {args.tvm_trials_per_task} per "
+                  "task)" if args.tvm_trials else "no tuning")
+        print(f"\nApache TVM {tvm_version}, {budget}{untuned}, TVM_NUM_THREADS = threads; "
+              "tvm err = max |tvm - ort|; tvm n = timed runs (fewer when a call is slow)\n")
+        print("| model | threads | kiln ms | tvm ms | kiln/tvm | tvm p90 | tvm err | tvm n |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|")
+        for r in rows:
+            if "tvm_ms" in r:
+                print(f"| {r['model']} | {r['threads']} | {r['kiln_ms']:.3f} | {r['tvm_ms']:.3f} | "
+                      f"{r['kiln_tvm']:.2f} | {r['tvm_p90_ms']:.3f} | {r['tvm_err']:.2g} | "
+                      f"{r['tvm_repeats']} |")
+            else:
+                print(f"| {r['model']} | {r['threads']} | {r['kiln_ms']:.3f} | failed | - | - | - | - |")
     if peaks:
         print("\n| threads | fp32 FMA peak GFLOP/s (kiln-peak) |")
         print("|---:|---:|")
         for t in sorted(peaks):
             print(f"| {t} | {peaks[t][0]:.1f} ({peaks[t][1]}) |")
-    print("\n| model | kiln compile s | artifact MB |")
-    print("|---|---:|---:|")
+    print("\n| model | kiln compile s | artifact MB |" + (
+        " tvm tasks | tvm tune s | tvm compile s |" if tvm_version else ""))
+    print("|---|---:|---:|" + ("---:|---:|---:|" if tvm_version else ""))
     for c in compiles:
         if c["compile_s"] is None:
-            print(f"| {c['model']} | failed | - |")
+            line = f"| {c['model']} | failed | - |"
         else:
-            print(f"| {c['model']} | {c['compile_s']:.2f} | {c['size_mb']:.1f} |")
+            line = f"| {c['model']} | {c['compile_s']:.2f} | {c['size_mb']:.1f} |"
+        if tvm_version and "tvm_tune_s" in c:
+            cached = " (cached)" if c["tvm_cached"] else ""
+            line += (f" {c['tvm_tasks'] if c['tvm_tasks'] is not None else '-'} | "
+                     f"{c['tvm_tune_s']:.1f}{cached} | {c['tvm_compile_s']:.1f}{cached} |")
+        elif tvm_version:
+            line += " - | failed | - |"
+        print(line)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"rows": rows, "compiles": compiles, "mode": args.mode,
                        "repeats": args.repeats, "warmup": args.warmup,
-                       "peak_gflops": {str(t): p[0] for t, p in peaks.items()}}, f, indent=1)
+                       "peak_gflops": {str(t): p[0] for t, p in peaks.items()},
+                       "tvm": {"version": tvm_version, "trials": args.tvm_trials,
+                               "trials_per_task": args.tvm_trials_per_task}
+                       if tvm_version else None}, f, indent=1)
     return 0 if all(c["compile_s"] is not None for c in compiles) and not failures else 1
 
 
