@@ -16,6 +16,10 @@
 #include "base.h"
 
 #define KN_MAX_RANK 8
+/* Largest tensor (bytes, at max_batch) shape inference accepts: anything
+ * bigger is a hostile or broken model, and byte counts and workspace offsets
+ * stay far from int64 overflow. */
+#define KN_MAX_TENSOR_BYTES ((int64_t)1 << 40)
 
 typedef enum kn_op {
   KN_OP_UNKNOWN = 0, /* imported op Kiln does not support: see op_type */

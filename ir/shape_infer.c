@@ -216,8 +216,10 @@ int kn_infer_set(kn_infer *c, int k, kn_dtype t, const kn_shape *s) {
     return kn_infer_fail(c, "output rank %d exceeds the maximum %d", s->rank, KN_MAX_RANK);
   for (int i = 0; i < s->rank; i++)
     if (s->dim[i] < 0) return kn_infer_fail(c, "negative output dim %lld", (long long)s->dim[i]);
-  if (kn_shape_numel_max(s, c->g->max_batch) < 0)
-    return kn_infer_fail(c, "output size overflows");
+  int64_t numel = kn_shape_numel_max(s, c->g->max_batch);
+  if (numel < 0) return kn_infer_fail(c, "output size overflows");
+  if (numel > KN_MAX_TENSOR_BYTES / (kn_dtype_size(t) ? (int64_t)kn_dtype_size(t) : 1))
+    return kn_infer_fail(c, "output %d is larger than %lld bytes", k, (long long)KN_MAX_TENSOR_BYTES);
   kn_value *v = &c->g->values[n->out[k]];
   v->dtype = t;
   v->shape = *s;
@@ -371,6 +373,10 @@ int kn_infer_shapes(kn_graph *g, kn_diag *d) {
     const kn_value *v = &g->values[g->inputs[i]];
     if (v->dtype == KN_DT_INVALID) rc = kn_diag_error(d, "graph input '%s' has no dtype", v->name);
     else if (!v->shape_known) rc = kn_diag_error(d, "graph input '%s' has no shape", v->name);
+    else if (kn_value_numel(g, g->inputs[i]) < 0 ||
+             kn_value_numel(g, g->inputs[i]) > KN_MAX_TENSOR_BYTES / (int64_t)kn_dtype_size(v->dtype))
+      rc = kn_diag_error(d, "graph input '%s' is larger than %lld bytes (at batch %lld)", v->name,
+                         (long long)KN_MAX_TENSOR_BYTES, (long long)g->max_batch);
   }
   if (rc < 0) return rc;
   kn_infer c = {.g = g, .d = d};

@@ -51,12 +51,25 @@ static int run_pass(const kn_compile_opts *o, const char *stage, int (*pass)(kn_
   return 0;
 }
 
-int kn_pipeline_load(const char *model, int64_t max_batch, kn_graph *g, kn_diag *d) {
-  if (kn_fe_load_onnx(model, g, d) < 0) return -1;
+static int finish_load(int64_t max_batch, kn_graph *g, kn_diag *d) {
   if (max_batch < 1) return kn_diag_error(d, "--max-batch must be at least 1");
   g->max_batch = max_batch;
   if (kn_infer_shapes(g, d) < 0) return -1;
   return 0;
+}
+
+int kn_pipeline_load(const char *model, int64_t max_batch, kn_graph *g, kn_diag *d) {
+  if (kn_fe_load_onnx(model, g, d) < 0) return -1;
+  return finish_load(max_batch, g, d);
+}
+
+int kn_pipeline_load_buffer(const uint8_t *data, size_t size, int64_t max_batch, kn_graph *g, kn_diag *d) {
+  if (kn_fe_load_onnx_buffer(data, size, NULL, g, d) < 0) return -1;
+  return finish_load(max_batch, g, d);
+}
+
+static bool stop_is(const kn_compile_opts *o, const char *stage) {
+  return o->stop_after && !strcmp(o->stop_after, stage);
 }
 
 int kn_pipeline_optimize(const kn_compile_opts *o, kn_graph *g, kn_diag *d) {
@@ -85,8 +98,11 @@ int kn_compile(const kn_compile_opts *o, kn_diag *d) {
   kn_arena_init(&arena);
   kn_expr_ctx ec = {.arena = &arena};
   kn_at_log tuning = {0};
-  if (kn_pipeline_load(o->model, o->max_batch, &g, d) < 0) goto done;
+  if ((o->model_data ? kn_pipeline_load_buffer(o->model_data, o->model_size, o->max_batch, &g, d)
+                     : kn_pipeline_load(o->model, o->max_batch, &g, d)) < 0)
+    goto done;
   if (kn_pipeline_optimize(o, &g, d) < 0) goto done;
+  if (stop_is(o, "cleanup")) goto stopped;
 
   kn_groups groups;
   if (kn_sched_fuse(&g, &arena, &groups, d) < 0) goto done;
@@ -98,6 +114,7 @@ int kn_compile(const kn_compile_opts *o, kn_diag *d) {
       printf("\n");
     }
   }
+  if (stop_is(o, "fuse")) goto stopped;
 
   /* schedules: the rule-based defaults, or the best records of a tuning log */
   kn_at_replay replay = {.log = &tuning, .arena = &arena};
@@ -120,6 +137,7 @@ int kn_compile(const kn_compile_opts *o, kn_diag *d) {
       failures++;
   }
   if (failures) goto done;
+  if (stop_is(o, "loops")) goto stopped;
   if (o->tuning_log && o->verbose)
     fprintf(stderr, "kiln: tuning log: %d of %d kernels use tuned schedules\n", replay.n_tuned, replay.n_kernels);
 
@@ -130,6 +148,7 @@ int kn_compile(const kn_compile_opts *o, kn_diag *d) {
     fprintf(stderr, "kiln: compiled %s -> %s: %d kernels, workspace %lld bytes, %.2f s cpu\n", o->model,
             o->output, plan.n_steps, (long long)plan.workspace_bytes,
             (double)(clock() - start) / CLOCKS_PER_SEC);
+stopped:
   status = 0;
 done:
   if (o->tuning_log) kn_at_log_free(&tuning);
