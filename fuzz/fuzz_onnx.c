@@ -1,9 +1,10 @@
 /* fuzz_onnx.c — libFuzzer target: bytes -> ONNX loader -> graph import ->
- * shape inference -> graph passes -> fusion, via kn_compile with
- * stop_after = "fuse" (nothing after it runs: no TE, no LLVM, no file is
- * written). KILN_FUZZ_STOP_AFTER=loops goes on through TE, schedules and loop
- * IR. Any input must end in status 0 or -1 with diagnostics; the sanitizers
- * and libFuzzer's timeout / RSS limit catch everything else. */
+ * shape inference -> graph passes -> fusion -> TE -> schedules -> loop IR ->
+ * memory plan, via kn_compile with stop_after = "plan": everything before
+ * LLVM codegen; no file is written. KILN_FUZZ_STOP_AFTER=cleanup|fuse|loops
+ * stops earlier (faster, for the loader and the graph passes alone).
+ * Any input must end in status 0 or -1 with diagnostics; the sanitizers and
+ * libFuzzer's timeout / RSS limit catch everything else. */
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -20,7 +21,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       .output = "/nonexistent/fuzz.so",
       .prefix = "model",
       .max_batch = 2,
-      .stop_after = stop && *stop ? stop : "fuse",
+      .stop_after = stop && *stop ? stop : "plan",
   };
   kn_diag d;
   kn_diag_init(&d);

@@ -10,7 +10,8 @@ unsupported ops at once.
 They serve twice: as seeds for the kn_fuzz_onnx corpus, and (committed under
 tests/fuzz/cases/) as regression cases that `kiln inspect` and `kiln compile`
 must fail cleanly on (tests/fuzz/check_case.py). Every model here is invalid,
-so both commands must exit 1.
+so both commands must exit 1 — except the slow_ cases, valid models that
+once took minutes: they must finish in time, with exit 0 or 1.
 """
 import os
 import sys
@@ -30,6 +31,10 @@ def vi(name, dims, dtype=F):
 
 def i64(name, values):
     return numpy_helper.from_array(np.array(values, dtype=np.int64), name)
+
+
+def nh_value(x):
+    return numpy_helper.from_array(np.array([x], dtype=np.float32))
 
 
 def raw_tensor(name, dims, data=b""):
@@ -83,7 +88,7 @@ def seeds():
     s["overflow_tile"] = with_shape_input("Tile", [BIG, BIG])
     cos = helper.make_node("ConstantOfShape", ["s"], ["y"], name="bad_cos")
     s["overflow_constant_of_shape"] = model([cos], [], [vi("y", None)], [i64("s", [1 << 30, 1 << 30, 1 << 30])])
-    s["huge_constant_of_shape"] = model([cos], [], [vi("y", None)], [i64("s", [1 << 42])])
+    s["huge_constant_of_shape"] = model([cos], [], [vi("y", None)], [i64("s", [1 << 51])])
     big_init = raw_tensor("w", [1 << 40, 1 << 40])
     add = helper.make_node("Add", ["x", "w"], ["y"], name="bad_add")
     s["overflow_initializer_dims"] = model([add], [vi("x", [1])], [vi("y", None)], [big_init])
@@ -161,6 +166,16 @@ def seeds():
     s["rank_expand_64"] = with_shape_input("Expand", [1] * 64, data_dims=(1,))
     s["rank_unsqueeze_many"] = with_shape_input("Unsqueeze", list(range(40)), data_dims=(1,))
     s["rank_constant_of_shape"] = model([cos], [], [vi("y", None)], [i64("s", [1] * 70)])
+    # -- constant folding that would take minutes: an 8.6-Gflop Conv of two
+    # folded ConstantOfShape results (found by hand: hung `kiln inspect` and
+    # `kiln compile`). A valid model: now the Conv is compiled, not folded.
+    one = nh_value(1.0)
+    s["slow_fold_conv"] = model(
+        [helper.make_node("ConstantOfShape", ["sx"], ["cx"], name="big_x", value=one),
+         helper.make_node("ConstantOfShape", ["sw"], ["cw"], name="big_w", value=one),
+         helper.make_node("Conv", ["cx", "cw"], ["c"], name="slow_conv", pads=[128, 128, 128, 128]),
+         helper.make_node("Add", ["x", "c"], ["y"], name="use_conv")],
+        [vi("x", [1, 1, 513, 513])], [vi("y", None)], [i64("sx", [1, 1, 512, 512]), i64("sw", [1, 1, 256, 256])])
     # -- several unsupported ops: all named in one run
     m = model([helper.make_node("Det", ["x"], ["d"], name="unsup_det"),
                helper.make_node("Frob", ["x"], ["f"], name="unsup_frob", domain="com.example"),

@@ -23,6 +23,13 @@
 #include "ref_eval.h"
 
 #define FOLD_MAX_ELEMS ((int64_t)16 << 20)
+/* Work limits (kn_node_work), so a small hostile model cannot keep the
+ * compiler busy for minutes: one node may cost FOLD_NODE_WORK beyond a few
+ * passes over its inputs; one run of the pass FOLD_BASE_WORK plus a few
+ * passes over the model's constants. What is not folded stays a node (and is
+ * compiled, or diagnosed, later). */
+#define FOLD_NODE_WORK ((double)(1 << 26))
+#define FOLD_BASE_WORK ((double)(1 << 28))
 
 static bool dropout_is_identity(const kn_graph *g, const kn_node *n, const int *uses) {
   if (n->n_out > 1 && uses[n->out[1]] > 0) return false; /* the mask is used */
@@ -104,6 +111,9 @@ int kn_pass_fold_constants(kn_graph *g, kn_diag *d) {
   KN_ASSERT(uses, "out of memory");
   kn_pass_count_uses(g, uses);
   int rc = 0, n_nodes = g->n_nodes;
+  double work_left = FOLD_BASE_WORK;
+  for (int v = 0; v < g->n_values; v++)
+    if (g->values[v].data) work_left += 4.0 * (double)kn_value_numel(g, v);
   for (int i = 0; i < n_nodes && rc == 0; i++) {
     kn_node *n = &g->nodes[i];
     if (n->dead || n->op == KN_OP_UNKNOWN) continue;
@@ -113,6 +123,9 @@ int kn_pass_fold_constants(kn_graph *g, kn_diag *d) {
       continue;
     }
     if (!inputs_known(g, n) || too_big(g, n)) continue;
+    double in_elems, work = kn_node_work(g, i, &in_elems);
+    if (work > FOLD_NODE_WORK + 4.0 * in_elems || work > work_left) continue;
+    work_left -= work;
     int r = kn_ref_eval_node(g, i, d);
     if (r < 0) rc = -1;
     if (r != 0) continue;

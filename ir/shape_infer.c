@@ -18,6 +18,9 @@
 
 /* Largest side-table tensor: shape arithmetic is tiny. */
 #define KNOWN_MAX_ELEMS 4096
+/* ... and cheap to compute (kn_node_work): small outputs can still hide a
+ * huge reduction or convolution of large constants. */
+#define KNOWN_MAX_WORK ((double)(1 << 24))
 
 /* ---- shared helpers ---- */
 
@@ -297,6 +300,8 @@ static void propagate_known(kn_infer *c) {
     if (!val->shape_known || val->shape.batch_mask || kn_value_numel(c->g, n->out[k]) > KNOWN_MAX_ELEMS)
       return;
   }
+  double in_elems, work = kn_node_work(c->g, c->node, &in_elems);
+  if (work > KNOWN_MAX_WORK + 4.0 * in_elems) return;
   for (int k = 0; k < n->n_out; k++) {
     const kn_value *val = &c->g->values[n->out[k]];
     out[k].dtype = val->dtype;

@@ -143,6 +143,7 @@ int kn_compile(const kn_compile_opts *o, kn_diag *d) {
 
   kn_plan plan;
   if (kn_plan_build(&g, kernels, groups.n, o->prefix, &arena, &plan, d) < 0) goto done;
+  if (stop_is(o, "plan")) goto stopped;
   if (kn_cg_package(&plan, &target, o->output, d) < 0) goto done;
   if (o->verbose)
     fprintf(stderr, "kiln: compiled %s -> %s: %d kernels, workspace %lld bytes, %.2f s cpu\n", o->model,

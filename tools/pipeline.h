@@ -20,9 +20,9 @@ typedef struct kn_compile_opts {
    * rejected. */
   const uint8_t *model_data;
   size_t model_size;
-  /* Stop after this stage and write nothing ("cleanup", "fuse" or "loops"),
-   * or NULL for the whole pipeline. Used by the fuzzers to run everything
-   * before LLVM codegen. */
+  /* Stop after this stage and write nothing ("cleanup", "fuse", "loops", or
+   * "plan": everything but LLVM codegen and packaging), or NULL for the whole
+   * pipeline. Used by the fuzzers. */
   const char *stop_after;
   int64_t max_batch;
   bool verbose;

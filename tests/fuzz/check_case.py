@@ -9,6 +9,9 @@ For each command the contract is: finishes within 10 s, exit status 1 (not a
 signal), no sanitizer report, stderr made of diagnostic lines only (each
 "kiln: error: ..." / "kiln: note: ...", at most 16), at least one of them an
 error, and `kiln compile` leaves nothing in its output folder.
+Cases whose name contains "slow_" are valid models that once took minutes
+(constant folding): for them exit status 0 is fine too (then stderr may be
+empty and the artifact is written), the time limit is what counts.
 Exit status 0 if both hold.
 """
 import os
@@ -20,7 +23,7 @@ TIMEOUT_S = 10
 MAX_LINES = 16
 
 
-def check(cmd, out_dir=None):
+def check(cmd, out_dir=None, may_succeed=False):
     name = " ".join(os.path.basename(a) if i < 2 else a for i, a in enumerate(cmd))
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=TIMEOUT_S)
@@ -28,6 +31,8 @@ def check(cmd, out_dir=None):
         return [f"{name}: did not finish in {TIMEOUT_S} s"]
     err = proc.stderr
     problems = []
+    if may_succeed and proc.returncode == 0:
+        return [f"{name}: sanitizer report\n{err[-3000:]}"] if "Sanitizer" in err or "runtime error:" in err else []
     if proc.returncode < 0:
         problems.append(f"killed by signal {-proc.returncode}")
     elif proc.returncode != 1:
@@ -52,16 +57,17 @@ def main():
     if len(sys.argv) != 3:
         sys.exit("usage: check_case.py KILN CASE.onnx")
     kiln, case = sys.argv[1], sys.argv[2]
-    failures = check([kiln, "inspect", case])
+    slow = "slow_" in os.path.basename(case)
+    failures = check([kiln, "inspect", case], may_succeed=slow)
     with tempfile.TemporaryDirectory(prefix="kiln-fuzz-case-") as tmp:
         out = os.path.join(tmp, "out")
         os.makedirs(out)
-        failures += check([kiln, "compile", case, "-o", os.path.join(out, "x.so")], out)
+        failures += check([kiln, "compile", case, "-o", os.path.join(out, "x.so")], out, may_succeed=slow)
     for f in failures:
         print("FAIL " + f)
     if failures:
         return 1
-    print(f"PASS {os.path.basename(case)}: inspect and compile fail cleanly")
+    print(f"PASS {os.path.basename(case)}: inspect and compile " + ("finish in time" if slow else "fail cleanly"))
     return 0
 
 
