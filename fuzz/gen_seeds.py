@@ -183,6 +183,11 @@ def seeds():
               [vi("x", [3, 3])], [vi("d", None), vi("f", None), vi("z", None)])
     m.opset_import.append(helper.make_opsetid("com.example", 1))
     s["unsupported_three_ops"] = m
+    # -- names that would break the one-line rule: a newline, a 100 KB name
+    s["name_with_newline"] = model([helper.make_node("Det", ["x"], ["y"], name="line1\nline2\r\x1b[2J")],
+                                   [vi("x", [3, 3])], [vi("y", None)])
+    s["name_100k"] = model([helper.make_node("Det", ["x"], ["y"], name="n" * 100000)],
+                           [vi("x", [3, 3])], [vi("y", None)])
     return s
 
 
