@@ -240,7 +240,8 @@ int kn_fe_load_onnx_buffer(const uint8_t *data, size_t size, const char *base_di
 }
 
 int kn_fe_load_onnx(const char *path, kn_graph *g, kn_diag *d) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  /* O_NONBLOCK: opening a FIFO must not hang (non-regular files are rejected below) */
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return kn_diag_error(d, "%s: cannot open: %s", path, strerror(errno));
   struct stat st;
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {

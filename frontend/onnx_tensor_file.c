@@ -18,7 +18,8 @@
 
 /* Reads the whole regular file at `path` into a malloc'ed buffer. */
 static uint8_t *read_file(const char *path, size_t *size, kn_diag *d) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  /* O_NONBLOCK: opening a FIFO must not hang (non-regular files are rejected below) */
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     kn_diag_error(d, "%s: cannot open: %s", path, strerror(errno));
     return NULL;
