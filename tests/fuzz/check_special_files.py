@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """check_special_files.py — files that are not regular files must be rejected
 at once, not block: the model path is a FIFO; an initializer's external data
-is a FIFO in the model's directory. `kiln compile` and `kiln inspect` must
-exit 1 within 10 s with a diagnostic naming the file.
+is a FIFO in the model's directory; a `kiln run` input .npy is a FIFO.
+`kiln compile`, `kiln inspect` and `kiln run` must exit 1 within 10 s with a
+diagnostic naming the file.
 
     check_special_files.py KILN
 """
@@ -49,10 +50,27 @@ def main():
         fails += expect_error([kiln, "inspect", model], "weights.bin")
         if any(n.endswith((".so", ".h")) for n in os.listdir(tmp)):
             fails.append(f"files left behind: {os.listdir(tmp)}")
+
+        g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+        good = os.path.join(tmp, "good.onnx")
+        with open(good, "wb") as f:
+            f.write(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString())
+        art = os.path.join(tmp, "good.so")
+        p = subprocess.run([kiln, "compile", good, "-o", art], capture_output=True, text=True, timeout=120)
+        if p.returncode != 0:
+            fails.append(f"setup: compile failed: {p.stderr}")
+        else:
+            npy_fifo = os.path.join(tmp, "input_fifo.npy")
+            os.mkfifo(npy_fifo)
+            out_dir = os.path.join(tmp, "outs")
+            fails += expect_error([kiln, "run", art, "--input", f"x={npy_fifo}", "--output-dir", out_dir],
+                                  "input_fifo.npy")
     for f in fails:
         print("FAIL " + f)
     if not fails:
-        print("PASS FIFOs as model and as external data are rejected without blocking")
+        print("PASS FIFOs as model, external data and run input are rejected without blocking")
     return 1 if fails else 0
 
 
