@@ -5,7 +5,10 @@ overflowing shape products, negative or huge dims, cyclic graphs, dangling
 value names, mismatched dtypes, huge attribute values, absurd ranks, several
 unsupported ops at once.
 
-    gen_seeds.py OUT_DIR
+    gen_seeds.py OUT_DIR [--only NAME]
+
+Without --only it writes the small models (committed under tests/fuzz/cases);
+the large ones (large_seeds) are written one at a time by the tests.
 
 They serve twice: as seeds for the kn_fuzz_onnx corpus, and (committed under
 tests/fuzz/cases/) as regression cases that `kiln inspect` and `kiln compile`
@@ -191,15 +194,62 @@ def seeds():
     return s
 
 
+def chain(op, n, in_dims, outputs_every=0, head=None):
+    """x -> op -> op -> ... (n nodes, short value names); every
+    `outputs_every`-th value is a graph output too; `head` (a node type)
+    first turns x into a workspace intermediate."""
+    nodes, first = [], "x"
+    if head:
+        nodes.append(helper.make_node(head, ["x"], ["h"]))
+        first = "h"
+    names = [first] + [f"{i:x}" for i in range(1, n + 1)]
+    nodes += [helper.make_node(op, [names[i]], [names[i + 1]]) for i in range(n)]
+    outs = [names[-1]] + ([names[i] for i in range(1, n, outputs_every)] if outputs_every else [])
+    return model(nodes, [vi("x", in_dims)], [vi(o, None) for o in dict.fromkeys(outs)])
+
+
+def large_seeds():
+    """Big graphs (up to ~800 KB each), generated when a test runs instead of
+    committed. Tensors of 2^39 floats (2 TiB, within shape inference's limit)
+    make `kiln compile` fail in the memory plan, after the stages that once
+    crashed or crawled, and before LLVM; inspect succeeds on them."""
+    big = [1 << 39]
+    return {
+        # 40,000 Relu fused into one kernel: lowering recursed once per node
+        # and overflowed the stack (SIGSEGV); now chains stop at 64 nodes
+        "slow_deep_relu_chain": lambda: chain("Relu", 40000, big),
+        # 40,000 Identity: constant folding rewired each one's readers by
+        # scanning every node: 45 s for inspect
+        "slow_identity_chain": lambda: chain("Identity", 40000, big, head="Neg"),
+        # 20,000 graph outputs: materialize_outputs and the memory plan
+        # compared every output with every other (and every kernel)
+        "slow_wide_outputs": lambda: model(
+            [helper.make_node("Neg", ["x"], ["t"])] +
+            [helper.make_node("Relu", ["t"], [f"o{i:x}"]) for i in range(20000)],
+            [vi("x", big)], [vi(f"o{i:x}", None) for i in range(20000)]),
+    }
+
+
 def main():
-    if len(sys.argv) != 2:
-        sys.exit("usage: gen_seeds.py OUT_DIR")
-    out = sys.argv[1]
+    args = sys.argv[1:]
+    only = None
+    if len(args) == 3 and args[1] == "--only":
+        only = args[2]
+    elif len(args) != 1:
+        sys.exit("usage: gen_seeds.py OUT_DIR [--only NAME]   (NAME: any seed, large ones included)")
+    out = args[0]
     os.makedirs(out, exist_ok=True)
-    for name, m in seeds().items():
+    small, large = seeds(), large_seeds()
+    if only is not None:
+        if only not in small and only not in large:
+            sys.exit(f"gen_seeds.py: no seed '{only}'")
+        todo = {only: small[only] if only in small else large[only]()}
+    else:
+        todo = small
+    for name, m in todo.items():
         with open(os.path.join(out, f"gen_{name}.onnx"), "wb") as f:
             f.write(m.SerializeToString())
-    print(f"gen_seeds.py: {len(seeds())} models in {out}")
+    print(f"gen_seeds.py: {len(todo)} models in {out}")
 
 
 if __name__ == "__main__":

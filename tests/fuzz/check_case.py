@@ -4,6 +4,7 @@ or misbehaved (or a hostile model from fuzz/gen_seeds.py) must now be
 rejected cleanly by both `kiln inspect` and `kiln compile`.
 
     check_case.py KILN CASE.onnx
+    check_case.py KILN --gen NAME     (a large case: fuzz/gen_seeds.py --only NAME, in a temp dir)
 
 For each command the contract is: finishes within 10 s, exit status 1 (not a
 signal), no sanitizer report, stderr made of diagnostic lines only (each
@@ -54,9 +55,17 @@ def check(cmd, out_dir=None, may_succeed=False):
 
 
 def main():
+    if len(sys.argv) == 4 and sys.argv[2] == "--gen":
+        with tempfile.TemporaryDirectory(prefix="kiln-fuzz-gen-") as tmp:
+            gen = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "fuzz", "gen_seeds.py")
+            subprocess.run([sys.executable, gen, tmp, "--only", sys.argv[3]], check=True, stdout=subprocess.DEVNULL)
+            return check_file(sys.argv[1], os.path.join(tmp, f"gen_{sys.argv[3]}.onnx"))
     if len(sys.argv) != 3:
-        sys.exit("usage: check_case.py KILN CASE.onnx")
-    kiln, case = sys.argv[1], sys.argv[2]
+        sys.exit("usage: check_case.py KILN CASE.onnx | check_case.py KILN --gen NAME")
+    return check_file(sys.argv[1], sys.argv[2])
+
+
+def check_file(kiln, case):
     slow = "slow_" in os.path.basename(case)
     failures = check([kiln, "inspect", case], may_succeed=slow)
     with tempfile.TemporaryDirectory(prefix="kiln-fuzz-case-") as tmp:
