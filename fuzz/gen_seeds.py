@@ -103,6 +103,9 @@ def seeds():
     s["negative_reshape_dim"] = with_shape_input("Reshape", [-7, 6], data_dims=(6,))
     s["negative_expand"] = with_shape_input("Expand", [-2, 3])
     s["negative_constant_of_shape"] = model([cos], [], [vi("y", None)], [i64("s", [-5])])
+    s["empty_input_huge_dim"] = unary("Relu", raw_fix=set_input_dims([0, (1 << 63) - 2]))
+    s["empty_constant_huge_dim"] = model([add], [vi("x", [1])], [vi("y", None)], [raw_tensor("w", [0, 1 << 62])])
+    s["empty_expand_huge_dim"] = with_shape_input("Expand", [0, 1 << 50], data_dims=(1, 1))
     s["huge_input_dim"] = unary("Relu", raw_fix=set_input_dims([1 << 62]))
     s["huge_range"] = model([helper.make_node("Range", ["a", "b", "c"], ["y"], name="bad_range")], [],
                             [vi("y", None, I64)],

@@ -20,6 +20,10 @@
  * anything bigger is a hostile or broken model, and byte counts (and sums of
  * a few thousand of them) stay clear of int64 overflow. */
 #define KN_MAX_TENSOR_BYTES ((int64_t)1 << 52)
+/* Largest single dim shape inference accepts, also in empty tensors (whose
+ * byte size is 0 whatever the other dims): index arithmetic on dims (window
+ * and slice sizes, loop splits) stays clear of overflow. */
+#define KN_MAX_DIM ((int64_t)1 << 40)
 
 typedef enum kn_op {
   KN_OP_UNKNOWN = 0, /* imported op Kiln does not support: see op_type */

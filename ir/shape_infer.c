@@ -217,8 +217,11 @@ int kn_infer_set(kn_infer *c, int k, kn_dtype t, const kn_shape *s) {
   if (k >= n->n_out || n->out[k] < 0) return 0;
   if (s->rank < 0 || s->rank > KN_MAX_RANK)
     return kn_infer_fail(c, "output rank %d exceeds the maximum %d", s->rank, KN_MAX_RANK);
-  for (int i = 0; i < s->rank; i++)
+  for (int i = 0; i < s->rank; i++) {
     if (s->dim[i] < 0) return kn_infer_fail(c, "negative output dim %lld", (long long)s->dim[i]);
+    if (s->dim[i] > KN_MAX_DIM)
+      return kn_infer_fail(c, "output dim %d = %lld exceeds %lld", i, (long long)s->dim[i], (long long)KN_MAX_DIM);
+  }
   int64_t numel = kn_shape_numel_max(s, c->g->max_batch);
   if (numel < 0) return kn_infer_fail(c, "output size overflows");
   if (numel > KN_MAX_TENSOR_BYTES / (kn_dtype_size(t) ? (int64_t)kn_dtype_size(t) : 1))
@@ -382,6 +385,20 @@ int kn_infer_shapes(kn_graph *g, kn_diag *d) {
              kn_value_numel(g, g->inputs[i]) > KN_MAX_TENSOR_BYTES / (int64_t)kn_dtype_size(v->dtype))
       rc = kn_diag_error(d, "graph input '%s' is larger than %lld bytes (at batch %lld)", v->name,
                          (long long)KN_MAX_TENSOR_BYTES, (long long)g->max_batch);
+  }
+  /* dims too large even when a 0 dim makes the tensor empty: graph inputs
+   * (checked above to have shapes) and constants */
+  for (int i = 0; i < g->n_inputs + g->n_values; i++) {
+    int v = i < g->n_inputs ? g->inputs[i] : i - g->n_inputs;
+    const kn_value *val = &g->values[v];
+    if (!val->shape_known || (i >= g->n_inputs && !val->data)) continue;
+    for (int k = 0; k < val->shape.rank; k++)
+      if (val->shape.dim[k] > KN_MAX_DIM) {
+        rc = kn_diag_error(d, "%s '%s' has dim %d = %lld; at most %lld is supported",
+                           val->data ? "constant" : "graph input", val->name, k, (long long)val->shape.dim[k],
+                           (long long)KN_MAX_DIM);
+        break;
+      }
   }
   if (rc < 0) return rc;
   kn_infer c = {.g = g, .d = d};
