@@ -110,6 +110,12 @@ def seeds():
     s["huge_range"] = model([helper.make_node("Range", ["a", "b", "c"], ["y"], name="bad_range")], [],
                             [vi("y", None, I64)],
                             [i64("a", 0), i64("b", BIG), i64("c", 1)])
+    # found by the fuzzer: Range with delta INT64_MAX overflowed the count (UBSan)
+    # (then an int64 + float Add, so that the model is invalid)
+    s["huge_step_range"] = model([helper.make_node("Range", ["a", "b", "c"], ["r"], name="huge_step"),
+                                  helper.make_node("Add", ["r", "x"], ["y"], name="mixed_add")],
+                                 [vi("x", [1])], [vi("y", None)],
+                                 [i64("a", 5), i64("b", 7), i64("c", (1 << 63) - 1)])
     s["zero_step_range"] = model([helper.make_node("Range", ["a", "b", "c"], ["y"], name="bad_range")], [],
                                  [vi("y", None, I64)], [i64("a", 0), i64("b", 10), i64("c", 0)])
     # -- cyclic graphs and dangling names
