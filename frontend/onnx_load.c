@@ -16,6 +16,8 @@
 
 /* Nesting limit of protobuf messages (the C++ protobuf default is 100). */
 #define KN_FE_MAX_NESTING 100
+/* Opsets beyond this are garbage, not a newer ONNX (which is at 2x today). */
+#define KN_FE_MAX_OPSET 1000
 
 static const char *str_or_empty(const char *s) { return s ? s : ""; }
 
@@ -168,6 +170,7 @@ static void import_outputs(kn_fe_ctx *cx, const Onnx__GraphProto *gp) {
   kn_graph *g = cx->g;
   g->outputs = KN_NEW_ARRAY(&g->arena, int, gp->n_output);
   g->n_outputs = 0;
+  if (gp->n_output == 0) kn_fe_error(cx, "the graph has no outputs");
   for (size_t i = 0; i < gp->n_output; i++) {
     const char *name = str_or_empty(gp->output[i]->name);
     int v = *name ? kn_fe_names_get(&cx->names, name) : -1;
@@ -225,6 +228,9 @@ static int load_model(const uint8_t *data, size_t size, const char *base_dir, co
   kn_fe_import_nodes(&cx, gp);
   import_outputs(&cx, gp);
 
+  if (g->opset < 0 || g->opset > KN_FE_MAX_OPSET)
+    kn_fe_error(&cx, "default-domain opset %lld is not an ONNX opset (at most %d)", (long long)g->opset,
+                KN_FE_MAX_OPSET);
   if (g->opset == 0)
     for (int i = 0; i < g->n_nodes; i++)
       if (!g->nodes[i].domain[0]) {
@@ -245,7 +251,8 @@ int kn_fe_load_onnx_buffer(const uint8_t *data, size_t size, const char *base_di
 }
 
 int kn_fe_load_onnx(const char *path, kn_graph *g, kn_diag *d) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  /* O_NONBLOCK: opening a FIFO must not hang (non-regular files are rejected below) */
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return kn_diag_error(d, "%s: cannot open: %s", path, strerror(errno));
   struct stat st;
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {

@@ -41,6 +41,11 @@ int kn_fe_load_onnx_buffer(const uint8_t *data, size_t size, const char *base_di
  * index, or -1 with a diagnostic starting with `path`. */
 int kn_fe_load_tensor_pb(const char *path, kn_graph *g, kn_diag *d);
 
+/* The same from bytes in memory; `label` starts the diagnostics, `base_dir`
+ * is the directory for external data, or NULL to reject it. */
+int kn_fe_load_tensor_pb_buffer(const uint8_t *data, size_t size, const char *label,
+                                const char *base_dir, kn_graph *g, kn_diag *d);
+
 /* Number of live nodes with an op Kiln does not support (KN_OP_UNKNOWN). */
 int kn_fe_unsupported_count(const kn_graph *g);
 

@@ -195,7 +195,8 @@ static int external_open(kn_fe_ctx *cx, const Onnx__TensorProto *t, uint64_t byt
     return kn_fe_error(cx, "%s: external data '%s' needs the model's directory", what, location);
 
   char *path = kn_arena_printf(&cx->g->arena, "%s/%s", cx->base_dir, location);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  /* O_NONBLOCK: opening a FIFO must not hang (non-regular files are rejected below) */
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0)
     return kn_fe_error(cx, "%s: cannot open external data file '%s': %s", what, path,
                        strerror(errno));

@@ -18,7 +18,8 @@
 
 /* Reads the whole regular file at `path` into a malloc'ed buffer. */
 static uint8_t *read_file(const char *path, size_t *size, kn_diag *d) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  /* O_NONBLOCK: opening a FIFO must not hang (non-regular files are rejected below) */
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     kn_diag_error(d, "%s: cannot open: %s", path, strerror(errno));
     return NULL;
@@ -47,6 +48,20 @@ static uint8_t *read_file(const char *path, size_t *size, kn_diag *d) {
   return data;
 }
 
+int kn_fe_load_tensor_pb_buffer(const uint8_t *data, size_t size, const char *label,
+                                const char *base_dir, kn_graph *g, kn_diag *d) {
+  kn_fe_ctx cx = {.g = g, .d = d, .label = label, .base_dir = base_dir};
+  int v = -1;
+  Onnx__TensorProto *t = NULL;
+  /* A TensorProto nests no recursive messages: no depth guard is needed. */
+  if (!(t = onnx__tensor_proto__unpack(NULL, size, data)))
+    kn_fe_error(&cx, "cannot decode a TensorProto (truncated, or another message)");
+  else
+    v = kn_fe_tensor_to_const(&cx, t, t->name && *t->name ? t->name : "tensor", "tensor");
+  if (t) onnx__tensor_proto__free_unpacked(t, NULL);
+  return v;
+}
+
 int kn_fe_load_tensor_pb(const char *path, kn_graph *g, kn_diag *d) {
   size_t size = 0;
   uint8_t *data = read_file(path, &size, d);
@@ -56,15 +71,7 @@ int kn_fe_load_tensor_pb(const char *path, kn_graph *g, kn_diag *d) {
                          : slash == path
                              ? "/"
                              : kn_arena_printf(&g->arena, "%.*s", (int)(slash - path), path);
-  kn_fe_ctx cx = {.g = g, .d = d, .label = path, .base_dir = base_dir};
-  int v = -1;
-  Onnx__TensorProto *t = NULL;
-  /* A TensorProto nests no recursive messages: no depth guard is needed. */
-  if (!(t = onnx__tensor_proto__unpack(NULL, size, data)))
-    kn_fe_error(&cx, "cannot decode a TensorProto (truncated, or another message)");
-  else
-    v = kn_fe_tensor_to_const(&cx, t, t->name && *t->name ? t->name : "tensor", "tensor");
-  if (t) onnx__tensor_proto__free_unpacked(t, NULL);
+  int v = kn_fe_load_tensor_pb_buffer(data, size, path, base_dir, g, d);
   free(data);
   return v;
 }

@@ -7,6 +7,9 @@
 #include <math.h>
 #include <string.h>
 
+/* Longest diagnostic line kept (longer ones end in "..."). */
+#define KN_DIAG_MAX_LINE 2000
+
 _Noreturn void kn_internal_error(const char *file, int line, const char *cond, const char *msg) {
   fprintf(stderr, "kiln: internal error at %s:%d: %s (%s)\n", file, line, msg ? msg : "", cond);
   abort();
@@ -94,6 +97,10 @@ int kn_diag_error(kn_diag *d, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(line, (size_t)n + 1, fmt, ap);
   va_end(ap);
+  /* one line, of sane length, whatever names a hostile model holds */
+  for (char *c = line; *c; c++)
+    if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
+  if (n > KN_DIAG_MAX_LINE) strcpy(line + KN_DIAG_MAX_LINE - 3, "...");
   if (d->count == d->cap) {
     d->cap = d->cap ? d->cap * 2 : 8;
     d->lines = realloc(d->lines, sizeof(char *) * (size_t)d->cap);

@@ -42,7 +42,8 @@ typedef struct kn_diag {
 
 void kn_diag_init(kn_diag *d);
 void kn_diag_free(kn_diag *d);
-/* Appends one line (no trailing newline needed). Always returns -1 so callers
+/* Appends one line (no trailing newline needed; control characters become
+ * '?', and lines beyond 2000 bytes are cut). Always returns -1 so callers
  * can write `return kn_diag_error(d, ...)`. */
 int kn_diag_error(kn_diag *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Prints every line as "kiln: error: <line>" to stderr. */

@@ -1,4 +1,5 @@
-/* flops.c — arithmetic cost of a node, for reports (inspect, profiles). */
+/* flops.c — arithmetic cost of a node, for reports (inspect, profiles), and
+ * the work the reference interpreter would spend on it (kn_node_work). */
 #include "graph.h"
 
 double kn_node_flops(const kn_graph *g, int node) {
@@ -27,3 +28,29 @@ double kn_node_flops(const kn_graph *g, int node) {
   }
 }
 
+
+static double value_elems(const kn_graph *g, int v) {
+  if (v < 0 || !g->values[v].shape_known) return 0;
+  double e = 1;
+  for (int i = 0; i < g->values[v].shape.rank; i++) e *= (double)g->values[v].shape.dim[i];
+  return e;
+}
+
+double kn_node_work(const kn_graph *g, int node, double *input_elems) {
+  const kn_node *n = &g->nodes[node];
+  double work = kn_node_flops(g, node), out = n->n_out > 0 ? value_elems(g, n->out[0]) : 0, in = 0;
+  bool shape_only = n->op == KN_OP_SHAPE || n->op == KN_OP_SIZE; /* input 0: only its shape is read */
+  for (int k = shape_only ? 1 : 0; k < n->n_in; k++) in += value_elems(g, n->in[k]);
+  for (int k = 0; k < n->n_out; k++) work += value_elems(g, n->out[k]);
+  /* windowed ops other than convolutions (counted by the flops) read a
+   * whole window per output element */
+  int count = 0;
+  const int64_t *kernel = kn_node_attr_ints(n, "kernel_shape", &count);
+  if (kernel && n->op != KN_OP_CONV && n->op != KN_OP_CONV_NHWC) {
+    double window = 1;
+    for (int i = 0; i < count; i++) window *= kernel[i] > 0 ? (double)kernel[i] : 1;
+    work += out * window;
+  }
+  if (input_elems) *input_elems = in;
+  return work + in;
+}

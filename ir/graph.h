@@ -16,6 +16,14 @@
 #include "base.h"
 
 #define KN_MAX_RANK 8
+/* Largest tensor (bytes, at max_batch) shape inference accepts (4 PiB):
+ * anything bigger is a hostile or broken model, and byte counts (and sums of
+ * a few thousand of them) stay clear of int64 overflow. */
+#define KN_MAX_TENSOR_BYTES ((int64_t)1 << 52)
+/* Largest single dim shape inference accepts, also in empty tensors (whose
+ * byte size is 0 whatever the other dims): index arithmetic on dims (window
+ * and slice sizes, loop splits) stays clear of overflow. */
+#define KN_MAX_DIM ((int64_t)1 << 40)
 
 typedef enum kn_op {
   KN_OP_UNKNOWN = 0, /* imported op Kiln does not support: see op_type */
@@ -166,6 +174,13 @@ int kn_graph_verify(const kn_graph *g, kn_diag *d);
 /* Floating-point operations of one node at N = 1 (multiply-add = 2) for
  * contractions, one per output element otherwise (ir/flops.c). */
 double kn_node_flops(const kn_graph *g, int node);
+/* Rough count of scalar operations evaluating node `node` with the reference
+ * interpreter takes: flops, every element read and written, windows; shapes
+ * must be inferred. *input_elems (if not NULL) gets the elements read from
+ * inputs alone. Constant folding and shape inference refuse to evaluate
+ * nodes whose work is far above their input size: a tiny hostile model can
+ * ask for a 4096^3 MatMul of constants. */
+double kn_node_work(const kn_graph *g, int node, double *input_elems);
 
 /* Prints the graph as text (one node per line with shapes). */
 #include <stdio.h>

@@ -23,6 +23,13 @@
 #include "ref_eval.h"
 
 #define FOLD_MAX_ELEMS ((int64_t)16 << 20)
+/* Work limits (kn_node_work), so a small hostile model cannot keep the
+ * compiler busy for minutes: one node may cost FOLD_NODE_WORK beyond a few
+ * passes over its inputs; one run of the pass FOLD_BASE_WORK plus a few
+ * passes over the model's constants. What is not folded stays a node (and is
+ * compiled, or diagnosed, later). */
+#define FOLD_NODE_WORK ((double)(1 << 26))
+#define FOLD_BASE_WORK ((double)(1 << 28))
 
 static bool dropout_is_identity(const kn_graph *g, const kn_node *n, const int *uses) {
   if (n->n_out > 1 && uses[n->out[1]] > 0) return false; /* the mask is used */
@@ -33,12 +40,15 @@ static bool dropout_is_identity(const kn_graph *g, const kn_node *n, const int *
   return true;
 }
 
-/* Removes Identity / Dropout node i: consumers read its input directly. */
-static void remove_alias(kn_graph *g, int i) {
+/* Removes Identity / Dropout node i: consumers read its input directly.
+ * They are rewired lazily through fwd (fwd[y] = x; see forward_inputs), not
+ * by a scan of every node per alias, which made a chain of N Identity nodes
+ * cost N^2. */
+static void remove_alias(kn_graph *g, int i, int *fwd) {
   kn_node *n = &g->nodes[i];
   int x = n->in[0], y = n->out[0];
   if (!kn_pass_is_graph_output(g, y)) {
-    kn_pass_replace_uses(g, y, x);
+    fwd[y] = x;
     kn_pass_kill_node(g, i);
     return;
   }
@@ -99,20 +109,37 @@ static void keep_output_copy(kn_graph *g, int y) {
                     &y, 1);
 }
 
+/* Points node n's inputs past removed aliases (values from before the pass
+ * only: later ones are never forwarded). */
+static void forward_inputs(kn_node *n, const int *fwd, int n_fwd) {
+  for (int k = 0; k < n->n_in; k++)
+    while (n->in[k] >= 0 && n->in[k] < n_fwd && fwd[n->in[k]] != n->in[k]) n->in[k] = fwd[n->in[k]];
+}
+
 int kn_pass_fold_constants(kn_graph *g, kn_diag *d) {
   int *uses = malloc(sizeof(int) * ((size_t)g->n_values + 1));
   KN_ASSERT(uses, "out of memory");
   kn_pass_count_uses(g, uses);
-  int rc = 0, n_nodes = g->n_nodes;
+  int rc = 0, n_nodes = g->n_nodes, n_fwd = g->n_values;
+  int *fwd = malloc(sizeof(int) * ((size_t)n_fwd + 1));
+  KN_ASSERT(fwd, "out of memory");
+  for (int v = 0; v < n_fwd; v++) fwd[v] = v;
+  double work_left = FOLD_BASE_WORK;
+  for (int v = 0; v < g->n_values; v++)
+    if (g->values[v].data) work_left += 4.0 * (double)kn_value_numel(g, v);
   for (int i = 0; i < n_nodes && rc == 0; i++) {
     kn_node *n = &g->nodes[i];
     if (n->dead || n->op == KN_OP_UNKNOWN) continue;
+    forward_inputs(n, fwd, n_fwd); /* topological order: producers came first */
     bool alias = n->op == KN_OP_IDENTITY || (n->op == KN_OP_DROPOUT && dropout_is_identity(g, n, uses));
     if (alias && n->n_in >= 1 && n->in[0] >= 0 && n->n_out >= 1) {
-      remove_alias(g, i);
+      remove_alias(g, i, fwd);
       continue;
     }
     if (!inputs_known(g, n) || too_big(g, n)) continue;
+    double in_elems, work = kn_node_work(g, i, &in_elems);
+    if (work > FOLD_NODE_WORK + 4.0 * in_elems || work > work_left) continue;
+    work_left -= work;
     int r = kn_ref_eval_node(g, i, d);
     if (r < 0) rc = -1;
     if (r != 0) continue;
@@ -123,6 +150,9 @@ int kn_pass_fold_constants(kn_graph *g, kn_diag *d) {
       if (kn_pass_is_graph_output(g, y)) keep_output_copy(g, y);
     }
   }
+  for (int i = 0; i < g->n_nodes; i++)
+    if (!g->nodes[i].dead) forward_inputs(&g->nodes[i], fwd, n_fwd);
+  free(fwd);
   free(uses);
   if (rc < 0) return rc;
   return kn_graph_toposort(g, d);

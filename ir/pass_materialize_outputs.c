@@ -9,6 +9,8 @@
  * of those, or the same tensor as another output) an Identity node now copies
  * it into a fresh value that takes the output's place and its name (a
  * graph input and an output may then share a name, as they do in the model). */
+#include <stdlib.h>
+
 #include "passes.h"
 
 static int storage_root(const kn_graph *g, int v) {
@@ -22,11 +24,19 @@ static int storage_root(const kn_graph *g, int v) {
 
 int kn_pass_materialize_outputs(kn_graph *g, kn_diag *d) {
   bool changed = false;
+  /* roots already owned by an earlier output (an output that gets a copy owns
+   * the copy instead): one array, not a rescan per output, which made a model
+   * with many outputs quadratic */
+  int n_values = g->n_values;
+  bool *owned = calloc((size_t)n_values + 1, sizeof(bool));
+  KN_ASSERT(owned, "out of memory");
   for (int i = 0; i < g->n_outputs; i++) {
     int v = g->outputs[i], root = storage_root(g, v);
-    bool shared = false;
-    for (int j = 0; j < i; j++) shared |= storage_root(g, g->outputs[j]) == root;
-    if (!shared && !g->values[root].data && g->values[root].producer >= 0) continue;
+    bool shared = root < n_values && owned[root];
+    if (!shared && !g->values[root].data && g->values[root].producer >= 0) {
+      owned[root] = true;
+      continue;
+    }
     const char *name = g->values[v].name;
     int copy = kn_graph_add_value(g, name); /* the output keeps its name exactly */
     g->values[copy].dtype = g->values[v].dtype;
@@ -36,5 +46,6 @@ int kn_pass_materialize_outputs(kn_graph *g, kn_diag *d) {
     g->outputs[i] = copy;
     changed = true;
   }
+  free(owned);
   return changed ? kn_graph_toposort(g, d) : 0;
 }

@@ -20,6 +20,9 @@
 
 /* Largest side-table tensor: shape arithmetic is tiny. */
 #define KNOWN_MAX_ELEMS 4096
+/* ... and cheap to compute (kn_node_work): small outputs can still hide a
+ * huge reduction or convolution of large constants. */
+#define KNOWN_MAX_WORK ((double)(1 << 24))
 
 /* ---- shared helpers ---- */
 
@@ -216,10 +219,15 @@ int kn_infer_set(kn_infer *c, int k, kn_dtype t, const kn_shape *s) {
   if (k >= n->n_out || n->out[k] < 0) return 0;
   if (s->rank < 0 || s->rank > KN_MAX_RANK)
     return kn_infer_fail(c, "output rank %d exceeds the maximum %d", s->rank, KN_MAX_RANK);
-  for (int i = 0; i < s->rank; i++)
+  for (int i = 0; i < s->rank; i++) {
     if (s->dim[i] < 0) return kn_infer_fail(c, "negative output dim %lld", (long long)s->dim[i]);
-  if (kn_shape_numel_max(s, c->g->max_batch) < 0)
-    return kn_infer_fail(c, "output size overflows");
+    if (s->dim[i] > KN_MAX_DIM)
+      return kn_infer_fail(c, "output dim %d = %lld exceeds %lld", i, (long long)s->dim[i], (long long)KN_MAX_DIM);
+  }
+  int64_t numel = kn_shape_numel_max(s, c->g->max_batch);
+  if (numel < 0) return kn_infer_fail(c, "output size overflows");
+  if (numel > KN_MAX_TENSOR_BYTES / (kn_dtype_size(t) ? (int64_t)kn_dtype_size(t) : 1))
+    return kn_infer_fail(c, "output %d is larger than %lld bytes", k, (long long)KN_MAX_TENSOR_BYTES);
   kn_value *v = &c->g->values[n->out[k]];
   v->dtype = t;
   v->shape = *s;
@@ -313,6 +321,8 @@ static void propagate_known(kn_infer *c) {
     if (!val->shape_known || val->shape.batch_mask || kn_value_numel(c->g, n->out[k]) > KNOWN_MAX_ELEMS)
       return;
   }
+  double in_elems, work = kn_node_work(c->g, c->node, &in_elems);
+  if (work > KNOWN_MAX_WORK + 4.0 * in_elems) return;
   for (int k = 0; k < n->n_out; k++) {
     const kn_value *val = &c->g->values[n->out[k]];
     out[k].dtype = val->dtype;
@@ -448,6 +458,24 @@ static int infer_all(kn_graph *g, bool *needed, kn_diag *d) {
     const kn_value *v = &g->values[g->inputs[i]];
     if (v->dtype == KN_DT_INVALID) rc = kn_diag_error(d, "graph input '%s' has no dtype", v->name);
     else if (!v->shape_known) rc = kn_diag_error(d, "graph input '%s' has no shape", v->name);
+    else if (kn_value_numel(g, g->inputs[i]) < 0 ||
+             kn_value_numel(g, g->inputs[i]) > KN_MAX_TENSOR_BYTES / (int64_t)kn_dtype_size(v->dtype))
+      rc = kn_diag_error(d, "graph input '%s' is larger than %lld bytes (at batch %lld)", v->name,
+                         (long long)KN_MAX_TENSOR_BYTES, (long long)g->max_batch);
+  }
+  /* dims too large even when a 0 dim makes the tensor empty: graph inputs
+   * (checked above to have shapes) and constants */
+  for (int i = 0; i < g->n_inputs + g->n_values; i++) {
+    int v = i < g->n_inputs ? g->inputs[i] : i - g->n_inputs;
+    const kn_value *val = &g->values[v];
+    if (!val->shape_known || (i >= g->n_inputs && !val->data)) continue;
+    for (int k = 0; k < val->shape.rank; k++)
+      if (val->shape.dim[k] > KN_MAX_DIM) {
+        rc = kn_diag_error(d, "%s '%s' has dim %d = %lld; at most %lld is supported",
+                           val->data ? "constant" : "graph input", val->name, k, (long long)val->shape.dim[k],
+                           (long long)KN_MAX_DIM);
+        break;
+      }
   }
   if (rc < 0) return rc;
   kn_infer c = {.g = g, .d = d};

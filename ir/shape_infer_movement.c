@@ -506,8 +506,10 @@ static int range(kn_infer *c) {
     if (start < -DIM_LIMIT || start > DIM_LIMIT || limit < -DIM_LIMIT || limit > DIM_LIMIT)
       return kn_infer_fail(c, "start / limit out of range");
     int64_t span = limit - start;
-    count = delta > 0 ? (span + delta - 1) / delta : (-span + (-delta) - 1) / (-delta);
-    if (delta < -DIM_LIMIT || delta > DIM_LIMIT) count = span != 0 && (span > 0) == (delta > 0);
+    if (delta < -DIM_LIMIT || delta > DIM_LIMIT) /* a huge step (tested first: span + delta overflows) */
+      count = span != 0 && (span > 0) == (delta > 0);
+    else
+      count = delta > 0 ? (span + delta - 1) / delta : (-span + (-delta) - 1) / (-delta);
     if (count < 0) count = 0;
   }
   return kn_infer_set(c, 0, dt, &(kn_shape){.rank = 1, .dim = {count}});

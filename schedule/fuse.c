@@ -18,6 +18,12 @@
 
 #include "schedule.h"
 
+/* Longest elementwise chain fused into one kernel: the kernel's expression
+ * nests one level per node, and lowering recurses over it (a hostile chain
+ * of 40,000 Relu nodes overflowed the stack). Longer chains continue in a
+ * new kernel. */
+#define FUSE_MAX_CHAIN 64
+
 typedef struct fuse {
   const kn_graph *g;
   int *uses;        /* per value: number of consuming (live) node inputs */
@@ -102,12 +108,22 @@ int kn_sched_fuse(const kn_graph *g, kn_arena *arena, kn_groups *out, kn_diag *d
     for (int o = 0; o < n->n_out; o++) {
       int v = n->out[o];
       if (v < 0 || (o > 0 && F.uses[v] == 0 && !F.is_output[v])) continue;
+      /* the producers inlined into i (some of its inputs' producers), in
+       * node order; not a scan of all earlier nodes (quadratic) */
       int nm = 0;
-      for (int p = 0; p < i; p++)
-        if (F.inline_into[p] == i) members[nm++] = p;
+      for (int k = 0; k < n->n_in; k++) {
+        int p = n->in[k] >= 0 ? g->values[n->in[k]].producer : -1;
+        if (p < 0 || p >= i || F.inline_into[p] != i) continue;
+        int at = nm;
+        while (at > 0 && members[at - 1] >= p) at--;
+        if (at < nm && members[at] == p) continue; /* read twice */
+        memmove(members + at + 1, members + at, sizeof(int) * (size_t)(nm - at));
+        members[at] = p;
+        nm++;
+      }
       members[nm++] = i;
       int cur = v;
-      while (n->n_out == 1 && F.uses[cur] > 0 && can_absorb(&F, cur, F.consumer[cur])) {
+      while (n->n_out == 1 && F.uses[cur] > 0 && nm < FUSE_MAX_CHAIN && can_absorb(&F, cur, F.consumer[cur])) {
         int c = F.consumer[cur];
         members[nm++] = c;
         F.group_of[c] = count;

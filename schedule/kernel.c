@@ -128,6 +128,28 @@ static int find_index(const int *arr, int n, int v) {
   return -1;
 }
 
+/* A few (value, TE tensor) pairs, searched linearly: a group touches a few
+ * dozen values at most. */
+typedef struct value_map {
+  int *keys;
+  kn_te_tensor **vals;
+  int n;
+} value_map;
+
+static void value_map_set(value_map *m, int v, kn_te_tensor *t) {
+  int i = find_index(m->keys, m->n, v);
+  if (i < 0) {
+    i = m->n++;
+    m->keys[i] = v;
+  }
+  m->vals[i] = t;
+}
+
+static kn_te_tensor *value_map_get(const value_map *m, int v) {
+  int i = find_index(m->keys, m->n, v);
+  return i < 0 ? NULL : m->vals[i];
+}
+
 int kn_sched_build_kernel(kn_graph *g, const kn_group *grp, const kn_target *t,
                           kn_expr_ctx *ec, const char *name, kn_kernel_build *out,
                           FILE *dump_te, FILE *dump_loops, kn_diag *d) {
@@ -155,12 +177,15 @@ int kn_sched_build_kernel_with(kn_graph *g, const kn_group *grp, const kn_target
   }
 
   kn_te_ctx tc = {.ec = ec, .batch = kn_var_new(ec, "N"), .g = g};
-  kn_te_tensor **tensor_of = KN_NEW_ARRAY(A, kn_te_tensor *, g->n_values);
+  /* value -> TE tensor for the values this group touches: a short list, not
+   * an array over the whole graph per kernel (quadratic on large graphs) */
+  value_map tensor_of = {KN_NEW_ARRAY(A, int, n_inputs + grp->n_nodes + 1),
+                         KN_NEW_ARRAY(A, kn_te_tensor *, n_inputs + grp->n_nodes + 1), 0};
   kn_te_tensor **placeholders = KN_NEW_ARRAY(A, kn_te_tensor *, 2 * n_inputs + 1);
   for (int i = 0, n = n_inputs; i < n; i++) {
-    tensor_of[inputs[i]] = placeholders[i] = kn_te_placeholder_for(&tc, inputs[i]);
+    placeholders[i] = kn_te_placeholder_for(&tc, inputs[i]);
     kn_te_tensor *with_batch = batch_dependent_constant(g, &tc, inputs[i], placeholders[i], inputs, placeholders, &n_inputs);
-    if (with_batch) tensor_of[inputs[i]] = with_batch;
+    value_map_set(&tensor_of, inputs[i], with_batch ? with_batch : placeholders[i]);
   }
 
   kn_te_tensor *result = NULL;
@@ -169,11 +194,11 @@ int kn_sched_build_kernel_with(kn_graph *g, const kn_group *grp, const kn_target
     const kn_node *n = &g->nodes[node];
     kn_te_tensor *ins[16] = {0};
     if (n->n_in > 16) return kn_diag_error(d, "node '%s' (%s): too many inputs", n->name, n->op_type);
-    for (int k = 0; k < n->n_in; k++) ins[k] = n->in[k] >= 0 ? tensor_of[n->in[k]] : NULL;
+    for (int k = 0; k < n->n_in; k++) ins[k] = n->in[k] >= 0 ? value_map_get(&tensor_of, n->in[k]) : NULL;
     int oi = node == grp->anchor ? grp->output_index : 0;
     kn_te_tensor *r = kn_te_op_output(&tc, node, oi, ins, d);
     if (!r) return -1;
-    tensor_of[n->out[oi]] = r;
+    value_map_set(&tensor_of, n->out[oi], r);
     result = r;
   }
   KN_ASSERT(result, "empty group");

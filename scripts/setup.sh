@@ -50,7 +50,8 @@ export DEBIAN_FRONTEND=noninteractive
 # ---- 1. Debian packages ---------------------------------------------------------------
 APT_PKGS=(
   cmake make gcc g++ binutils pkg-config           # build
-  llvm-14-dev lld-14 lld clang-14                  # codegen (LLVM C API), linker, libFuzzer later
+  llvm-14-dev lld-14 lld clang-14                  # codegen (LLVM C API), linker
+  libclang-rt-14-dev                               # libFuzzer + sanitizer runtimes (-DKILN_FUZZ=ON, fuzz/)
   protobuf-c-compiler libprotobuf-c-dev            # ONNX decoder, generated at build time
   libcmocka-dev                                    # unit tests
   gcc-aarch64-linux-gnu libc6-dev-arm64-cross      # aarch64 cross-compilation (runtime, runner, .so links)

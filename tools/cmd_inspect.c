@@ -8,6 +8,7 @@
 #include "../ir/passes.h"
 #include "../ir/shape_infer.h"
 #include "cmds.h"
+#include "pipeline.h"
 
 typedef struct census_row {
   const char *op_type;
@@ -84,12 +85,14 @@ int kn_cmd_inspect(int argc, char **argv) {
     double flops = 0;
     for (int i = 0; i < g.n_nodes; i++) flops += kn_node_flops(&g, i);
     printf("flops: %.3f GFLOP (batch 1)\n", flops / 1e9);
+    /* the graph passes can still reject a model (say, a constant too large
+     * to fold): inspect says so too, after the census */
+    kn_compile_opts passes = {.model = model, .max_batch = 1};
+    if (kn_pipeline_optimize(&passes, &g, &shape_diag) < 0) status = 1;
   } else {
     printf("flops: unknown (%s)\n", unsupported ? "unsupported ops" : "shape inference failed");
-    if (shape_diag.count) kn_diag_print(&shape_diag, "kiln");
     status = 1;
   }
-  kn_diag_free(&shape_diag);
   printf("ops:\n");
   for (int r = 0; r < n_rows; r++)
     printf("  %-24s %5d%s\n", rows[r].op_type, rows[r].count, rows[r].supported ? "" : "  UNSUPPORTED");
@@ -108,6 +111,8 @@ int kn_cmd_inspect(int argc, char **argv) {
             unsupported);
     status = 1;
   }
+  if (status && unsupported == 0 && shape_diag.count) kn_diag_print(&shape_diag, "kiln");
+  kn_diag_free(&shape_diag);
   free(rows);
 done:
   kn_diag_free(&d);

@@ -7,6 +7,7 @@
 #include "npy.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -174,8 +175,14 @@ int kn_npy_parse(const void *buf, size_t len, const char *name, kn_npy *out, kn_
 
 int kn_npy_read(const char *path, kn_npy *out, kn_diag *d) {
   memset(out, 0, sizeof *out);
-  FILE *fp = fopen(path, "rb");
-  if (!fp) return kn_diag_error(d, "cannot open '%s': %s", path, strerror(errno));
+  /* O_NONBLOCK: opening a FIFO must not hang (non-regular files are rejected below) */
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  FILE *fp = fd >= 0 ? fdopen(fd, "rb") : NULL;
+  if (!fp) {
+    int err = errno;
+    if (fd >= 0) close(fd);
+    return kn_diag_error(d, "cannot open '%s': %s", path, strerror(err));
+  }
   struct stat st;
   if (fstat(fileno(fp), &st) != 0 || !S_ISREG(st.st_mode)) {
     fclose(fp);

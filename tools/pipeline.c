@@ -52,8 +52,7 @@ static int run_pass(const kn_compile_opts *o, const char *stage, int (*pass)(kn_
   return 0;
 }
 
-int kn_pipeline_load(const char *model, int64_t max_batch, kn_graph *g, kn_diag *d) {
-  if (kn_fe_load_onnx(model, g, d) < 0) return -1;
+static int finish_load(int64_t max_batch, kn_graph *g, kn_diag *d) {
   if (max_batch < 1) return kn_diag_error(d, "--max-batch must be at least 1");
   g->max_batch = max_batch;
   if (kn_pass_expand_composites(g, d) < 0) return -1;
@@ -62,13 +61,12 @@ int kn_pipeline_load(const char *model, int64_t max_batch, kn_graph *g, kn_diag 
 }
 
 int kn_pipeline_load_bound(const kn_compile_opts *o, kn_graph *g, kn_diag *d) {
-  if (kn_fe_load_onnx(o->model, g, d) < 0) return -1;
+  int rc = o->model_data ? kn_fe_load_onnx_buffer(o->model_data, o->model_size, NULL, g, d)
+                         : kn_fe_load_onnx(o->model, g, d);
+  if (rc < 0) return -1;
   if (kn_bind_inputs(g, o->binds, o->n_binds, d) < 0) return -1;
-  if (o->max_batch < 1) return kn_diag_error(d, "--max-batch must be at least 1");
-  g->max_batch = o->max_batch;
   /* after binding: a bound input may be what a composite's rewrite reads */
-  if (kn_pass_expand_composites(g, d) < 0) return -1;
-  return kn_infer_shapes(g, d);
+  return finish_load(o->max_batch, g, d);
 }
 
 int kn_pipeline_needed_bindings(const kn_compile_opts *o, kn_arena *arena, kn_bind_need **needs, int *count,
@@ -98,6 +96,20 @@ int kn_pipeline_needed_bindings(const kn_compile_opts *o, kn_arena *arena, kn_bi
 done:
   kn_graph_free(&g);
   return status;
+}
+
+int kn_pipeline_load(const char *model, int64_t max_batch, kn_graph *g, kn_diag *d) {
+  if (kn_fe_load_onnx(model, g, d) < 0) return -1;
+  return finish_load(max_batch, g, d);
+}
+
+int kn_pipeline_load_buffer(const uint8_t *data, size_t size, int64_t max_batch, kn_graph *g, kn_diag *d) {
+  if (kn_fe_load_onnx_buffer(data, size, NULL, g, d) < 0) return -1;
+  return finish_load(max_batch, g, d);
+}
+
+static bool stop_is(const kn_compile_opts *o, const char *stage) {
+  return o->stop_after && !strcmp(o->stop_after, stage);
 }
 
 int kn_pipeline_optimize(const kn_compile_opts *o, kn_graph *g, kn_diag *d) {
@@ -130,6 +142,7 @@ int kn_compile(const kn_compile_opts *o, kn_diag *d) {
   kn_at_log tuning = {0};
   if (kn_pipeline_load_bound(o, &g, d) < 0) goto done;
   if (kn_pipeline_optimize(o, &g, d) < 0) goto done;
+  if (stop_is(o, "cleanup")) goto stopped;
 
   kn_groups groups;
   if (kn_sched_fuse(&g, &arena, &groups, d) < 0) goto done;
@@ -141,6 +154,7 @@ int kn_compile(const kn_compile_opts *o, kn_diag *d) {
       printf("\n");
     }
   }
+  if (stop_is(o, "fuse")) goto stopped;
 
   /* schedules: the rule-based defaults, or the best records of a tuning log */
   kn_at_replay replay = {.log = &tuning, .arena = &arena};
@@ -163,16 +177,19 @@ int kn_compile(const kn_compile_opts *o, kn_diag *d) {
       failures++;
   }
   if (failures) goto done;
+  if (stop_is(o, "loops")) goto stopped;
   if (o->tuning_log && o->verbose)
     fprintf(stderr, "kiln: tuning log: %d of %d kernels use tuned schedules\n", replay.n_tuned, replay.n_kernels);
 
   kn_plan plan;
   if (kn_plan_build(&g, kernels, groups.n, o->prefix, &arena, &plan, d) < 0) goto done;
+  if (stop_is(o, "plan")) goto stopped;
   if (kn_cg_package(&plan, &target, o->output, d) < 0) goto done;
   if (o->verbose)
     fprintf(stderr, "kiln: compiled %s -> %s: %d kernels, workspace %lld bytes, %.2f s cpu\n", o->model,
             o->output, plan.n_steps, (long long)plan.workspace_bytes,
             (double)(clock() - start) / CLOCKS_PER_SEC);
+stopped:
   status = 0;
 done:
   if (o->tuning_log) kn_at_log_free(&tuning);

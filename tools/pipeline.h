@@ -3,6 +3,8 @@
 #define KN_PIPELINE_H
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
 #include "../ir/graph.h"
 #include "bind.h"
@@ -14,6 +16,15 @@ typedef struct kn_compile_opts {
   const char *prefix;     /* C identifier prefix of the artifact's symbols */
   const char *dump_after; /* stage name, or NULL */
   const char *tuning_log; /* JSONL tuning records to replay, or NULL */
+  /* The model as bytes instead of a file (fuzzing, tests): when model_data is
+   * set, `model` is only the name used in diagnostics and external data is
+   * rejected. */
+  const uint8_t *model_data;
+  size_t model_size;
+  /* Stop after this stage and write nothing ("cleanup", "fuse", "loops", or
+   * "plan": everything but LLVM codegen and packaging), or NULL for the whole
+   * pipeline. Used by the fuzzers. */
+  const char *stop_after;
   int64_t max_batch;
   bool verbose;
   const kn_binding *binds; /* --bind: graph inputs made constants */
@@ -33,6 +44,8 @@ bool kn_pipeline_stage_valid(const char *name);
 
 /* Loads and shape-infers a model (the front of the pipeline). */
 int kn_pipeline_load(const char *model, int64_t max_batch, kn_graph *g, kn_diag *d);
+/* The same from a serialized ModelProto in memory (no external data). */
+int kn_pipeline_load_buffer(const uint8_t *data, size_t size, int64_t max_batch, kn_graph *g, kn_diag *d);
 /* Loads a model, binds o->binds (--bind), sets o->max_batch and
  * shape-infers: the front of kn_compile. */
 int kn_pipeline_load_bound(const kn_compile_opts *o, kn_graph *g, kn_diag *d);

@@ -54,17 +54,26 @@ static int64_t place(storage *st, int n_values) {
   for (int v = 0; v < n_values; v++)
     if (st[v].kind == ROOT_WORK) order[n++] = v;
   qsort_r(order, (size_t)n, sizeof(int), cmp_size_desc, st);
+  /* the placed buffers live at the same time as the one being placed: found
+   * once per buffer, so the retries below scan only those (a long chain of
+   * short-lived buffers stays quadratic, not cubic) */
+  int *live = malloc(sizeof(int) * (size_t)(n + 1));
+  KN_ASSERT(live, "out of memory");
   int64_t total = 0;
   for (int i = 0; i < n; i++) {
     storage *s = &st[order[i]];
+    int n_live = 0;
+    for (int j = 0; j < i; j++) {
+      const storage *o = &st[order[j]];
+      if (s->first <= o->last && o->first <= s->last) live[n_live++] = order[j];
+    }
     int64_t offset = 0;
     for (bool moved = true; moved;) {
       moved = false;
-      for (int j = 0; j < i; j++) {
-        storage *o = &st[order[j]];
-        bool live_together = s->first <= o->last && o->first <= s->last;
+      for (int j = 0; j < n_live; j++) {
+        storage *o = &st[live[j]];
         bool overlap = offset < o->offset + o->bytes && o->offset < offset + s->bytes;
-        if (live_together && overlap) {
+        if (overlap) {
           offset = (o->offset + o->bytes + 63) & ~(int64_t)63;
           moved = true;
         }
@@ -73,6 +82,7 @@ static int64_t place(storage *st, int n_values) {
     s->offset = offset;
     if (offset + s->bytes > total) total = offset + s->bytes;
   }
+  free(live);
   free(order);
   return (total + 63) & ~(int64_t)63;
 }
@@ -152,12 +162,14 @@ int kn_plan_build(const kn_graph *g, const kn_kernel_build *kernels, int n_kerne
       step->args[i] = (kn_plan_arg){kinds[s->kind], s->index, s->kind == ROOT_WORK ? s->offset : 0};
     }
   }
-  for (int i = 0; i < g->n_outputs; i++) {
-    int r = root_of(g, g->outputs[i]);
-    bool written = false;
-    for (int k = 0; k < n_kernels; k++) written |= root_of(g, kernels[k].output) == r;
-    if (!written) status = kn_diag_error(d, "graph output '%s' is never computed", g->values[g->outputs[i]].name);
-  }
+  /* one pass over the kernels, not one per output (quadratic on wide graphs) */
+  bool *written = calloc((size_t)g->n_values + 1, sizeof(bool));
+  KN_ASSERT(written, "out of memory");
+  for (int k = 0; k < n_kernels; k++) written[root_of(g, kernels[k].output)] = true;
+  for (int i = 0; i < g->n_outputs; i++)
+    if (!written[root_of(g, g->outputs[i])])
+      status = kn_diag_error(d, "graph output '%s' is never computed", g->values[g->outputs[i]].name);
+  free(written);
 done:
   free(st);
   return status;
