@@ -188,6 +188,11 @@ def seeds():
          helper.make_node("Conv", ["cx", "cw"], ["c"], name="slow_conv", pads=[128, 128, 128, 128]),
          helper.make_node("Add", ["x", "c"], ["y"], name="use_conv")],
         [vi("x", [1, 1, 513, 513])], [vi("y", None)], [i64("sx", [1, 1, 512, 512]), i64("sw", [1, 1, 256, 256])])
+    # -- found by the fuzzer: each Atan / Asin / Acos inlined into the next
+    # multiplied the lowered expression (4 in a row: minutes); valid model
+    s["slow_atan_chain"] = model([helper.make_node(op, [f"v{i}"], [f"v{i + 1}"], name=f"n{i}")
+                                  for i, op in enumerate(["Atan", "Asin", "Acos", "Atan", "Atan", "Acos"])],
+                                 [vi("v0", [4])], [vi("v6", None)])
     # -- several unsupported ops: all named in one run
     m = model([helper.make_node("Det", ["x"], ["d"], name="unsup_det"),
                helper.make_node("Frob", ["x"], ["f"], name="unsup_frob", domain="com.example"),

@@ -24,6 +24,12 @@
  * new kernel. */
 #define FUSE_MAX_CHAIN 64
 
+/* Ops whose compute definition reads its input several times through a
+ * deep expression (atan's polynomial and range reduction): inlining one into
+ * another multiplies the lowered expression, so a chain of four Atan took
+ * minutes (fuzzer). At most one of them per kernel. */
+static bool expr_heavy(kn_op op) { return op == KN_OP_ATAN || op == KN_OP_ASIN || op == KN_OP_ACOS; }
+
 typedef struct fuse {
   const kn_graph *g;
   int *uses;        /* per value: number of consuming (live) node inputs */
@@ -122,9 +128,11 @@ int kn_sched_fuse(const kn_graph *g, kn_arena *arena, kn_groups *out, kn_diag *d
         nm++;
       }
       members[nm++] = i;
-      int cur = v;
+      int cur = v, heavy = 0;
+      for (int m = 0; m < nm; m++) heavy += expr_heavy(g->nodes[members[m]].op);
       while (n->n_out == 1 && F.uses[cur] > 0 && nm < FUSE_MAX_CHAIN && can_absorb(&F, cur, F.consumer[cur])) {
         int c = F.consumer[cur];
+        if (expr_heavy(g->nodes[c].op) && heavy++ > 0) break;
         members[nm++] = c;
         F.group_of[c] = count;
         cur = g->nodes[c].out[0];
