@@ -65,7 +65,12 @@ bool kn_dc_misc_arity(const kn_graph *g, const kn_node *n, int *min_in, int *max
   case KN_OP_ML_TREE_ENSEMBLE: *min_in = *max_in = 1; return true;
   case KN_OP_MEL_WEIGHT_MATRIX: *min_in = *max_in = 5; return kn_dc_mel_ready(g, n);
   case KN_OP_DROPOUT: *min_in = 1, *max_in = 3, *max_out = 2; return dropout_deterministic(g, n);
-  case KN_OP_MAX_POOL: *min_in = *max_in = 1, *max_out = 2; return n->n_out > 1 && n->out[1] >= 0;
+  case KN_OP_MAX_POOL: { /* 2-D with Indices only; other ranks keep the plain op (the reference has them) */
+    int nk = 0;
+    kn_node_attr_ints(n, "kernel_shape", &nk);
+    *min_in = *max_in = 1, *max_out = 2;
+    return n->n_out > 1 && n->out[1] >= 0 && nk == 2;
+  }
   default: return false;
   }
 }
