@@ -216,8 +216,10 @@ static const char *reg_type(kn_dtype t) {
   case KN_DT_F64: return "double";
   case KN_DT_BOOL: return "bool";
   case KN_DT_I8:
+  case KN_DT_I2:
   case KN_DT_I4: return "int8_t";
   case KN_DT_U8:
+  case KN_DT_U2:
   case KN_DT_U4: return "uint8_t";
   case KN_DT_I16: return "int16_t";
   case KN_DT_U16: return "uint16_t";
@@ -499,9 +501,11 @@ static const char *round_to(cemit *c, kn_dtype t, const char *v) {
 static const char *cast(cemit *c, kn_dtype from, kn_dtype to, const char *v) {
   if (from == to) return v;
   if (to == KN_DT_BOOL) return fmt(c, "(%s != 0)", v);
-  if (kn_dtype_is_int4(to)) { /* the low 4 bits (floats truncate first), sign-extended for int4 */
-    if (to == KN_DT_U4) return fmt(c, "((uint8_t)(((int64_t)%s) & 15))", v);
-    return fmt(c, "((int8_t)(((((int64_t)%s) & 15) ^ 8) - 8))", v);
+  if (kn_dtype_is_subbyte_int(to)) { /* the low 2 / 4 bits (floats truncate first), sign-extended
+                                        for int2 / int4 */
+    int mask = (1 << kn_subbyte_int_bits(to)) - 1, half = (mask + 1) / 2;
+    if (!kn_dtype_is_signed(to)) return fmt(c, "((uint8_t)(((int64_t)%s) & %d))", v, mask);
+    return fmt(c, "((int8_t)(((((int64_t)%s) & %d) ^ %d) - %d))", v, mask, half, half);
   }
   if (is_float(from)) {
     if (kn_dtype_is_int(to) || to == KN_DT_F64) return fmt(c, "((%s)%s)", reg_type(to), v);

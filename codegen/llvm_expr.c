@@ -42,7 +42,9 @@ LLVMTypeRef kn_cg_reg_type(kn_cg_module *m, kn_dtype t, int lanes) {
   case KN_DT_BOOL: s = LLVMInt1TypeInContext(m->ctx); break;
   case KN_DT_I8:
   case KN_DT_U8:
+  case KN_DT_I2:
   case KN_DT_I4:
+  case KN_DT_U2:
   case KN_DT_U4: s = LLVMInt8TypeInContext(m->ctx); break;
   case KN_DT_I16:
   case KN_DT_U16: s = LLVMInt16TypeInContext(m->ctx); break;
@@ -235,6 +237,8 @@ static void dtype_range(kn_dtype t, int64_t *lo, int64_t *hi) {
   case KN_DT_I8: *lo = INT8_MIN, *hi = INT8_MAX; return;
   case KN_DT_I4: *lo = -8, *hi = 7; return;
   case KN_DT_U4: *lo = 0, *hi = 15; return;
+  case KN_DT_I2: *lo = -2, *hi = 1; return;
+  case KN_DT_U2: *lo = 0, *hi = 3; return;
   case KN_DT_I16: *lo = INT16_MIN, *hi = INT16_MAX; return;
   case KN_DT_I32: *lo = INT32_MIN, *hi = INT32_MAX; return;
   default: *lo = RMIN, *hi = RMAX; return;
@@ -356,7 +360,7 @@ static void range(kn_cg_fn *f, const kn_expr *e, int64_t *lo, int64_t *hi) {
     if (!(kn_dtype_is_int(a->dtype) || a->dtype == KN_DT_BOOL) || !kn_dtype_is_int(e->dtype))
       return;
     if (kn_dtype_size(e->dtype) < kn_dtype_size(a->dtype)) return; /* truncation */
-    if (kn_dtype_is_int4(e->dtype)) return;                          /* wraps to 4 bits */
+    if (kn_dtype_is_subbyte_int(e->dtype)) return;                          /* wraps to 4 bits */
     if (kn_dtype_is_signed(a->dtype) != kn_dtype_is_signed(e->dtype) &&
         kn_dtype_size(e->dtype) == kn_dtype_size(a->dtype))
       return; /* reinterpretation */
@@ -823,12 +827,14 @@ static LLVMValueRef emit_compare(kn_cg_fn *f, const kn_expr *e) {
 static LLVMValueRef emit_cast(kn_cg_fn *f, LLVMValueRef v, kn_dtype from, kn_dtype to, int lanes) {
   if (from == to) return v;
   LLVMTypeRef dst = kn_cg_reg_type(f->m, to, lanes);
-  if (kn_dtype_is_int4(to) && from != KN_DT_BOOL) {
-    /* via int32 (floats truncate toward zero), then the low 4 bits of its
-       low byte, sign-extended for int4 (kn_int4_wrap) */
+  if (kn_dtype_is_subbyte_int(to) && from != KN_DT_BOOL) {
+    /* via int32 (floats truncate toward zero), then the low 2 / 4 bits of
+       its low byte, sign-extended for int2 / int4 (kn_subbyte_wrap) */
+    int bits = kn_subbyte_int_bits(to);
     LLVMValueRef w = LLVMBuildTrunc(f->b, emit_cast(f, v, from, KN_DT_I32, lanes), dst, "");
-    if (to == KN_DT_U4) return LLVMBuildAnd(f->b, w, kn_cg_const_i(dst, 15), "");
-    return LLVMBuildAShr(f->b, LLVMBuildShl(f->b, w, kn_cg_const_i(dst, 4), ""), kn_cg_const_i(dst, 4), "");
+    if (!kn_dtype_is_signed(to)) return LLVMBuildAnd(f->b, w, kn_cg_const_i(dst, (1 << bits) - 1), "");
+    LLVMValueRef sh = kn_cg_const_i(dst, 8 - bits);
+    return LLVMBuildAShr(f->b, LLVMBuildShl(f->b, w, sh, ""), sh, "");
   }
   if (is_float(from)) {
     if (to == KN_DT_BOOL)

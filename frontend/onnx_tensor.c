@@ -8,9 +8,10 @@
  * bytes, so a lying header cannot make us allocate gigabytes.
  * External data paths are relative to the model's directory: absolute paths
  * and paths with a ".." component are rejected.
- * 4-bit types (int4, uint4, float4e2m1) arrive packed two per byte, low
- * nibble first (in raw_data, external data, or one byte per int32_data
- * entry); they are unpacked to one byte per element (see ir/base.h). */
+ * Sub-byte types (int4, uint4, float4e2m1; int2, uint2) arrive packed two
+ * (four) per byte, lowest bits first (in raw_data, external data, or one
+ * byte per int32_data entry); they are unpacked to one byte per element
+ * (see ir/base.h). */
 #include "fe_internal.h"
 
 #include <errno.h>
@@ -130,12 +131,19 @@ static void copy_typed(const Onnx__TensorProto *t, kn_dtype dtype, size_t numel,
   }
 }
 
-/* Unpacks numel 4-bit elements (two per byte of `packed`, low nibble first)
- * to one byte each; int4 is sign-extended. */
-static void unpack_4bit(kn_dtype dtype, const uint8_t *packed, size_t numel, void *out) {
+/* Bits per element of a packed sub-byte dtype, 0 for the others. */
+static int packed_bits(kn_dtype dtype) {
+  if (dtype == KN_DT_F4E2M1) return 4;
+  return kn_dtype_is_subbyte_int(dtype) ? kn_subbyte_int_bits(dtype) : 0;
+}
+
+/* Unpacks numel elements of `bits` bits (8 / bits per byte of `packed`,
+ * lowest first) to one byte each; int4 / int2 are sign-extended. */
+static void unpack_subbyte(kn_dtype dtype, int bits, const uint8_t *packed, size_t numel, void *out) {
+  size_t per = (size_t)(8 / bits);
   for (size_t i = 0; i < numel; i++) {
-    int nib = (packed[i / 2] >> (i % 2 ? 4 : 0)) & 15;
-    ((int8_t *)out)[i] = (int8_t)(dtype == KN_DT_I4 ? kn_int4_wrap(dtype, nib) : nib);
+    int code = (packed[i / per] >> ((i % per) * (size_t)bits)) & ((1 << bits) - 1);
+    ((int8_t *)out)[i] = (int8_t)(kn_dtype_is_subbyte_int(dtype) ? kn_subbyte_wrap(dtype, code) : code);
   }
 }
 
@@ -276,8 +284,10 @@ int kn_fe_tensor_to_const(kn_fe_ctx *cx, const Onnx__TensorProto *t, const char 
   }
   if (__builtin_mul_overflow(numel, (int64_t)elem, &bytes) || (uint64_t)bytes > SIZE_MAX)
     return kn_fe_error(cx, "%s: shape %s has too many elements", what, dims);
-  bool packed4 = kn_dtype_is_int4(dtype) || dtype == KN_DT_F4E2M1;
-  int64_t stored = packed4 ? numel / 2 + numel % 2 : bytes; /* bytes in the file */
+  int bits = packed_bits(dtype);
+  bool packed4 = bits != 0;
+  int64_t per_byte = packed4 ? 8 / bits : 1;
+  int64_t stored = packed4 ? numel / per_byte + (numel % per_byte != 0) : bytes; /* bytes in the file */
 
   const char *tname = kn_dtype_name(dtype);
   size_t typed = t->n_float_data + t->n_int32_data + t->n_int64_data + t->n_double_data +
@@ -293,14 +303,14 @@ int kn_fe_tensor_to_const(kn_fe_ctx *cx, const Onnx__TensorProto *t, const char 
       cx->g->values[v].shape_known = false;
       return -1;
     }
-    if (packed4) unpack_4bit(dtype, dst, (size_t)numel, cx->g->values[v].data);
+    if (packed4) unpack_subbyte(dtype, bits, dst, (size_t)numel, cx->g->values[v].data);
     to_host_order(cx->g->values[v].data, (size_t)numel, elem);
   } else if (t->raw_data.len > 0 || (typed == 0 && bytes == 0)) {
     if (t->raw_data.len != (size_t)stored)
       return kn_fe_error(cx, "%s: raw_data has %zu bytes, expected %lld for shape %s of %s", what,
                          t->raw_data.len, (long long)stored, dims, tname);
     v = kn_graph_add_const(cx->g, value_name, dtype, &shape, packed4 ? NULL : t->raw_data.data);
-    if (packed4) unpack_4bit(dtype, t->raw_data.data, (size_t)numel, cx->g->values[v].data);
+    if (packed4) unpack_subbyte(dtype, bits, t->raw_data.data, (size_t)numel, cx->g->values[v].data);
     to_host_order(cx->g->values[v].data, (size_t)numel, elem);
   } else if (typed == 0) {
     return kn_fe_error(cx, "%s: no data (expected %lld bytes for shape %s of %s)", what,
@@ -318,7 +328,7 @@ int kn_fe_tensor_to_const(kn_fe_ctx *cx, const Onnx__TensorProto *t, const char 
     if (packed4) {
       uint8_t *bytes4 = kn_arena_alloc(&cx->g->arena, (size_t)stored + 1);
       for (int64_t i = 0; i < stored; i++) bytes4[i] = (uint8_t)(uint32_t)t->int32_data[i];
-      unpack_4bit(dtype, bytes4, (size_t)numel, cx->g->values[v].data);
+      unpack_subbyte(dtype, bits, bytes4, (size_t)numel, cx->g->values[v].data);
     } else {
       copy_typed(t, dtype, (size_t)numel, cx->g->values[v].data);
     }

@@ -142,10 +142,10 @@ bool kn_dtype_is_float(kn_dtype t) {
 }
 bool kn_dtype_is_int(kn_dtype t) {
   return t == KN_DT_U8 || t == KN_DT_I8 || t == KN_DT_U16 || t == KN_DT_I16 || t == KN_DT_I32 ||
-         t == KN_DT_I64 || t == KN_DT_U32 || t == KN_DT_U64 || kn_dtype_is_int4(t);
+         t == KN_DT_I64 || t == KN_DT_U32 || t == KN_DT_U64 || kn_dtype_is_subbyte_int(t);
 }
 bool kn_dtype_is_signed(kn_dtype t) {
-  return t == KN_DT_I8 || t == KN_DT_I4 || t == KN_DT_I16 || t == KN_DT_I32 || t == KN_DT_I64 || kn_dtype_is_float(t);
+  return t == KN_DT_I8 || t == KN_DT_I4 || t == KN_DT_I2 || t == KN_DT_I16 || t == KN_DT_I32 || t == KN_DT_I64 || kn_dtype_is_float(t);
 }
 
 float kn_f16_to_f32(uint16_t h) {
@@ -215,7 +215,9 @@ bool kn_dtype_is_f8(kn_dtype t) {
          t == KN_DT_F8E8M0 || t == KN_DT_F4E2M1;
 }
 
-bool kn_dtype_is_int4(kn_dtype t) { return t == KN_DT_I4 || t == KN_DT_U4; }
+bool kn_dtype_is_subbyte_int(kn_dtype t) {
+  return t == KN_DT_I4 || t == KN_DT_U4 || t == KN_DT_I2 || t == KN_DT_U2;
+}
 
 kn_f8_format kn_f8_format_of(kn_dtype t) {
   switch (t) {

@@ -72,7 +72,9 @@ void kn_diag_print(const kn_diag *d, const char *prefix);
   X(F8E8M0, "float8e8m0", 1, 24)                                               \
   X(U4, "uint4", 1, 21)                                                        \
   X(I4, "int4", 1, 22)                                                         \
-  X(F4E2M1, "float4e2m1", 1, 23)
+  X(F4E2M1, "float4e2m1", 1, 23)                                               \
+  X(U2, "uint2", 1, 25)                                                        \
+  X(I2, "int2", 1, 26)
 
 typedef enum kn_dtype {
   KN_DT_INVALID = 0,
@@ -97,19 +99,23 @@ uint16_t kn_f32_to_f16(float f);
 float kn_bf16_to_f32(uint16_t h);
 uint16_t kn_f32_to_bf16(float f);
 
-/* ---- 4-bit types (ONNX UINT4, INT4, FLOAT4E2M1) ----
- * ONNX packs them two per byte (low nibble first). Inside Kiln and in the
- * artifact ABI they take ONE BYTE PER ELEMENT instead: int4 is an int8 in
- * -8..7 (sign-extended), uint4 a uint8 in 0..15, float4e2m1 its 4-bit code
- * (sign in bit 3) in the low nibble. The frontend unpacks TensorProto data.
- * int4/uint4 compute in int8/uint8 registers; casts to them wrap to 4 bits
- * (floats truncate toward zero first), as ONNX's reference (ml_dtypes) does.
- * float4e2m1 is one of the minifloat formats below (kn_dtype_is_f8). */
-bool kn_dtype_is_int4(kn_dtype t); /* KN_DT_I4 or KN_DT_U4 */
-/* The low 4 bits of v, sign-extended for int4. */
-static inline int64_t kn_int4_wrap(kn_dtype t, int64_t v) {
-  int64_t low = v & 15;
-  return t == KN_DT_I4 && low > 7 ? low - 16 : low;
+/* ---- sub-byte types (ONNX UINT4, INT4, FLOAT4E2M1, UINT2, INT2) ----
+ * ONNX packs them two (four) per byte, lowest bits first. Inside Kiln and in
+ * the artifact ABI they take ONE BYTE PER ELEMENT instead: int4 is an int8 in
+ * -8..7 (sign-extended), uint4 a uint8 in 0..15, int2 an int8 in -2..1,
+ * uint2 a uint8 in 0..3, float4e2m1 its 4-bit code (sign in bit 3) in the
+ * low nibble. The frontend unpacks TensorProto data (frontend/onnx_tensor.c).
+ * The integers compute in int8/uint8 registers; casts to them wrap to their
+ * width (floats truncate toward zero first), as ONNX's reference (ml_dtypes)
+ * does. float4e2m1 is one of the minifloat formats below (kn_dtype_is_f8). */
+bool kn_dtype_is_subbyte_int(kn_dtype t); /* KN_DT_I4, U4, I2 or U2 */
+static inline int kn_subbyte_int_bits(kn_dtype t) { return t == KN_DT_I2 || t == KN_DT_U2 ? 2 : 4; }
+/* The low 2 / 4 bits of v, sign-extended for int2 / int4. */
+static inline int64_t kn_subbyte_wrap(kn_dtype t, int64_t v) {
+  int bits = kn_subbyte_int_bits(t);
+  int64_t low = v & ((1 << bits) - 1);
+  bool neg = (t == KN_DT_I4 || t == KN_DT_I2) && low >= (1 << (bits - 1));
+  return neg ? low - (1 << bits) : low;
 }
 
 /* ---- float8 storage formats (ONNX FLOAT8E4M3FN, E4M3FNUZ, E5M2, E5M2FNUZ, E8M0)

@@ -16,7 +16,7 @@
  * Scales and zero points are per tensor, per axis (1-D along `axis`) or, for
  * (De)QuantizeLinear, blocked (`block_size` along `axis`); they are brought
  * to x's rank by Unsqueeze, or by a Gather repeating each block. The
- * quantized types are the 4-, 8- and 16-bit integers (int4/uint4 are one
+ * quantized types are the 2-, 4-, 8- and 16-bit integers (int2 ... uint4 are one
  * byte per element, see ir/base.h) and, for (De)QuantizeLinear, the float8
  * formats and float4e2m1 (not float8e8m0):
  *   QuantizeLinear to a float type  Cast(x / scale [+ zero_point]), the Cast
@@ -36,6 +36,8 @@ static bool quant_type(kn_dtype t, double *lo, double *hi) {
   case KN_DT_I16: *lo = -32768, *hi = 32767; return true;
   case KN_DT_U4: *lo = 0, *hi = 15; return true;
   case KN_DT_I4: *lo = -8, *hi = 7; return true;
+  case KN_DT_U2: *lo = 0, *hi = 3; return true;
+  case KN_DT_I2: *lo = -2, *hi = 1; return true;
   default: return false;
   }
 }
@@ -104,7 +106,8 @@ static int quantize_linear(kn_dc *c) {
   double lo, hi;
   bool to_float = kn_dtype_is_f8(out) && out != KN_DT_F8E8M0;
   if (!quant_type(out, &lo, &hi) && !to_float)
-    return kn_dc_fail(c, "output dtype %s is not supported (uint8, int8, uint16, int16, int4, uint4, float8, "
+    return kn_dc_fail(c, "output dtype %s is not supported (uint8, int8, uint16, int16, int4, uint4, int2, uint2, "
+                         "float8, "
                          "float4e2m1)",
                       out_code ? kn_dtype_name(out) : kn_dtype_name(kn_dc_val(c, zp)->dtype));
   if (!kn_dtype_is_float(xt)) return kn_dc_fail(c, "input x of dtype %s is not a float", kn_dtype_name(xt));
@@ -132,6 +135,7 @@ static int dequantize_linear(kn_dc *c) {
   double lo, hi;
   if (!quant_type(xt, &lo, &hi) && xt != KN_DT_I32 && !(kn_dtype_is_f8(xt) && xt != KN_DT_F8E8M0))
     return kn_dc_fail(c, "input x of dtype %s is not supported (uint8, int8, uint16, int16, int32, int4, uint4, "
+                         "int2, uint2, "
                          "float8, float4e2m1)",
                       kn_dtype_name(xt));
   if (!kn_dtype_is_float(st)) return kn_dc_fail(c, "x_scale of dtype %s is not a float", kn_dtype_name(st));

@@ -318,7 +318,9 @@ bool kn_te_const_scalar(const kn_te_ctx *c, int v, double *out) {
   case KN_DT_I32: *out = *(const int32_t *)p; return true;
   case KN_DT_I16: *out = *(const int16_t *)p; return true;
   case KN_DT_I8:
+  case KN_DT_I2:
   case KN_DT_I4: *out = *(const int8_t *)p; return true;
+  case KN_DT_U2:
   case KN_DT_U4: *out = *(const uint8_t *)p; return true;
   case KN_DT_U8: *out = *(const uint8_t *)p; return true;
   case KN_DT_U16: *out = *(const uint16_t *)p; return true;

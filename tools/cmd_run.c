@@ -138,8 +138,10 @@ static void print_value(const void *data, kn_dtype t, int64_t i) {
   case KN_DT_F16: printf("%.4g", (double)kn_f16_to_f32(*(const uint16_t *)p)); break;
   case KN_DT_BF16: printf("%.4g", (double)kn_bf16_to_f32(*(const uint16_t *)p)); break;
   case KN_DT_I8:
+  case KN_DT_I2:
   case KN_DT_I4: printf("%d", *(const int8_t *)p); break;
   case KN_DT_U8:
+  case KN_DT_U2:
   case KN_DT_U4:
   case KN_DT_BOOL: printf("%u", *p); break;
   case KN_DT_I16: printf("%d", *(const int16_t *)p); break;
