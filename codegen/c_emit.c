@@ -531,6 +531,7 @@ static const char *to_mem(cemit *c, kn_dtype t, const char *v) {
   if (t == KN_DT_F16) return fmt(c, "kn_c_d2h(%s)", v);
   if (t == KN_DT_BF16) return fmt(c, "kn_c_f2bf(%s)", v);
   if (kn_dtype_is_f8(t)) return f8_to_bits(c, t, v);
+  if (kn_dtype_is_subbyte_int(t)) return cast(c, KN_DT_I64, t, v); /* wrapped, as the interpreters */
   return v;
 }
 

@@ -527,6 +527,16 @@ static LLVMValueRef round_to(kn_cg_fn *f, LLVMValueRef v, kn_dtype t) {
   return v;
 }
 
+/* The low 2 / 4 bits of i8 lanes, sign-extended for int2 / int4
+ * (kn_subbyte_wrap). */
+static LLVMValueRef wrap_subbyte(kn_cg_fn *f, LLVMValueRef w, kn_dtype t) {
+  LLVMTypeRef ty = LLVMTypeOf(w);
+  int bits = kn_subbyte_int_bits(t);
+  if (!kn_dtype_is_signed(t)) return LLVMBuildAnd(f->b, w, kn_cg_const_i(ty, (1 << bits) - 1), "");
+  LLVMValueRef sh = kn_cg_const_i(ty, 8 - bits);
+  return LLVMBuildAShr(f->b, LLVMBuildShl(f->b, w, sh, ""), sh, "");
+}
+
 static LLVMValueRef mem_to_reg(kn_cg_fn *f, LLVMValueRef v, kn_dtype t, int lanes) {
   LLVMTypeRef reg = kn_cg_reg_type(f->m, t, lanes);
   switch (t) {
@@ -559,7 +569,9 @@ static LLVMValueRef reg_to_mem(kn_cg_fn *f, LLVMValueRef v, kn_dtype t, int lane
     LLVMValueRef hi = LLVMBuildLShr(f->b, round_bf16_bits(f, v), kn_cg_const_i(i32, 16), "");
     return LLVMBuildTrunc(f->b, hi, mem, "");
   }
-  default: return kn_dtype_is_f8(t) ? f8_encode(f, v, t, lanes) : v;
+  default:
+    if (kn_dtype_is_subbyte_int(t)) return wrap_subbyte(f, v, t); /* as the interpreters' stores */
+    return kn_dtype_is_f8(t) ? f8_encode(f, v, t, lanes) : v;
   }
 }
 
@@ -830,11 +842,7 @@ static LLVMValueRef emit_cast(kn_cg_fn *f, LLVMValueRef v, kn_dtype from, kn_dty
   if (kn_dtype_is_subbyte_int(to) && from != KN_DT_BOOL) {
     /* via int32 (floats truncate toward zero), then the low 2 / 4 bits of
        its low byte, sign-extended for int2 / int4 (kn_subbyte_wrap) */
-    int bits = kn_subbyte_int_bits(to);
-    LLVMValueRef w = LLVMBuildTrunc(f->b, emit_cast(f, v, from, KN_DT_I32, lanes), dst, "");
-    if (!kn_dtype_is_signed(to)) return LLVMBuildAnd(f->b, w, kn_cg_const_i(dst, (1 << bits) - 1), "");
-    LLVMValueRef sh = kn_cg_const_i(dst, 8 - bits);
-    return LLVMBuildAShr(f->b, LLVMBuildShl(f->b, w, sh, ""), sh, "");
+    return wrap_subbyte(f, LLVMBuildTrunc(f->b, emit_cast(f, v, from, KN_DT_I32, lanes), dst, ""), to);
   }
   if (is_float(from)) {
     if (to == KN_DT_BOOL)

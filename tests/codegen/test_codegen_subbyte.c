@@ -1,6 +1,7 @@
 /* test_codegen_subbyte.c — CAST to and from the sub-byte dtypes (int4,
  * uint4, int2, uint2, float4e2m1; one byte per element, see ir/base.h),
- * scalar and 8-lane, through LLVM codegen. The expected values were
+ * scalar and 8-lane, through LLVM codegen and through the portable C target
+ * (built with the host cc into a .so). The expected values were
  * computed with ml_dtypes, the types behind ONNX's reference (onnx.reference
  * Cast is `x.astype(ml_dtypes.int4)` ...):
  *   np.array(XS, np.float32).astype(ml_dtypes.float4_e2m1fn).view(np.uint8)
@@ -15,6 +16,7 @@
 #include <string.h>
 
 #include "cg_test.h"
+#include "ir/target.h"
 
 #define NX 32
 #define SKIP 99 /* no expected value (undefined conversion) */
@@ -72,8 +74,27 @@ static void add_conv(cg_case *t, conv *c, kn_dtype from, kn_dtype to, int in, co
   cg_step(t, k, (int[]){KILN_ARG_INPUT, KILN_ARG_OUTPUT, KILN_ARG_OUTPUT}, (int[]){in, c->out[0], c->out[1]});
 }
 
-static void test_subbyte_casts(void **state) {
-  (void)state;
+/* Packages t as portable C, builds it with the host cc into a .so and
+ * loads that. */
+static void build_portable_c_and_load(cg_case *t) {
+  kn_diag d;
+  kn_diag_init(&d);
+  assert_int_equal(kn_target_parse("c", &t->target, &d), 0);
+  kn_diag_free(&d);
+  assert_int_equal(cg_package(t, ".c"), 0);
+  assert_int_equal(cg_system("cd '%s' && cc -std=c17 -O2 -Wall -Wextra -Werror -DKILN_EXPORT_V1 -shared -fPIC '%s' -o c_model.so -lm "
+                             "-lpthread",
+                             t->dir, t->path),
+                   0);
+  snprintf(t->path, sizeof t->path, "%s/c_model.so", t->dir);
+  kn_diag_init(&d);
+  int r = kn_loader_open(t->path, &t->loader, &d);
+  kn_diag_print(&d, "test");
+  kn_diag_free(&d);
+  assert_int_equal(r, 0);
+}
+
+static void check_subbyte_casts(bool portable_c) {
   /* the inputs in Kiln's one-byte form: float4e2m1 codes 0..15 (twice),
      each integer type's values of ints */
   static uint8_t f4_codes[NX];
@@ -96,7 +117,10 @@ static void test_subbyte_casts(void **state) {
     add_conv(&t, &to_i32[k], it, KN_DT_I32, in_int[k], kn_arena_printf(&t.arena, "to_i32_%d", k));
     add_conv(&t, &to_f32[k], it, KN_DT_F32, in_int[k], kn_arena_printf(&t.arena, "to_f32_%d", k));
   }
-  cg_build_and_load(&t);
+  if (portable_c)
+    build_portable_c_and_load(&t);
+  else
+    cg_build_and_load(&t);
   static unsigned char outputs[CG_MAX_IO][NX * 4];
   const void *in_ptrs[3 + N_INT] = {xs, ints, f4_codes, int_vals[0], int_vals[1], int_vals[2], int_vals[3]};
   void *out_ptrs[CG_MAX_IO];
@@ -104,7 +128,7 @@ static void test_subbyte_casts(void **state) {
   cg_run(&t, in_ptrs, out_ptrs, 1);
 
   for (int v = 0; v < 2; v++) {
-    const char *how = v ? "vector" : "scalar";
+    const char *how = portable_c ? (v ? "C vector" : "C scalar") : v ? "vector" : "scalar";
     for (int e = 0; e < NX; e++) {
       uint8_t got = outputs[f4_enc.out[v]][e];
       if (got != f4_of_xs[e] || kn_f32_to_f8(KN_DT_F4E2M1, xs[e]) != f4_of_xs[e]) {
@@ -144,7 +168,18 @@ static void test_subbyte_casts(void **state) {
   cg_free(&t);
 }
 
+static void test_subbyte_casts_llvm(void **state) {
+  (void)state;
+  check_subbyte_casts(false);
+}
+
+static void test_subbyte_casts_portable_c(void **state) {
+  (void)state;
+  check_subbyte_casts(true);
+}
+
 int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_subbyte_casts)};
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_subbyte_casts_llvm),
+                                     cmocka_unit_test(test_subbyte_casts_portable_c)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
