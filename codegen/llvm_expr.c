@@ -407,7 +407,8 @@ static LLVMValueRef f8_decode(kn_cg_fn *f, LLVMValueRef byte, kn_dtype t, int la
     LLVMValueRef sub = LLVMBuildFMul(f->b, LLVMBuildUIToFP(f->b, m, f32, ""), kn_cg_const_f(f32, 0.5), "");
     LLVMValueRef mag = LLVMBuildSelect(f->b, LLVMBuildICmp(f->b, LLVMIntEQ, e, kn_cg_const_i(i32, 0), ""), sub,
                                        normal, "");
-    LLVMValueRef sign = LLVMBuildShl(f->b, LLVMBuildAnd(f->b, c, kn_cg_const_i(i32, 8), ""), kn_cg_const_i(i32, 28), "");
+    LLVMValueRef sign =
+        LLVMBuildShl(f->b, LLVMBuildAnd(f->b, c, kn_cg_const_i(i32, 8), ""), kn_cg_const_i(i32, 28), "");
     return LLVMBuildBitCast(f->b, LLVMBuildOr(f->b, LLVMBuildBitCast(f->b, mag, i32, ""), sign, ""), f32, "");
   }
   if (fm.e8m0) { /* 2^(c - 127): the f32 exponent field, except 2^-127 (subnormal) and NaN */
@@ -458,12 +459,14 @@ static LLVMValueRef f8_encode(kn_cg_fn *f, LLVMValueRef v, kn_dtype t, int lanes
     LLVMValueRef a = LLVMBuildBitCast(f->b, LLVMBuildAnd(f->b, bits, kn_cg_const_i(i32, 0x7fffffff), ""), f32, "");
     LLVMValueRef code = kn_cg_const_i(i32, 0);
     for (int k = 0; k < 7; k++) {
-      LLVMValueRef above = LLVMBuildFCmp(f->b, mid[k].ge ? LLVMRealOGE : LLVMRealOGT, a, kn_cg_const_f(f32, mid[k].at), "");
+      LLVMValueRef above =
+          LLVMBuildFCmp(f->b, mid[k].ge ? LLVMRealOGE : LLVMRealOGT, a, kn_cg_const_f(f32, mid[k].at), "");
       code = LLVMBuildAdd(f->b, code, LLVMBuildZExt(f->b, above, i32, ""), "");
     }
     LLVMValueRef neg = LLVMBuildOr(f->b, LLVMBuildICmp(f->b, LLVMIntSLT, bits, kn_cg_const_i(i32, 0), ""),
                                    LLVMBuildFCmp(f->b, LLVMRealUNO, v, v, ""), "");
-    code = LLVMBuildOr(f->b, code, LLVMBuildShl(f->b, LLVMBuildZExt(f->b, neg, i32, ""), kn_cg_const_i(i32, 3), ""), "");
+    LLVMValueRef sign = LLVMBuildShl(f->b, LLVMBuildZExt(f->b, neg, i32, ""), kn_cg_const_i(i32, 3), "");
+    code = LLVMBuildOr(f->b, code, sign, "");
     return LLVMBuildTrunc(f->b, code, kn_cg_mem_type(f->m, t, lanes), "");
   }
   if (fm.e8m0) { /* the exponent of |v|, plus one for a fraction unless at 0xfe; 0xff stays;

@@ -145,7 +145,8 @@ bool kn_dtype_is_int(kn_dtype t) {
          t == KN_DT_I64 || t == KN_DT_U32 || t == KN_DT_U64 || kn_dtype_is_subbyte_int(t);
 }
 bool kn_dtype_is_signed(kn_dtype t) {
-  return t == KN_DT_I8 || t == KN_DT_I4 || t == KN_DT_I2 || t == KN_DT_I16 || t == KN_DT_I32 || t == KN_DT_I64 || kn_dtype_is_float(t);
+  return t == KN_DT_I8 || t == KN_DT_I4 || t == KN_DT_I2 || t == KN_DT_I16 || t == KN_DT_I32 || t == KN_DT_I64 ||
+         kn_dtype_is_float(t);
 }
 
 float kn_f16_to_f32(uint16_t h) {

@@ -82,8 +82,8 @@ static void build_portable_c_and_load(cg_case *t) {
   assert_int_equal(kn_target_parse("c", &t->target, &d), 0);
   kn_diag_free(&d);
   assert_int_equal(cg_package(t, ".c"), 0);
-  assert_int_equal(cg_system("cd '%s' && cc -std=c17 -O2 -Wall -Wextra -Werror -DKILN_EXPORT_V1 -shared -fPIC '%s' -o c_model.so -lm "
-                             "-lpthread",
+  assert_int_equal(cg_system("cd '%s' && cc -std=c17 -O2 -Wall -Wextra -Werror -DKILN_EXPORT_V1 -shared -fPIC "
+                             "'%s' -o c_model.so -lm -lpthread",
                              t->dir, t->path),
                    0);
   snprintf(t->path, sizeof t->path, "%s/c_model.so", t->dir);
