@@ -32,6 +32,7 @@ static inline void kn_at_fill_input(void *p, kn_dtype dt, int64_t n, uint64_t se
     case KN_DT_F8E4M3FNUZ:
     case KN_DT_F8E5M2:
     case KN_DT_F8E8M0:
+    case KN_DT_F4E2M1:
     case KN_DT_F8E5M2FNUZ: ((uint8_t *)p)[i] = kn_f32_to_f8(dt, v); break;
     default: memset(p, 0, (size_t)n * kn_dtype_size(dt)); return;
     }

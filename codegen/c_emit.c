@@ -164,6 +164,16 @@ const char kn_cg_c_prelude[] =
     "  if ((bits & 0x7fffffffu) == 0x00400000u) return 0; /* 2^-127: code 0 */\n"
     "  return (uint8_t)(e == 0xffu ? 0xffu : e + ((bits & 0x7fffffu) != 0 && e < 0xfeu));\n"
     "}\n"
+    "/* float4e2m1: code in the low nibble, sign bit 3; nearest even, saturating (kn_f32_to_f4e2m1) */\n"
+    "static inline float kn_c_e2m12f(uint8_t b) {\n"
+    "  static const float mag[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};\n"
+    "  return (b & 8) ? -mag[b & 7] : mag[b & 7];\n"
+    "}\n"
+    "static inline uint8_t kn_c_f2e2m1(float x) {\n"
+    "  float a = fabsf(x);\n"
+    "  int c = (a > 0.25f) + (a >= 0.75f) + (a > 1.25f) + (a >= 1.75f) + (a > 2.5f) + (a >= 3.5f) + (a > 5.0f);\n"
+    "  return (uint8_t)(c | (x != x || signbit(x) ? 8 : 0));\n"
+    "}\n"
     "static inline uint8_t kn_c_f2f8(float x, int mb, int bias, int fnuz, int inf, uint32_t maxc) {\n"
     "  uint8_t nan = fnuz ? 0x80 : 0x7f;\n"
     "  if (x != x) return nan;\n"
@@ -201,11 +211,16 @@ static const char *reg_type(kn_dtype t) {
   case KN_DT_F8E4M3FNUZ:
   case KN_DT_F8E5M2:
   case KN_DT_F8E8M0:
+  case KN_DT_F4E2M1:
   case KN_DT_F8E5M2FNUZ: return "float";
   case KN_DT_F64: return "double";
   case KN_DT_BOOL: return "bool";
-  case KN_DT_I8: return "int8_t";
-  case KN_DT_U8: return "uint8_t";
+  case KN_DT_I8:
+  case KN_DT_I2:
+  case KN_DT_I4: return "int8_t";
+  case KN_DT_U8:
+  case KN_DT_U2:
+  case KN_DT_U4: return "uint8_t";
   case KN_DT_I16: return "int16_t";
   case KN_DT_U16: return "uint16_t";
   case KN_DT_I32: return "int32_t";
@@ -464,12 +479,14 @@ static const char *minmax(cemit *c, kn_dtype t, bool is_min, const char *a, cons
 static const char *f8_from_bits(cemit *c, kn_dtype t, const char *v) {
   kn_f8_format f = kn_f8_format_of(t);
   if (f.e8m0) return fmt(c, "kn_c_e8m02f(%s)", v);
+  if (f.e2m1) return fmt(c, "kn_c_e2m12f(%s)", v);
   return fmt(c, "kn_c_f82f(%s, %d, %d, %d, %d, %d)", v, f.exp_bits, f.man_bits, f.bias, f.fnuz, f.has_inf);
 }
 
 static const char *f8_to_bits(cemit *c, kn_dtype t, const char *v) {
   kn_f8_format f = kn_f8_format_of(t);
   if (f.e8m0) return fmt(c, "kn_c_f2e8m0(%s)", v);
+  if (f.e2m1) return fmt(c, "kn_c_f2e2m1(%s)", v);
   return fmt(c, "kn_c_f2f8(%s, %d, %d, %d, %d, %du)", v, f.man_bits, f.bias, f.fnuz, f.has_inf, f.max_code);
 }
 
@@ -484,6 +501,12 @@ static const char *round_to(cemit *c, kn_dtype t, const char *v) {
 static const char *cast(cemit *c, kn_dtype from, kn_dtype to, const char *v) {
   if (from == to) return v;
   if (to == KN_DT_BOOL) return fmt(c, "(%s != 0)", v);
+  if (kn_dtype_is_subbyte_int(to)) { /* the low 2 / 4 bits (floats truncate first), sign-extended
+                                        for int2 / int4 */
+    int mask = (1 << kn_subbyte_int_bits(to)) - 1, half = (mask + 1) / 2;
+    if (!kn_dtype_is_signed(to)) return fmt(c, "((uint8_t)(((int64_t)%s) & %d))", v, mask);
+    return fmt(c, "((int8_t)(((((int64_t)%s) & %d) ^ %d) - %d))", v, mask, half, half);
+  }
   if (is_float(from)) {
     if (kn_dtype_is_int(to) || to == KN_DT_F64) return fmt(c, "((%s)%s)", reg_type(to), v);
     if (from == KN_DT_F64 && to == KN_DT_F16) return fmt(c, "kn_c_h2f(kn_c_d2h(%s))", v);
@@ -508,6 +531,7 @@ static const char *to_mem(cemit *c, kn_dtype t, const char *v) {
   if (t == KN_DT_F16) return fmt(c, "kn_c_d2h(%s)", v);
   if (t == KN_DT_BF16) return fmt(c, "kn_c_f2bf(%s)", v);
   if (kn_dtype_is_f8(t)) return f8_to_bits(c, t, v);
+  if (kn_dtype_is_subbyte_int(t)) return cast(c, KN_DT_I64, t, v); /* wrapped, as the interpreters */
   return v;
 }
 

@@ -36,11 +36,16 @@ LLVMTypeRef kn_cg_reg_type(kn_cg_module *m, kn_dtype t, int lanes) {
   case KN_DT_F8E4M3FNUZ:
   case KN_DT_F8E5M2:
   case KN_DT_F8E8M0:
+  case KN_DT_F4E2M1:
   case KN_DT_F8E5M2FNUZ: s = LLVMFloatTypeInContext(m->ctx); break;
   case KN_DT_F64: s = LLVMDoubleTypeInContext(m->ctx); break;
   case KN_DT_BOOL: s = LLVMInt1TypeInContext(m->ctx); break;
   case KN_DT_I8:
-  case KN_DT_U8: s = LLVMInt8TypeInContext(m->ctx); break;
+  case KN_DT_U8:
+  case KN_DT_I2:
+  case KN_DT_I4:
+  case KN_DT_U2:
+  case KN_DT_U4: s = LLVMInt8TypeInContext(m->ctx); break;
   case KN_DT_I16:
   case KN_DT_U16: s = LLVMInt16TypeInContext(m->ctx); break;
   case KN_DT_I32:
@@ -230,6 +235,10 @@ static void dtype_range(kn_dtype t, int64_t *lo, int64_t *hi) {
   case KN_DT_U16: *lo = 0, *hi = UINT16_MAX; return;
   case KN_DT_U32: *lo = 0, *hi = UINT32_MAX; return;
   case KN_DT_I8: *lo = INT8_MIN, *hi = INT8_MAX; return;
+  case KN_DT_I4: *lo = -8, *hi = 7; return;
+  case KN_DT_U4: *lo = 0, *hi = 15; return;
+  case KN_DT_I2: *lo = -2, *hi = 1; return;
+  case KN_DT_U2: *lo = 0, *hi = 3; return;
   case KN_DT_I16: *lo = INT16_MIN, *hi = INT16_MAX; return;
   case KN_DT_I32: *lo = INT32_MIN, *hi = INT32_MAX; return;
   default: *lo = RMIN, *hi = RMAX; return;
@@ -351,6 +360,7 @@ static void range(kn_cg_fn *f, const kn_expr *e, int64_t *lo, int64_t *hi) {
     if (!(kn_dtype_is_int(a->dtype) || a->dtype == KN_DT_BOOL) || !kn_dtype_is_int(e->dtype))
       return;
     if (kn_dtype_size(e->dtype) < kn_dtype_size(a->dtype)) return; /* truncation */
+    if (kn_dtype_is_subbyte_int(e->dtype)) return;                          /* wraps to 4 bits */
     if (kn_dtype_is_signed(a->dtype) != kn_dtype_is_signed(e->dtype) &&
         kn_dtype_size(e->dtype) == kn_dtype_size(a->dtype))
       return; /* reinterpretation */
@@ -386,6 +396,21 @@ static LLVMValueRef f8_decode(kn_cg_fn *f, LLVMValueRef byte, kn_dtype t, int la
   kn_f8_format fm = kn_f8_format_of(t);
   LLVMTypeRef i32 = kn_cg_reg_type(f->m, KN_DT_I32, lanes), f32 = kn_cg_reg_type(f->m, KN_DT_F32, lanes);
   LLVMValueRef c = LLVMBuildZExt(f->b, byte, i32, "");
+  if (fm.e2m1) { /* e = bits 1-2, m = bit 0: e ? (2 + m) * 2^(e - 2) : m / 2; sign bit 3 */
+    LLVMValueRef e = LLVMBuildAnd(f->b, LLVMBuildLShr(f->b, c, kn_cg_const_i(i32, 1), ""), kn_cg_const_i(i32, 3), "");
+    LLVMValueRef m = LLVMBuildAnd(f->b, c, kn_cg_const_i(i32, 1), "");
+    LLVMValueRef pow2 = LLVMBuildBitCast(
+        f->b, LLVMBuildShl(f->b, LLVMBuildAdd(f->b, e, kn_cg_const_i(i32, 125), ""), kn_cg_const_i(i32, 23), ""),
+        f32, "");
+    LLVMValueRef normal = LLVMBuildFMul(
+        f->b, LLVMBuildUIToFP(f->b, LLVMBuildAdd(f->b, m, kn_cg_const_i(i32, 2), ""), f32, ""), pow2, "");
+    LLVMValueRef sub = LLVMBuildFMul(f->b, LLVMBuildUIToFP(f->b, m, f32, ""), kn_cg_const_f(f32, 0.5), "");
+    LLVMValueRef mag = LLVMBuildSelect(f->b, LLVMBuildICmp(f->b, LLVMIntEQ, e, kn_cg_const_i(i32, 0), ""), sub,
+                                       normal, "");
+    LLVMValueRef sign =
+        LLVMBuildShl(f->b, LLVMBuildAnd(f->b, c, kn_cg_const_i(i32, 8), ""), kn_cg_const_i(i32, 28), "");
+    return LLVMBuildBitCast(f->b, LLVMBuildOr(f->b, LLVMBuildBitCast(f->b, mag, i32, ""), sign, ""), f32, "");
+  }
   if (fm.e8m0) { /* 2^(c - 127): the f32 exponent field, except 2^-127 (subnormal) and NaN */
     LLVMValueRef v = LLVMBuildBitCast(f->b, LLVMBuildShl(f->b, c, kn_cg_const_i(i32, 23), ""), f32, "");
     LLVMValueRef tiny = LLVMBuildBitCast(f->b, kn_cg_const_i(i32, 0x00400000), f32, "");
@@ -427,6 +452,23 @@ static LLVMValueRef f8_encode(kn_cg_fn *f, LLVMValueRef v, kn_dtype t, int lanes
   kn_f8_format fm = kn_f8_format_of(t);
   LLVMTypeRef i32 = kn_cg_reg_type(f->m, KN_DT_I32, lanes), f32 = kn_cg_reg_type(f->m, KN_DT_F32, lanes);
   LLVMValueRef bits = LLVMBuildBitCast(f->b, v, i32, "");
+  if (fm.e2m1) { /* count the rounding midpoints below |v| (see kn_f32_to_f4e2m1) */
+    static const struct { float at; bool ge; } mid[7] = {{0.25f, false}, {0.75f, true}, {1.25f, false},
+                                                          {1.75f, true},  {2.5f, false}, {3.5f, true},
+                                                          {5.0f, false}};
+    LLVMValueRef a = LLVMBuildBitCast(f->b, LLVMBuildAnd(f->b, bits, kn_cg_const_i(i32, 0x7fffffff), ""), f32, "");
+    LLVMValueRef code = kn_cg_const_i(i32, 0);
+    for (int k = 0; k < 7; k++) {
+      LLVMValueRef above =
+          LLVMBuildFCmp(f->b, mid[k].ge ? LLVMRealOGE : LLVMRealOGT, a, kn_cg_const_f(f32, mid[k].at), "");
+      code = LLVMBuildAdd(f->b, code, LLVMBuildZExt(f->b, above, i32, ""), "");
+    }
+    LLVMValueRef neg = LLVMBuildOr(f->b, LLVMBuildICmp(f->b, LLVMIntSLT, bits, kn_cg_const_i(i32, 0), ""),
+                                   LLVMBuildFCmp(f->b, LLVMRealUNO, v, v, ""), "");
+    LLVMValueRef sign = LLVMBuildShl(f->b, LLVMBuildZExt(f->b, neg, i32, ""), kn_cg_const_i(i32, 3), "");
+    code = LLVMBuildOr(f->b, code, sign, "");
+    return LLVMBuildTrunc(f->b, code, kn_cg_mem_type(f->m, t, lanes), "");
+  }
   if (fm.e8m0) { /* the exponent of |v|, plus one for a fraction unless at 0xfe; 0xff stays;
                     2^-127 is code 0 (see kn_f32_to_f8) */
     LLVMValueRef e = LLVMBuildAnd(f->b, LLVMBuildLShr(f->b, bits, kn_cg_const_i(i32, 23), ""),
@@ -488,6 +530,16 @@ static LLVMValueRef round_to(kn_cg_fn *f, LLVMValueRef v, kn_dtype t) {
   return v;
 }
 
+/* The low 2 / 4 bits of i8 lanes, sign-extended for int2 / int4
+ * (kn_subbyte_wrap). */
+static LLVMValueRef wrap_subbyte(kn_cg_fn *f, LLVMValueRef w, kn_dtype t) {
+  LLVMTypeRef ty = LLVMTypeOf(w);
+  int bits = kn_subbyte_int_bits(t);
+  if (!kn_dtype_is_signed(t)) return LLVMBuildAnd(f->b, w, kn_cg_const_i(ty, (1 << bits) - 1), "");
+  LLVMValueRef sh = kn_cg_const_i(ty, 8 - bits);
+  return LLVMBuildAShr(f->b, LLVMBuildShl(f->b, w, sh, ""), sh, "");
+}
+
 static LLVMValueRef mem_to_reg(kn_cg_fn *f, LLVMValueRef v, kn_dtype t, int lanes) {
   LLVMTypeRef reg = kn_cg_reg_type(f->m, t, lanes);
   switch (t) {
@@ -520,7 +572,9 @@ static LLVMValueRef reg_to_mem(kn_cg_fn *f, LLVMValueRef v, kn_dtype t, int lane
     LLVMValueRef hi = LLVMBuildLShr(f->b, round_bf16_bits(f, v), kn_cg_const_i(i32, 16), "");
     return LLVMBuildTrunc(f->b, hi, mem, "");
   }
-  default: return kn_dtype_is_f8(t) ? f8_encode(f, v, t, lanes) : v;
+  default:
+    if (kn_dtype_is_subbyte_int(t)) return wrap_subbyte(f, v, t); /* as the interpreters' stores */
+    return kn_dtype_is_f8(t) ? f8_encode(f, v, t, lanes) : v;
   }
 }
 
@@ -788,6 +842,11 @@ static LLVMValueRef emit_compare(kn_cg_fn *f, const kn_expr *e) {
 static LLVMValueRef emit_cast(kn_cg_fn *f, LLVMValueRef v, kn_dtype from, kn_dtype to, int lanes) {
   if (from == to) return v;
   LLVMTypeRef dst = kn_cg_reg_type(f->m, to, lanes);
+  if (kn_dtype_is_subbyte_int(to) && from != KN_DT_BOOL) {
+    /* via int32 (floats truncate toward zero), then the low 2 / 4 bits of
+       its low byte, sign-extended for int2 / int4 (kn_subbyte_wrap) */
+    return wrap_subbyte(f, LLVMBuildTrunc(f->b, emit_cast(f, v, from, KN_DT_I32, lanes), dst, ""), to);
+  }
   if (is_float(from)) {
     if (to == KN_DT_BOOL)
       return LLVMBuildFCmp(f->b, LLVMRealUNE, v, LLVMConstNull(LLVMTypeOf(v)), "");

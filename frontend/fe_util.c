@@ -100,6 +100,7 @@ const char *kn_fe_onnx_type_name(int code) {
       "INT32",          "INT64",      "STRING",         "BOOL",       "FLOAT16",  "DOUBLE",
       "UINT32",         "UINT64",     "COMPLEX64",      "COMPLEX128", "BFLOAT16", "FLOAT8E4M3FN",
       "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ", "UINT4",      "INT4",     "FLOAT4E2M1",
+      "FLOAT8E8M0",     "UINT2",      "INT2",
   };
   if (code >= 0 && (size_t)code < sizeof names / sizeof names[0]) return names[code];
   return "unknown";

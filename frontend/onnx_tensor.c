@@ -7,7 +7,11 @@
  * size. Nothing is allocated before the source is known to hold that many
  * bytes, so a lying header cannot make us allocate gigabytes.
  * External data paths are relative to the model's directory: absolute paths
- * and paths with a ".." component are rejected. */
+ * and paths with a ".." component are rejected.
+ * Sub-byte types (int4, uint4, float4e2m1; int2, uint2) arrive packed two
+ * (four) per byte, lowest bits first (in raw_data, external data, or one
+ * byte per int32_data entry); they are unpacked to one byte per element
+ * (see ir/base.h). */
 #include "fe_internal.h"
 
 #include <errno.h>
@@ -124,6 +128,22 @@ static void copy_typed(const Onnx__TensorProto *t, kn_dtype dtype, size_t numel,
     return;
   default:
     KN_UNREACHABLE("dtype without a typed field");
+  }
+}
+
+/* Bits per element of a packed sub-byte dtype, 0 for the others. */
+static int packed_bits(kn_dtype dtype) {
+  if (dtype == KN_DT_F4E2M1) return 4;
+  return kn_dtype_is_subbyte_int(dtype) ? kn_subbyte_int_bits(dtype) : 0;
+}
+
+/* Unpacks numel elements of `bits` bits (8 / bits per byte of `packed`,
+ * lowest first) to one byte each; int4 / int2 are sign-extended. */
+static void unpack_subbyte(kn_dtype dtype, int bits, const uint8_t *packed, size_t numel, void *out) {
+  size_t per = (size_t)(8 / bits);
+  for (size_t i = 0; i < numel; i++) {
+    int code = (packed[i / per] >> ((i % per) * (size_t)bits)) & ((1 << bits) - 1);
+    ((int8_t *)out)[i] = (int8_t)(kn_dtype_is_subbyte_int(dtype) ? kn_subbyte_wrap(dtype, code) : code);
   }
 }
 
@@ -264,6 +284,10 @@ int kn_fe_tensor_to_const(kn_fe_ctx *cx, const Onnx__TensorProto *t, const char 
   }
   if (__builtin_mul_overflow(numel, (int64_t)elem, &bytes) || (uint64_t)bytes > SIZE_MAX)
     return kn_fe_error(cx, "%s: shape %s has too many elements", what, dims);
+  int bits = packed_bits(dtype);
+  bool packed4 = bits != 0;
+  int64_t per_byte = packed4 ? 8 / bits : 1;
+  int64_t stored = packed4 ? numel / per_byte + (numel % per_byte != 0) : bytes; /* bytes in the file */
 
   const char *tname = kn_dtype_name(dtype);
   size_t typed = t->n_float_data + t->n_int32_data + t->n_int64_data + t->n_double_data +
@@ -271,19 +295,22 @@ int kn_fe_tensor_to_const(kn_fe_ctx *cx, const Onnx__TensorProto *t, const char 
   int v;
   if (t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
     ext_ref ref = {.location = NULL, .offset = 0, .fd = -1};
-    if (external_open(cx, t, (uint64_t)bytes, what, &ref) != 0) return -1;
+    if (external_open(cx, t, (uint64_t)stored, what, &ref) != 0) return -1;
     v = kn_graph_add_const(cx->g, value_name, dtype, &shape, NULL);
-    if (external_read(cx, &ref, cx->g->values[v].data, (size_t)bytes, what) != 0) {
+    void *dst = packed4 ? kn_arena_alloc(&cx->g->arena, (size_t)stored + 1) : cx->g->values[v].data;
+    if (external_read(cx, &ref, dst, (size_t)stored, what) != 0) {
       cx->g->values[v].data = NULL; /* keep the value, but not as a constant */
       cx->g->values[v].shape_known = false;
       return -1;
     }
+    if (packed4) unpack_subbyte(dtype, bits, dst, (size_t)numel, cx->g->values[v].data);
     to_host_order(cx->g->values[v].data, (size_t)numel, elem);
   } else if (t->raw_data.len > 0 || (typed == 0 && bytes == 0)) {
-    if (t->raw_data.len != (size_t)bytes)
+    if (t->raw_data.len != (size_t)stored)
       return kn_fe_error(cx, "%s: raw_data has %zu bytes, expected %lld for shape %s of %s", what,
-                         t->raw_data.len, (long long)bytes, dims, tname);
-    v = kn_graph_add_const(cx->g, value_name, dtype, &shape, t->raw_data.data);
+                         t->raw_data.len, (long long)stored, dims, tname);
+    v = kn_graph_add_const(cx->g, value_name, dtype, &shape, packed4 ? NULL : t->raw_data.data);
+    if (packed4) unpack_subbyte(dtype, bits, t->raw_data.data, (size_t)numel, cx->g->values[v].data);
     to_host_order(cx->g->values[v].data, (size_t)numel, elem);
   } else if (typed == 0) {
     return kn_fe_error(cx, "%s: no data (expected %lld bytes for shape %s of %s)", what,
@@ -294,11 +321,17 @@ int kn_fe_tensor_to_const(kn_fe_ctx *cx, const Onnx__TensorProto *t, const char 
       return kn_fe_error(cx, "%s: %s is set, but %s data belongs in %s", what, wrong, tname,
                          typed_field_name(dtype));
     size_t found = typed_field_count(t, dtype);
-    if (found != (size_t)numel)
+    if (found != (size_t)(packed4 ? stored : numel))
       return kn_fe_error(cx, "%s: %s has %zu elements, expected %lld for shape %s of %s", what,
-                         typed_field_name(dtype), found, (long long)numel, dims, tname);
+                         typed_field_name(dtype), found, (long long)(packed4 ? stored : numel), dims, tname);
     v = kn_graph_add_const(cx->g, value_name, dtype, &shape, NULL);
-    copy_typed(t, dtype, (size_t)numel, cx->g->values[v].data);
+    if (packed4) {
+      uint8_t *bytes4 = kn_arena_alloc(&cx->g->arena, (size_t)stored + 1);
+      for (int64_t i = 0; i < stored; i++) bytes4[i] = (uint8_t)(uint32_t)t->int32_data[i];
+      unpack_subbyte(dtype, bits, bytes4, (size_t)numel, cx->g->values[v].data);
+    } else {
+      copy_typed(t, dtype, (size_t)numel, cx->g->values[v].data);
+    }
   }
   return v;
 }

@@ -142,10 +142,11 @@ bool kn_dtype_is_float(kn_dtype t) {
 }
 bool kn_dtype_is_int(kn_dtype t) {
   return t == KN_DT_U8 || t == KN_DT_I8 || t == KN_DT_U16 || t == KN_DT_I16 || t == KN_DT_I32 ||
-         t == KN_DT_I64 || t == KN_DT_U32 || t == KN_DT_U64;
+         t == KN_DT_I64 || t == KN_DT_U32 || t == KN_DT_U64 || kn_dtype_is_subbyte_int(t);
 }
 bool kn_dtype_is_signed(kn_dtype t) {
-  return t == KN_DT_I8 || t == KN_DT_I16 || t == KN_DT_I32 || t == KN_DT_I64 || kn_dtype_is_float(t);
+  return t == KN_DT_I8 || t == KN_DT_I4 || t == KN_DT_I2 || t == KN_DT_I16 || t == KN_DT_I32 || t == KN_DT_I64 ||
+         kn_dtype_is_float(t);
 }
 
 float kn_f16_to_f32(uint16_t h) {
@@ -212,16 +213,21 @@ uint16_t kn_f32_to_bf16(float f) {
 
 bool kn_dtype_is_f8(kn_dtype t) {
   return t == KN_DT_F8E4M3FN || t == KN_DT_F8E4M3FNUZ || t == KN_DT_F8E5M2 || t == KN_DT_F8E5M2FNUZ ||
-         t == KN_DT_F8E8M0;
+         t == KN_DT_F8E8M0 || t == KN_DT_F4E2M1;
+}
+
+bool kn_dtype_is_subbyte_int(kn_dtype t) {
+  return t == KN_DT_I4 || t == KN_DT_U4 || t == KN_DT_I2 || t == KN_DT_U2;
 }
 
 kn_f8_format kn_f8_format_of(kn_dtype t) {
   switch (t) {
-  case KN_DT_F8E4M3FN: return (kn_f8_format){4, 3, 7, false, false, 0x7e, 448.0f, false};
-  case KN_DT_F8E4M3FNUZ: return (kn_f8_format){4, 3, 8, true, false, 0x7f, 240.0f, false};
-  case KN_DT_F8E5M2: return (kn_f8_format){5, 2, 15, false, true, 0x7b, 57344.0f, false};
-  case KN_DT_F8E5M2FNUZ: return (kn_f8_format){5, 2, 16, true, false, 0x7f, 57344.0f, false};
-  case KN_DT_F8E8M0: return (kn_f8_format){8, 0, 127, false, false, 0xfe, 0x1p127f, true};
+  case KN_DT_F8E4M3FN: return (kn_f8_format){4, 3, 7, false, false, 0x7e, 448.0f, false, false};
+  case KN_DT_F8E4M3FNUZ: return (kn_f8_format){4, 3, 8, true, false, 0x7f, 240.0f, false, false};
+  case KN_DT_F8E5M2: return (kn_f8_format){5, 2, 15, false, true, 0x7b, 57344.0f, false, false};
+  case KN_DT_F8E5M2FNUZ: return (kn_f8_format){5, 2, 16, true, false, 0x7f, 57344.0f, false, false};
+  case KN_DT_F8E8M0: return (kn_f8_format){8, 0, 127, false, false, 0xfe, 0x1p127f, true, false};
+  case KN_DT_F4E2M1: return (kn_f8_format){2, 1, 1, false, false, 0x7, 6.0f, false, true};
   default: KN_UNREACHABLE("not a float8 dtype");
   }
 }
@@ -229,6 +235,10 @@ kn_f8_format kn_f8_format_of(kn_dtype t) {
 float kn_f8_to_f32(kn_dtype t, uint8_t bits) {
   kn_f8_format f = kn_f8_format_of(t);
   if (f.e8m0) return bits == 0xff ? __builtin_nanf("") : ldexpf(1.0f, bits - 127);
+  if (f.e2m1) {
+    static const float mag[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+    return (bits & 8) ? -mag[bits & 7] : mag[bits & 7];
+  }
   int man_mask = (1 << f.man_bits) - 1, exp_max = (1 << f.exp_bits) - 1;
   int e = (bits >> f.man_bits) & exp_max, m = bits & man_mask;
   bool neg = bits & 0x80;
@@ -240,6 +250,16 @@ float kn_f8_to_f32(kn_dtype t, uint8_t bits) {
   return neg ? -v : v;
 }
 
+/* Nearest even by counting the midpoints below |x| (a tie goes to the even
+ * code: '>' where the lower neighbour's code is even, '>=' where the upper's
+ * is); above 5 is 6 (saturation); NaN compares false everywhere and gets
+ * the sign bit alone (-0, as ml_dtypes). codegen/ emits the same sum. */
+uint8_t kn_f32_to_f4e2m1(float x) {
+  float a = fabsf(x);
+  int code = (a > 0.25f) + (a >= 0.75f) + (a > 1.25f) + (a >= 1.75f) + (a > 2.5f) + (a >= 3.5f) + (a > 5.0f);
+  return (uint8_t)(code | (x != x || signbit(x) ? 8 : 0));
+}
+
 uint8_t kn_f32_to_f8(kn_dtype t, float x) {
   kn_f8_format f = kn_f8_format_of(t);
   if (f.e8m0) {
@@ -249,6 +269,7 @@ uint8_t kn_f32_to_f8(kn_dtype t, float x) {
     if ((b & 0x7fffffffu) == 0x00400000u) return 0; /* 2^-127 = code 0 (see base.h) */
     return (uint8_t)(e == 0xff ? 0xff : e + ((b & 0x7fffff) != 0 && e < 0xfe));
   }
+  if (f.e2m1) return kn_f32_to_f4e2m1(x);
   uint8_t nan = f.fnuz ? 0x80 : 0x7f;
   if (x != x) return nan;
   uint32_t bits;

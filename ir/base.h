@@ -69,7 +69,12 @@ void kn_diag_print(const kn_diag *d, const char *prefix);
   X(F8E4M3FNUZ, "float8e4m3fnuz", 1, 18)                                       \
   X(F8E5M2, "float8e5m2", 1, 19)                                               \
   X(F8E5M2FNUZ, "float8e5m2fnuz", 1, 20)                                       \
-  X(F8E8M0, "float8e8m0", 1, 24)
+  X(F8E8M0, "float8e8m0", 1, 24)                                               \
+  X(U4, "uint4", 1, 21)                                                        \
+  X(I4, "int4", 1, 22)                                                         \
+  X(F4E2M1, "float4e2m1", 1, 23)                                               \
+  X(U2, "uint2", 1, 25)                                                        \
+  X(I2, "int2", 1, 26)
 
 typedef enum kn_dtype {
   KN_DT_INVALID = 0,
@@ -94,7 +99,27 @@ uint16_t kn_f32_to_f16(float f);
 float kn_bf16_to_f32(uint16_t h);
 uint16_t kn_f32_to_bf16(float f);
 
-/* ---- float8 storage formats (ONNX FLOAT8E4M3FN, E4M3FNUZ, E5M2, E5M2FNUZ, E8M0) ----
+/* ---- sub-byte types (ONNX UINT4, INT4, FLOAT4E2M1, UINT2, INT2) ----
+ * ONNX packs them two (four) per byte, lowest bits first. Inside Kiln and in
+ * the artifact ABI they take ONE BYTE PER ELEMENT instead: int4 is an int8 in
+ * -8..7 (sign-extended), uint4 a uint8 in 0..15, int2 an int8 in -2..1,
+ * uint2 a uint8 in 0..3, float4e2m1 its 4-bit code (sign in bit 3) in the
+ * low nibble. The frontend unpacks TensorProto data (frontend/onnx_tensor.c).
+ * The integers compute in int8/uint8 registers; casts to them wrap to their
+ * width (floats truncate toward zero first), as ONNX's reference (ml_dtypes)
+ * does. float4e2m1 is one of the minifloat formats below (kn_dtype_is_f8). */
+bool kn_dtype_is_subbyte_int(kn_dtype t); /* KN_DT_I4, U4, I2 or U2 */
+static inline int kn_subbyte_int_bits(kn_dtype t) { return t == KN_DT_I2 || t == KN_DT_U2 ? 2 : 4; }
+/* The low 2 / 4 bits of v, sign-extended for int2 / int4. */
+static inline int64_t kn_subbyte_wrap(kn_dtype t, int64_t v) {
+  int bits = kn_subbyte_int_bits(t);
+  int64_t low = v & ((1 << bits) - 1);
+  bool neg = (t == KN_DT_I4 || t == KN_DT_I2) && low >= (1 << (bits - 1));
+  return neg ? low - (1 << bits) : low;
+}
+
+/* ---- float8 storage formats (ONNX FLOAT8E4M3FN, E4M3FNUZ, E5M2, E5M2FNUZ, E8M0)
+ * and float4e2m1 (one byte per element, the code in the low nibble) ----
  * One byte: sign, `exp_bits` exponent bits (bias `bias`), `man_bits`
  * mantissa bits, subnormals. E5M2 is IEEE-like (infinities, several NaNs);
  * E4M3FN has no infinity and one NaN per sign (all ones); the FNUZ formats
@@ -107,6 +132,8 @@ typedef struct kn_f8_format {
   uint8_t max_code; /* largest finite magnitude (sign clear) */
   float max;        /* its value */
   bool e8m0;        /* E8M0: no sign, no mantissa: code e is 2^(e - 127), 0xff NaN */
+  bool e2m1;        /* FLOAT4E2M1: 4 bits, sign in bit 3; 0, 0.5, 1, 1.5, 2, 3, 4, 6;
+                       no inf / NaN: encoding saturates, NaN gives -0 (code 8) */
 } kn_f8_format;
 
 bool kn_dtype_is_f8(kn_dtype t);
@@ -122,5 +149,7 @@ float kn_f8_to_f32(kn_dtype t, uint8_t bits);
  * value of code 0, gives 0 (ONNX's rounding gives 1), so that a decoded value
  * stores back unchanged (values are rounded on casts and again on stores). */
 uint8_t kn_f32_to_f8(kn_dtype t, float f);
+/* float4e2m1 (kn_f32_to_f8's case for it): nearest even, saturating to +-6. */
+uint8_t kn_f32_to_f4e2m1(float x);
 
 #endif

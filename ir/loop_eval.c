@@ -72,8 +72,12 @@ static double read_f(kn_dtype t, const void *p, int64_t i) {
 
 static int64_t read_i(kn_dtype t, const void *p, int64_t i) {
   switch (t) {
-  case KN_DT_I8: return ((const int8_t *)p)[i];
-  case KN_DT_U8: return ((const uint8_t *)p)[i];
+  case KN_DT_I8:
+  case KN_DT_I2:
+  case KN_DT_I4: return ((const int8_t *)p)[i];
+  case KN_DT_U8:
+  case KN_DT_U2:
+  case KN_DT_U4: return ((const uint8_t *)p)[i];
   case KN_DT_BOOL: return ((const uint8_t *)p)[i] != 0;
   case KN_DT_I16: return ((const int16_t *)p)[i];
   case KN_DT_U16: return ((const uint16_t *)p)[i];
@@ -95,7 +99,12 @@ static void write_elem(kn_dtype t, void *p, int64_t i, const val *v, int lane) {
   case KN_DT_F8E4M3FNUZ:
   case KN_DT_F8E5M2:
   case KN_DT_F8E8M0:
+  case KN_DT_F4E2M1:
   case KN_DT_F8E5M2FNUZ: ((uint8_t *)p)[i] = kn_f32_to_f8(t, (float)v->f[lane]); return;
+  case KN_DT_I2:
+  case KN_DT_I4:
+  case KN_DT_U2:
+  case KN_DT_U4: ((int8_t *)p)[i] = (int8_t)kn_subbyte_wrap(t, v->i[lane]); return;
   case KN_DT_I8: ((int8_t *)p)[i] = (int8_t)v->i[lane]; return;
   case KN_DT_U8: ((uint8_t *)p)[i] = (uint8_t)v->i[lane]; return;
   case KN_DT_BOOL: ((uint8_t *)p)[i] = v->i[lane] != 0; return;

@@ -15,8 +15,14 @@
  *   QLinearConv            the same with bias, scaled as QLinearMatMul
  * Scales and zero points are per tensor, per axis (1-D along `axis`) or, for
  * (De)QuantizeLinear, blocked (`block_size` along `axis`); they are brought
- * to x's rank by Unsqueeze, or by a Gather repeating each block. Only 8- and
- * 16-bit integer types are handled; others get a diagnostic. */
+ * to x's rank by Unsqueeze, or by a Gather repeating each block. The
+ * quantized types are the 2-, 4-, 8- and 16-bit integers (int2 ... uint4 are one
+ * byte per element, see ir/base.h) and, for (De)QuantizeLinear, the float8
+ * formats and float4e2m1 (not float8e8m0):
+ *   QuantizeLinear to a float type  Cast(x / scale [+ zero_point]), the Cast
+ *                          rounding to nearest even (saturate copied; as
+ *                          ONNX's reference, float8 ignores the zero point,
+ *                          float4e2m1 adds it); others get a diagnostic. */
 #include <stdlib.h>
 
 #include "decompose.h"
@@ -28,6 +34,10 @@ static bool quant_type(kn_dtype t, double *lo, double *hi) {
   case KN_DT_I8: *lo = -128, *hi = 127; return true;
   case KN_DT_U16: *lo = 0, *hi = 65535; return true;
   case KN_DT_I16: *lo = -32768, *hi = 32767; return true;
+  case KN_DT_U4: *lo = 0, *hi = 15; return true;
+  case KN_DT_I4: *lo = -8, *hi = 7; return true;
+  case KN_DT_U2: *lo = 0, *hi = 3; return true;
+  case KN_DT_I2: *lo = -2, *hi = 1; return true;
   default: return false;
   }
 }
@@ -94,12 +104,24 @@ static int quantize_linear(kn_dc *c) {
     out = kn_dc_val(c, zp)->dtype;
   }
   double lo, hi;
-  if (!quant_type(out, &lo, &hi))
-    return kn_dc_fail(c, "output dtype %s is not supported (uint8, int8, uint16, int16)",
+  bool to_float = kn_dtype_is_f8(out) && out != KN_DT_F8E8M0;
+  if (!quant_type(out, &lo, &hi) && !to_float)
+    return kn_dc_fail(c, "output dtype %s is not supported (uint8, int8, uint16, int16, int4, uint4, int2, uint2, "
+                         "float8, "
+                         "float4e2m1)",
                       out_code ? kn_dtype_name(out) : kn_dtype_name(kn_dc_val(c, zp)->dtype));
   if (!kn_dtype_is_float(xt)) return kn_dc_fail(c, "input x of dtype %s is not a float", kn_dtype_name(xt));
   if ((scale = align_param(c, scale, x, "y_scale")) < 0) return -1;
   if (zp >= 0 && (zp = align_param(c, zp, x, "y_zero_point")) < 0) return -1;
+  if (to_float) {
+    int q = kn_dc_bin(c, KN_OP_DIV, x, kn_dc_cast(c, scale, xt));
+    if (zp >= 0 && out == KN_DT_F4E2M1) q = kn_dc_bin(c, KN_OP_ADD, q, kn_dc_cast(c, zp, xt));
+    q = kn_dc_op(c, KN_OP_CAST, &q, 1);
+    kn_dc_attr_int(c, "to", kn_dtype_to_onnx(out));
+    kn_dc_attr_copy(c, "saturate");
+    kn_dc_output(c, 0, q);
+    return 0;
+  }
   kn_dc_output(c, 0, quantize(c, x, xt, scale, zp, out));
   return 0;
 }
@@ -111,8 +133,10 @@ static int dequantize_linear(kn_dc *c) {
   int64_t out_code = kn_node_attr_int(n, "output_dtype", 0);
   if (out_code) out = kn_dtype_from_onnx((int)out_code);
   double lo, hi;
-  if (!quant_type(xt, &lo, &hi) && xt != KN_DT_I32)
-    return kn_dc_fail(c, "input x of dtype %s is not supported (uint8, int8, uint16, int16, int32)",
+  if (!quant_type(xt, &lo, &hi) && xt != KN_DT_I32 && !(kn_dtype_is_f8(xt) && xt != KN_DT_F8E8M0))
+    return kn_dc_fail(c, "input x of dtype %s is not supported (uint8, int8, uint16, int16, int32, int4, uint4, "
+                         "int2, uint2, "
+                         "float8, float4e2m1)",
                       kn_dtype_name(xt));
   if (!kn_dtype_is_float(st)) return kn_dc_fail(c, "x_scale of dtype %s is not a float", kn_dtype_name(st));
   if (!kn_dtype_is_float(out)) return kn_dc_fail(c, "attribute 'output_dtype' is not a float type");

@@ -62,8 +62,12 @@ void kn_ref_store(kn_dtype t, void *p, int64_t i, double v) {
 
 int64_t kn_ref_load_int(kn_dtype t, const void *p, int64_t i) {
   switch (t) {
-  case KN_DT_U8: return ((const uint8_t *)p)[i];
-  case KN_DT_I8: return ((const int8_t *)p)[i];
+  case KN_DT_U8:
+  case KN_DT_U2:
+  case KN_DT_U4: return ((const uint8_t *)p)[i];
+  case KN_DT_I8:
+  case KN_DT_I2:
+  case KN_DT_I4: return ((const int8_t *)p)[i];
   case KN_DT_U16: return ((const uint16_t *)p)[i];
   case KN_DT_I16: return ((const int16_t *)p)[i];
   case KN_DT_I32: return ((const int32_t *)p)[i];
@@ -86,6 +90,10 @@ void kn_ref_store_int(kn_dtype t, void *p, int64_t i, int64_t v) {
   switch (t) {
   case KN_DT_U8: ((uint8_t *)p)[i] = (uint8_t)v; return;
   case KN_DT_I8: ((int8_t *)p)[i] = (int8_t)v; return;
+  case KN_DT_I2:
+  case KN_DT_I4:
+  case KN_DT_U2:
+  case KN_DT_U4: ((int8_t *)p)[i] = (int8_t)kn_subbyte_wrap(t, v); return;
   case KN_DT_U16: ((uint16_t *)p)[i] = (uint16_t)v; return;
   case KN_DT_I16: ((int16_t *)p)[i] = (int16_t)v; return;
   case KN_DT_I32: ((int32_t *)p)[i] = (int32_t)v; return;

@@ -312,11 +312,16 @@ bool kn_te_const_scalar(const kn_te_ctx *c, int v, double *out) {
   case KN_DT_F8E4M3FNUZ:
   case KN_DT_F8E5M2:
   case KN_DT_F8E8M0:
+  case KN_DT_F4E2M1:
   case KN_DT_F8E5M2FNUZ: *out = kn_f8_to_f32(val->dtype, *(const uint8_t *)p); return true;
   case KN_DT_I64: *out = (double)*(const int64_t *)p; return true;
   case KN_DT_I32: *out = *(const int32_t *)p; return true;
   case KN_DT_I16: *out = *(const int16_t *)p; return true;
-  case KN_DT_I8: *out = *(const int8_t *)p; return true;
+  case KN_DT_I8:
+  case KN_DT_I2:
+  case KN_DT_I4: *out = *(const int8_t *)p; return true;
+  case KN_DT_U2:
+  case KN_DT_U4: *out = *(const uint8_t *)p; return true;
   case KN_DT_U8: *out = *(const uint8_t *)p; return true;
   case KN_DT_U16: *out = *(const uint16_t *)p; return true;
   case KN_DT_U32: *out = *(const uint32_t *)p; return true;

@@ -145,6 +145,10 @@ static int64_t wrap_int(kn_dtype t, uint64_t u) {
   switch (t) {
   case KN_DT_I8: return (int8_t)(uint8_t)u;
   case KN_DT_U8: return (uint8_t)u;
+  case KN_DT_I2:
+  case KN_DT_I4:
+  case KN_DT_U2:
+  case KN_DT_U4: return kn_subbyte_wrap(t, (int64_t)u);
   case KN_DT_I16: return (int16_t)(uint16_t)u;
   case KN_DT_U16: return (uint16_t)u;
   case KN_DT_I32: return (int32_t)(uint32_t)u;
@@ -196,8 +200,12 @@ static val load_raw(kn_dtype t, const void *p, int64_t i) {
   case KN_DT_F64: v.f = ((const double *)p)[i]; break;
   case KN_DT_F16: v.f = kn_f16_to_f32(((const uint16_t *)p)[i]); break;
   case KN_DT_BF16: v.f = kn_bf16_to_f32(((const uint16_t *)p)[i]); break;
-  case KN_DT_I8: v.i = ((const int8_t *)p)[i]; break;
-  case KN_DT_U8: v.i = ((const uint8_t *)p)[i]; break;
+  case KN_DT_I8:
+  case KN_DT_I2:
+  case KN_DT_I4: v.i = ((const int8_t *)p)[i]; break;
+  case KN_DT_U8:
+  case KN_DT_U2:
+  case KN_DT_U4: v.i = ((const uint8_t *)p)[i]; break;
   case KN_DT_BOOL: v.i = ((const uint8_t *)p)[i] != 0; break;
   case KN_DT_I16: v.i = ((const int16_t *)p)[i]; break;
   case KN_DT_U16: v.i = ((const uint16_t *)p)[i]; break;
@@ -220,6 +228,10 @@ static void store_raw(kn_dtype t, void *p, int64_t i, val v) {
   case KN_DT_BF16: ((uint16_t *)p)[i] = kn_f32_to_bf16((float)v.f); break;
   case KN_DT_I8: ((int8_t *)p)[i] = (int8_t)v.i; break;
   case KN_DT_U8: ((uint8_t *)p)[i] = (uint8_t)v.i; break;
+  case KN_DT_I2:
+  case KN_DT_I4:
+  case KN_DT_U2:
+  case KN_DT_U4: ((int8_t *)p)[i] = (int8_t)kn_subbyte_wrap(t, v.i); break;
   case KN_DT_BOOL: ((uint8_t *)p)[i] = v.i != 0; break;
   case KN_DT_I16: ((int16_t *)p)[i] = (int16_t)v.i; break;
   case KN_DT_U16: ((uint16_t *)p)[i] = (uint16_t)v.i; break;

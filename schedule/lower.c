@@ -319,6 +319,10 @@ static kn_expr *reduce_init(lower *L, kn_reduce_op op, kn_dtype t) {
   int64_t lo = 0, hi = 0;
   switch (t) {
   case KN_DT_I8: lo = INT8_MIN, hi = INT8_MAX; break;
+  case KN_DT_I4: lo = -8, hi = 7; break;
+  case KN_DT_U4: lo = 0, hi = 15; break;
+  case KN_DT_I2: lo = -2, hi = 1; break;
+  case KN_DT_U2: lo = 0, hi = 3; break;
   case KN_DT_U8: lo = 0, hi = UINT8_MAX; break;
   case KN_DT_I16: lo = INT16_MIN, hi = INT16_MAX; break;
   case KN_DT_U16: lo = 0, hi = UINT16_MAX; break;

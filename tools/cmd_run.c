@@ -100,7 +100,16 @@ static int check_input(const kiln_artifact *a, const kiln_tensor_desc *t, const 
                        const kn_npy *v, int64_t *batch, kn_diag *d) {
   kn_dtype want = kn_loader_dtype(t);
   bool narrow_from_f32 = (want == KN_DT_BF16 || kn_dtype_is_f8(want)) && v->dtype == KN_DT_F32;
-  if (v->dtype != want && !narrow_from_f32)
+  /* int4 / int2 come as int8 .npy, uint4 / uint2 as uint8 (one byte each, the ABI's form) */
+  bool subbyte = kn_dtype_is_subbyte_int(want) && v->dtype == (kn_dtype_is_signed(want) ? KN_DT_I8 : KN_DT_U8);
+  if (subbyte)
+    for (int64_t e = 0; e < v->numel; e++) {
+      int64_t x = kn_dtype_is_signed(want) ? ((const int8_t *)v->data)[e] : ((const uint8_t *)v->data)[e];
+      if (kn_subbyte_wrap(want, x) != x)
+        return kn_diag_error(d, "input '%s': %s holds %lld at index %lld, outside the range of %s", t->name,
+                             file, (long long)x, (long long)e, kn_dtype_name(want));
+    }
+  if (v->dtype != want && !narrow_from_f32 && !subbyte)
     return kn_diag_error(d, "input '%s': %s has dtype %s, the model expects %s", t->name, file,
                          kn_dtype_name(v->dtype), kn_dtype_name(want));
   char want_shape[320];
@@ -137,8 +146,12 @@ static void print_value(const void *data, kn_dtype t, int64_t i) {
   case KN_DT_F64: printf("%.9g", *(const double *)p); break;
   case KN_DT_F16: printf("%.4g", (double)kn_f16_to_f32(*(const uint16_t *)p)); break;
   case KN_DT_BF16: printf("%.4g", (double)kn_bf16_to_f32(*(const uint16_t *)p)); break;
-  case KN_DT_I8: printf("%d", *(const int8_t *)p); break;
+  case KN_DT_I8:
+  case KN_DT_I2:
+  case KN_DT_I4: printf("%d", *(const int8_t *)p); break;
   case KN_DT_U8:
+  case KN_DT_U2:
+  case KN_DT_U4:
   case KN_DT_BOOL: printf("%u", *p); break;
   case KN_DT_I16: printf("%d", *(const int16_t *)p); break;
   case KN_DT_U16: printf("%u", *(const uint16_t *)p); break;
@@ -168,6 +181,8 @@ static int write_output(const char *dir, const kiln_tensor_desc *t, int64_t batc
   int64_t dims[KN_NPY_MAX_RANK];
   for (int i = 0; i < t->rank; i++) dims[i] = t->dims[i] * (((t->batch_mask >> i) & 1u) ? batch : 1);
   kn_dtype dt = kn_loader_dtype(t);
+  if (kn_dtype_is_subbyte_int(dt)) /* one byte each: int8 / uint8 .npy */
+    return kn_npy_write(path, kn_dtype_is_signed(dt) ? KN_DT_I8 : KN_DT_U8, t->rank, dims, data, d);
   if (dt != KN_DT_BF16 && !kn_dtype_is_f8(dt)) return kn_npy_write(path, dt, t->rank, dims, data, d);
   int64_t numel = kn_loader_numel(t, batch); /* bfloat16 and float8 are written as float32 */
   float *f = malloc(sizeof(float) * (size_t)(numel > 0 ? numel : 1));

@@ -133,8 +133,12 @@ static double elem_as_double(const void *data, kn_dtype dt, int64_t i) {
   case KN_DT_F64: return ((const double *)data)[i];
   case KN_DT_F16: return kn_f16_to_f32(((const uint16_t *)data)[i]);
   case KN_DT_BF16: return kn_bf16_to_f32(((const uint16_t *)data)[i]);
-  case KN_DT_U8: return ((const uint8_t *)data)[i];
-  case KN_DT_I8: return ((const int8_t *)data)[i];
+  case KN_DT_U8:
+  case KN_DT_U2:
+  case KN_DT_U4: return ((const uint8_t *)data)[i];
+  case KN_DT_I8:
+  case KN_DT_I2:
+  case KN_DT_I4: return ((const int8_t *)data)[i];
   case KN_DT_U16: return ((const uint16_t *)data)[i];
   case KN_DT_I16: return ((const int16_t *)data)[i];
   case KN_DT_I32: return ((const int32_t *)data)[i];

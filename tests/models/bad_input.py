@@ -284,6 +284,30 @@ def case_compile_cast_e8m0_round_down(c):
     compile_case(c, p, ["to_e8m0", "round_mode"])
 
 
+def int4_model(c, name, weight):
+    # y = Cast(x) + Cast(w) with w an int4 initializer (packed two per byte in ONNX)
+    nodes = [helper.make_node("Cast", ["w"], ["wf"], name="w_to_float", to=TensorProto.FLOAT),
+             helper.make_node("Add", ["x", "wf"], ["y"], name="add")]
+    return save_model(c.path(name), nodes, [f32("x", [5])], [f32("y", [5])], [weight], opset=21)
+
+
+def case_compile_int4_raw_data_unpacked(c):
+    # five int4 values take 3 packed bytes; 5 bytes (one per element) is refused
+    w = onnx.TensorProto()
+    w.name, w.data_type, w.raw_data = "w", TensorProto.INT4, b"\x01\x02\x03\x04\x05"
+    w.dims.extend([5])
+    compile_case(c, int4_model(c, "int4_raw.onnx", w), ["'w'", "raw_data", "5 bytes", "expected 3"])
+
+
+def case_compile_uint4_int32_data_count(c):
+    # int32_data of an int4 tensor holds packed bytes: 5 values -> 3 entries, not 5
+    w = onnx.TensorProto()
+    w.name, w.data_type = "w", TensorProto.UINT4
+    w.dims.extend([5])
+    w.int32_data.extend([1, 2, 3, 4, 5])
+    compile_case(c, int4_model(c, "uint4_int32.onnx", w), ["'w'", "int32_data", "expected 3"])
+
+
 # ---- run cases -------------------------------------------------------------------------------
 
 def run_case(c, args, culprits):
