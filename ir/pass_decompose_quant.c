@@ -15,8 +15,12 @@
  *   QLinearConv            the same with bias, scaled as QLinearMatMul
  * Scales and zero points are per tensor, per axis (1-D along `axis`) or, for
  * (De)QuantizeLinear, blocked (`block_size` along `axis`); they are brought
- * to x's rank by Unsqueeze, or by a Gather repeating each block. Only 8- and
- * 16-bit integer types are handled; others get a diagnostic. */
+ * to x's rank by Unsqueeze, or by a Gather repeating each block. 8- and
+ * 16-bit integer types are handled, and for (De)QuantizeLinear the float8
+ * types (not e8m0): QuantizeLinear is Cast(x / scale) with the node's
+ * `saturate` (no rounding to integers), DequantizeLinear float(x) * scale;
+ * a float8 zero point must be zero (the spec), a constant one is checked and
+ * it is never added (x / scale keeps its -0). Others get a diagnostic. */
 #include <stdlib.h>
 
 #include "decompose.h"
@@ -82,6 +86,30 @@ static int quantize(kn_dc *c, int x, kn_dtype xt, int scale, int zp, kn_dtype ou
   return saturate(c, kn_dc_cast(c, q, ft), ft, zp, out);
 }
 
+static bool f8_quant_type(kn_dtype t) { return kn_dtype_is_f8(t) && t != KN_DT_F8E8M0; }
+
+/* A float8 zero point: must be zero; checked when constant, then dropped. */
+static int f8_zero_point(kn_dc *c, int zp, const char *what) {
+  const kn_value *v = kn_dc_val(c, zp);
+  if (!v->data || !v->shape_known) return 0;
+  const uint8_t *b = v->data;
+  for (int64_t i = 0, n = kn_shape_numel_max(&v->shape, 1); i < n; i++)
+    if (b[i] != 0) return kn_dc_fail(c, "%s must be zero for float8 types", what);
+  return 0;
+}
+
+/* QuantizeLinear to float8: Cast(x / scale) saturating per `saturate`. */
+static int quantize_f8(kn_dc *c, int x, kn_dtype xt, int scale, int zp, kn_dtype out) {
+  const kn_node *n = &c->g->nodes[c->node];
+  if (zp >= 0 && f8_zero_point(c, zp, "y_zero_point") < 0) return -1;
+  if ((scale = align_param(c, scale, x, "y_scale")) < 0) return -1;
+  int q = kn_dc_bin(c, KN_OP_DIV, x, kn_dc_cast(c, scale, xt));
+  int y = kn_dc_cast(c, q, out);
+  kn_dc_attr_int(c, "saturate", kn_node_attr_int(n, "saturate", 1) != 0);
+  kn_dc_output(c, 0, y);
+  return 0;
+}
+
 static int quantize_linear(kn_dc *c) {
   const kn_node *n = &c->g->nodes[c->node];
   int x = kn_dc_in(c, 0), scale = kn_dc_in(c, 1), zp = kn_dc_in(c, 2);
@@ -94,10 +122,11 @@ static int quantize_linear(kn_dc *c) {
     out = kn_dc_val(c, zp)->dtype;
   }
   double lo, hi;
-  if (!quant_type(out, &lo, &hi))
-    return kn_dc_fail(c, "output dtype %s is not supported (uint8, int8, uint16, int16)",
+  if (!quant_type(out, &lo, &hi) && !f8_quant_type(out))
+    return kn_dc_fail(c, "output dtype %s is not supported (uint8, int8, uint16, int16, float8)",
                       out_code ? kn_dtype_name(out) : kn_dtype_name(kn_dc_val(c, zp)->dtype));
   if (!kn_dtype_is_float(xt)) return kn_dc_fail(c, "input x of dtype %s is not a float", kn_dtype_name(xt));
+  if (f8_quant_type(out)) return quantize_f8(c, x, xt, scale, zp, out);
   if ((scale = align_param(c, scale, x, "y_scale")) < 0) return -1;
   if (zp >= 0 && (zp = align_param(c, zp, x, "y_zero_point")) < 0) return -1;
   kn_dc_output(c, 0, quantize(c, x, xt, scale, zp, out));
@@ -111,12 +140,17 @@ static int dequantize_linear(kn_dc *c) {
   int64_t out_code = kn_node_attr_int(n, "output_dtype", 0);
   if (out_code) out = kn_dtype_from_onnx((int)out_code);
   double lo, hi;
-  if (!quant_type(xt, &lo, &hi) && xt != KN_DT_I32)
-    return kn_dc_fail(c, "input x of dtype %s is not supported (uint8, int8, uint16, int16, int32)",
+  bool f8 = f8_quant_type(xt);
+  if (!quant_type(xt, &lo, &hi) && xt != KN_DT_I32 && !f8)
+    return kn_dc_fail(c, "input x of dtype %s is not supported (uint8, int8, uint16, int16, int32, float8)",
                       kn_dtype_name(xt));
   if (!kn_dtype_is_float(st)) return kn_dc_fail(c, "x_scale of dtype %s is not a float", kn_dtype_name(st));
   if (!kn_dtype_is_float(out)) return kn_dc_fail(c, "attribute 'output_dtype' is not a float type");
   if (zp >= 0 && kn_dc_val(c, zp)->dtype != xt) return kn_dc_fail(c, "x_zero_point's dtype differs from x's");
+  if (f8 && zp >= 0) {
+    if (f8_zero_point(c, zp, "x_zero_point") < 0) return -1;
+    zp = -1;
+  }
   if ((scale = align_param(c, scale, x, "x_scale")) < 0) return -1;
   if (zp >= 0 && (zp = align_param(c, zp, x, "x_zero_point")) < 0) return -1;
   kn_dtype ft = st == KN_DT_F64 ? KN_DT_F64 : KN_DT_F32;
