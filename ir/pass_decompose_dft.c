@@ -11,7 +11,8 @@
  * K = n (or n/2+1 when onesided), Cout = 2. Inverse: scaled by 1/n; with
  * onesided (IRFFT) the input holds the first bins of a conjugate-symmetric
  * spectrum and the output is real (Cout = 1, K = n, default n = 2*(L-1)).
- * Axis and dft_length must be compile-time constants.
+ * Axis and dft_length must be compile-time constants (folded when computed
+ * from constants).
  *
  * STFT: a constant frame_step and frame_length give a constant index tensor
  * [frames, frame_length]; Gather along the signal axis makes the frames,
@@ -27,8 +28,9 @@
  * not a compile-time constant. */
 static int const_scalar(kn_expand *e, const kn_node *n, int k, const char *what, int64_t *v, kn_diag *d) {
   if (k >= n->n_in || n->in[k] < 0) return 0;
+  bool known = kn_expand_fold(e->g, n->in[k]);
   const kn_value *val = &e->g->values[n->in[k]];
-  if (!val->data)
+  if (!known)
     return kn_diag_error(d, "node '%s' (%s): %s '%s' must be a compile-time constant integer scalar%s", n->name,
                          n->op_type, what, val->name, kn_expand_need(e->g, e->needed, n->in[k]));
   if (!kn_dtype_is_int(val->dtype) || kn_shape_numel_max(&val->shape, 1) != 1)

@@ -20,6 +20,9 @@ typedef struct kn_expand {
   bool *needed;     /* per value, or NULL: see kn_expand_need */
 } kn_expand;
 
+/* Makes value v a constant by folding its producer chain when every leaf is
+ * a constant (Shape / Size need only a shape); true if v is constant. */
+bool kn_expand_fold(kn_graph *g, int v);
 /* A refusal because value v is not a compile-time constant: marks needed[u]
  * (if needed is set) for each graph input u without data that v is, or that
  * v is computed from (as kn_infer_shapes_needs, so that kiln compile --bind

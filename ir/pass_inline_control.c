@@ -62,6 +62,8 @@ static bool fold_value(kn_graph *g, int v, int depth) {
   return g->values[v].data != NULL;
 }
 
+bool kn_expand_fold(kn_graph *g, int v) { return fold_value(g, v, 0); }
+
 /* Scalar (single-element) constant v as int64 / bool. */
 static int64_t const_int(const kn_graph *g, int v) {
   return kn_ref_load_int(g->values[v].dtype, g->values[v].data, 0);
