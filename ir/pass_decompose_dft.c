@@ -11,7 +11,8 @@
  * K = n (or n/2+1 when onesided), Cout = 2. Inverse: scaled by 1/n; with
  * onesided (IRFFT) the input holds the first bins of a conjugate-symmetric
  * spectrum and the output is real (Cout = 1, K = n, default n = 2*(L-1)).
- * Axis and dft_length must be compile-time constants.
+ * Axis and dft_length must be compile-time constants (folded when computed
+ * from constants).
  *
  * STFT: a constant frame_step and frame_length give a constant index tensor
  * [frames, frame_length]; Gather along the signal axis makes the frames,
@@ -25,10 +26,14 @@
 
 /* Integer scalar input k: 1 with *v set, 0 when absent, -1 (diagnostic) when
  * not a compile-time constant. */
-static int const_scalar(kn_graph *g, const kn_node *n, int k, const char *what, int64_t *v, kn_diag *d) {
+static int const_scalar(kn_expand *e, const kn_node *n, int k, const char *what, int64_t *v, kn_diag *d) {
   if (k >= n->n_in || n->in[k] < 0) return 0;
-  const kn_value *val = &g->values[n->in[k]];
-  if (!val->data || !kn_dtype_is_int(val->dtype) || kn_shape_numel_max(&val->shape, 1) != 1)
+  bool known = kn_expand_fold(e->g, n->in[k]);
+  const kn_value *val = &e->g->values[n->in[k]];
+  if (!known)
+    return kn_diag_error(d, "node '%s' (%s): %s '%s' must be a compile-time constant integer scalar%s", n->name,
+                         n->op_type, what, val->name, kn_expand_need(e->g, e->needed, n->in[k]));
+  if (!kn_dtype_is_int(val->dtype) || kn_shape_numel_max(&val->shape, 1) != 1)
     return kn_diag_error(d, "node '%s' (%s): %s '%s' must be a compile-time constant integer scalar", n->name,
                          n->op_type, what, val->name);
   *v = kn_ref_load_int(val->dtype, val->data, 0);
@@ -125,7 +130,7 @@ static int expand_dft(kn_expand *e, const kn_node *n, kn_diag *d) {
   int r = g->values[x].shape.rank;
   int64_t axis = g->opset >= 20 ? -2 : 1, len_n = -1;
   if (g->opset >= 20) {
-    int rc = const_scalar(g, n, 2, "axis", &axis, d);
+    int rc = const_scalar(e, n, 2, "axis", &axis, d);
     if (rc < 0) return -1;
   } else {
     axis = kn_node_attr_int(n, "axis", 1);
@@ -134,7 +139,7 @@ static int expand_dft(kn_expand *e, const kn_node *n, kn_diag *d) {
     return kn_diag_error(d, "node '%s' (DFT): axis %lld is out of range for rank %d", n->name, (long long)axis, r);
   if (axis < 0) axis += r;
   bool onesided = kn_node_attr_int(n, "onesided", 0) != 0, inverse = kn_node_attr_int(n, "inverse", 0) != 0;
-  int rc = const_scalar(g, n, 1, "dft_length", &len_n, d);
+  int rc = const_scalar(e, n, 1, "dft_length", &len_n, d);
   if (rc < 0) return -1;
   int64_t L = g->values[x].shape.dim[axis];
   if (rc == 0) len_n = onesided && inverse ? 2 * (L - 1) : L;
@@ -150,9 +155,9 @@ static int expand_stft(kn_expand *e, const kn_node *n, kn_diag *d) {
     return kn_diag_error(d, "node '%s' (STFT): the signal must be [batch, length, 1 or 2] with a static length",
                          n->name);
   int64_t step = 0, frame_len = -1;
-  int rc = const_scalar(g, n, 1, "frame_step", &step, d);
+  int rc = const_scalar(e, n, 1, "frame_step", &step, d);
   if (rc <= 0) return rc < 0 ? -1 : kn_diag_error(d, "node '%s' (STFT): frame_step is required", n->name);
-  if ((rc = const_scalar(g, n, 3, "frame_length", &frame_len, d)) < 0) return -1;
+  if ((rc = const_scalar(e, n, 3, "frame_length", &frame_len, d)) < 0) return -1;
   if (rc == 0 && window >= 0 && g->values[window].shape.rank == 1) frame_len = g->values[window].shape.dim[0];
   int64_t len = xv->shape.dim[1];
   if (frame_len < 1 || frame_len > len || step < 1)
@@ -183,9 +188,9 @@ static int expand_stft(kn_expand *e, const kn_node *n, kn_diag *d) {
   return dft(e, n, fr, 2, frame_len, onesided, false, d);
 }
 
-int kn_expand_dft(kn_graph *g, int node, kn_diag *d) {
+int kn_expand_dft(kn_graph *g, int node, bool *needed, kn_diag *d) {
   const kn_node nd = g->nodes[node];
-  kn_expand e = {.g = g, .d = d, .base = nd.name};
+  kn_expand e = {.g = g, .d = d, .base = nd.name, .needed = needed};
   if (nd.n_in < 1 || nd.in[0] < 0) return kn_diag_error(d, "node '%s' (%s): input 0 is required", nd.name, nd.op_type);
   int out = nd.op == KN_OP_DFT ? expand_dft(&e, &nd, d) : expand_stft(&e, &nd, d);
   if (out < 0) return -1;

@@ -17,7 +17,18 @@ typedef struct kn_expand {
   const char *base; /* the composite node's name, for value names */
   int counter;      /* next value suffix */
   int added;        /* nodes added so far */
+  bool *needed;     /* per value, or NULL: see kn_expand_need */
 } kn_expand;
+
+/* Makes value v a constant by folding its producer chain when every leaf is
+ * a constant (Shape / Size need only a shape); true if v is constant. */
+bool kn_expand_fold(kn_graph *g, int v);
+/* A refusal because value v is not a compile-time constant: marks needed[u]
+ * (if needed is set) for each graph input u without data that v is, or that
+ * v is computed from (as kn_infer_shapes_needs, so that kiln compile --bind
+ * and the conformance runner can bind them), and returns a diagnostic suffix
+ * saying they can be bound; "" when there are none. */
+const char *kn_expand_need(const kn_graph *g, bool *needed, int v);
 
 /* A fresh value without producer. */
 int kn_expand_value(kn_expand *x);
@@ -49,6 +60,6 @@ bool kn_expand_is_composite(kn_op op);
  * primitive nodes. Input shapes are inferred on entry. 0 or -1 with a
  * diagnostic naming the node. */
 int kn_expand_rnn(kn_graph *g, int node, kn_diag *d);
-int kn_expand_dft(kn_graph *g, int node, kn_diag *d);
+int kn_expand_dft(kn_graph *g, int node, bool *needed, kn_diag *d);
 
 #endif

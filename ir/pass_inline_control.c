@@ -62,6 +62,8 @@ static bool fold_value(kn_graph *g, int v, int depth) {
   return g->values[v].data != NULL;
 }
 
+bool kn_expand_fold(kn_graph *g, int v) { return fold_value(g, v, 0); }
+
 /* Scalar (single-element) constant v as int64 / bool. */
 static int64_t const_int(const kn_graph *g, int v) {
   return kn_ref_load_int(g->values[v].dtype, g->values[v].data, 0);
@@ -208,9 +210,9 @@ static int expand_if(kn_expand *x, int node) {
         char sa[96], sb[96];
         rc = kn_diag_error(x->d,
                            "node '%s' (If): output %d is %s in then_branch and %s in else_branch and "
-                           "the condition is not a compile-time constant; Kiln needs static shapes",
+                           "the condition is not a compile-time constant; Kiln needs static shapes%s",
                            n.name, k, kn_shape_str(&a->shape, sa, sizeof sa),
-                           kn_shape_str(&b->shape, sb, sizeof sb));
+                           kn_shape_str(&b->shape, sb, sizeof sb), kn_expand_need(g, x->needed, n.in[0]));
       }
     }
     if (rc == 0) kill_composite(g, &n);
@@ -258,8 +260,8 @@ static int expand_loop(kn_expand *x, int node) {
     if (!fold_value(g, n.in[0], 0))
       return kn_diag_error(x->d,
                            "node '%s' (Loop): the trip count '%s' is not a compile-time constant; Kiln "
-                           "unrolls loops with a static trip count only",
-                           n.name, g->values[n.in[0]].name);
+                           "unrolls loops with a static trip count only%s",
+                           n.name, g->values[n.in[0]].name, kn_expand_need(g, x->needed, n.in[0]));
     if (!is_scalar_like(g, n.in[0]))
       return kn_diag_error(x->d, "node '%s' (Loop): the trip count must be a one-element tensor", n.name);
     trips = const_int(g, n.in[0]);
@@ -267,8 +269,8 @@ static int expand_loop(kn_expand *x, int node) {
   bool cond = true;
   if (n.in[1] >= 0) {
     if (!fold_value(g, n.in[1], 0))
-      return kn_diag_error(x->d, "node '%s' (Loop): the condition '%s' is not a compile-time constant",
-                           n.name, g->values[n.in[1]].name);
+      return kn_diag_error(x->d, "node '%s' (Loop): the condition '%s' is not a compile-time constant%s",
+                           n.name, g->values[n.in[1]].name, kn_expand_need(g, x->needed, n.in[1]));
     if (!is_scalar_like(g, n.in[1]))
       return kn_diag_error(x->d, "node '%s' (Loop): the condition must be a one-element tensor", n.name);
     cond = const_int(g, n.in[1]) != 0;
@@ -477,8 +479,8 @@ static int expand_scan(kn_expand *x, int node) {
 
 /* ---- driver ---- */
 
-static int expand(kn_graph *g, int node, kn_diag *d) {
-  kn_expand x = {.g = g, .d = d, .base = g->nodes[node].name};
+static int expand(kn_graph *g, int node, bool *needed, kn_diag *d) {
+  kn_expand x = {.g = g, .d = d, .base = g->nodes[node].name, .needed = needed};
   if (g->nodes[node].n_out < 1)
     return kn_diag_error(d, "node '%s' (%s): has no outputs", g->nodes[node].name, g->nodes[node].op_type);
   switch (g->nodes[node].op) {
@@ -486,12 +488,14 @@ static int expand(kn_graph *g, int node, kn_diag *d) {
   case KN_OP_LOOP: return expand_loop(&x, node);
   case KN_OP_SCAN: return expand_scan(&x, node);
   case KN_OP_RNN: case KN_OP_LSTM: case KN_OP_GRU: return kn_expand_rnn(g, node, d);
-  case KN_OP_DFT: case KN_OP_STFT: return kn_expand_dft(g, node, d);
+  case KN_OP_DFT: case KN_OP_STFT: return kn_expand_dft(g, node, needed, d);
   default: KN_UNREACHABLE("not a composite op");
   }
 }
 
-int kn_pass_inline_control(kn_graph *g, kn_diag *d) {
+int kn_pass_inline_control(kn_graph *g, kn_diag *d) { return kn_pass_inline_control_needs(g, NULL, d); }
+
+int kn_pass_inline_control_needs(kn_graph *g, bool *needed, kn_diag *d) {
   for (;;) {
     if (kn_graph_toposort(g, d) < 0) return -1;
     bool any = false;
@@ -511,6 +515,6 @@ int kn_pass_inline_control(kn_graph *g, kn_diag *d) {
       if (ready) pick = i;
     }
     if (pick < 0) return 0; /* shape inference reports what blocks the rest */
-    if (expand(g, pick, d) < 0) return -1;
+    if (expand(g, pick, needed, d) < 0) return -1;
   }
 }

@@ -24,6 +24,12 @@ int kn_pass_fold_constants(kn_graph *g, kn_diag *d);
  * compile-time constants, decomposes recurrent layers and DFTs. Runs on the
  * imported graph, before the first shape inference. */
 int kn_pass_inline_control(kn_graph *g, kn_diag *d);
+/* The same, and sets needed[v] (g->n_values entries on entry, zeroed by the
+ * caller; NULL: none) for each graph input v an expansion refused because
+ * its value is not known at compile time (a Loop trip count or condition, an
+ * If condition whose branches differ, DFT axis / dft_length, STFT
+ * frame_step / frame_length), as kn_infer_shapes_needs does. */
+int kn_pass_inline_control_needs(kn_graph *g, bool *needed, kn_diag *d);
 /* Removes nodes whose outputs nothing uses, then toposorts. */
 int kn_pass_dce(kn_graph *g, kn_diag *d);
 /* Folds BatchNormalization into a preceding Conv; rewrites any other BN as
@@ -80,5 +86,7 @@ kn_attr kn_pass_attr_ints(kn_graph *g, const char *name, const int64_t *v, int n
  * then kn_pass_decompose again (for composites that sat inside If / Loop /
  * Scan bodies). */
 int kn_pass_expand_composites(kn_graph *g, kn_diag *d);
+/* The same with kn_pass_inline_control_needs's `needed`. */
+int kn_pass_expand_composites_needs(kn_graph *g, bool *needed, kn_diag *d);
 
 #endif

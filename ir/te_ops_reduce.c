@@ -105,17 +105,22 @@ static kn_te_tensor *reduce_def(kn_te_ctx *c, const kn_node *n, kn_te_tensor *x,
   /* a function applied after the reduction */
   bool post = mean || lse || op_kind == KN_OP_REDUCE_L2 || op_kind == KN_OP_REDUCE_LOG_SUM;
   bool float_only = post;
-  if (x->dtype == KN_DT_BOOL || (float_only && !kn_dtype_is_float(x->dtype)))
+  /* bool Min / Max are logical and / or: reduced as uint8 0/1 (the empty
+   * set gives 255 / 0, i.e. true / false), cast back in the epilogue */
+  bool bool_mm = x->dtype == KN_DT_BOOL && (op == KN_RED_MAX || op == KN_RED_MIN);
+  if ((x->dtype == KN_DT_BOOL && !bool_mm) || (float_only && !kn_dtype_is_float(x->dtype)))
     return kn_te_unsupported(d, n, "dtype %s", kn_dtype_name(x->dtype));
+  kn_dtype rt = bool_mm ? KN_DT_U8 : x->dtype;
   kn_expr_ctx *ec = c->ec;
   kn_te_red mx = {0}, rs;
   if (lse) { /* log(sum(exp(x - max))) + max, without overflow */
     kn_te_red_begin(c, n, "max", x->dtype, r, x->shape, red, &mx);
     kn_te_red_end(c, &mx, KN_RED_MAX, kn_te_at(c, x, mx.src));
   }
-  bool direct = !keep && !post;
-  kn_te_red_begin(c, n, direct ? NULL : "red", x->dtype, r, x->shape, red, &rs);
+  bool direct = !keep && !post && !bool_mm;
+  kn_te_red_begin(c, n, direct ? NULL : "red", rt, r, x->shape, red, &rs);
   kn_expr *v = kn_te_at(c, x, rs.src);
+  if (bool_mm) v = kn_e_cast(ec, rt, v);
   switch (op_kind) {
   case KN_OP_REDUCE_L1:
     v = kn_dtype_is_float(v->dtype) ? kn_e_call1(ec, KN_FN_ABS, v)
@@ -146,7 +151,7 @@ static kn_te_tensor *reduce_def(kn_te_ctx *c, const kn_node *n, kn_te_tensor *x,
     break;
   default: break;
   }
-  o->body = v;
+  o->body = bool_mm ? kn_e_cast(ec, KN_DT_BOOL, v) : v;
   return o;
 }
 

@@ -84,13 +84,16 @@ int kn_pipeline_needed_bindings(const kn_compile_opts *o, kn_arena *arena, kn_bi
   g.max_batch = o->max_batch < 1 ? 1 : o->max_batch;
   kn_diag quiet; /* the compile that failed reported these already */
   kn_diag_init(&quiet);
-  kn_pass_expand_composites(&g, &quiet); /* as kn_pipeline_load_bound; leftovers are not typed */
+  /* as kn_pipeline_load_bound; leftovers are not typed. Expansion can
+   * refuse too (a Loop trip count, DFT axis ... fed as a graph input). */
+  bool *expand_needed = KN_NEW_ARRAY(arena, bool, g.n_values + 1);
+  kn_pass_expand_composites_needs(&g, expand_needed, &quiet);
   bool *needed = KN_NEW_ARRAY(arena, bool, g.n_values + 1);
   kn_infer_shapes_needs(&g, needed, &quiet);
   kn_diag_free(&quiet);
   *needs = KN_NEW_ARRAY(arena, kn_bind_need, n_declared + 1);
   for (int i = 0; i < n_declared; i++)
-    if (needed[declared[i]])
+    if (needed[declared[i]] || expand_needed[declared[i]])
       (*needs)[(*count)++] = (kn_bind_need){kn_arena_strdup(arena, g.values[declared[i]].name), i};
   status = 0;
 done:

@@ -186,6 +186,34 @@ static void quantize_round_saturate(void **state) {
   kn_graph_free(&g);
 }
 
+/* QuantizeLinear to float8e4m3fn: x / scale cast with saturation (448 the
+ * largest finite), no rounding to integers, -0 kept; DequantizeLinear back. */
+static void quantize_float8(void **state) {
+  (void)state;
+  kn_graph g;
+  kn_graph_init(&g);
+  g.opset = 21;
+  tg_input(&g, "x", KN_DT_F32, "4");
+  tg_const_f(&g, "s", "", (float[]){2.0f});
+  tg_const(&g, "z", KN_DT_F8E4M3FN, "", (uint8_t[]){0});
+  tg_node(&g, KN_OP_QUANTIZE_LINEAR, "q", "x,s,z", "y");
+  tg_node(&g, KN_OP_DEQUANTIZE_LINEAR, "dq", "y,s", "w");
+  tg_output(&g, "y");
+  tg_output(&g, "w");
+  decompose_ok(&g, KN_OP_QUANTIZE_LINEAR);
+  assert_int_equal(tg_count(&g, KN_OP_DEQUANTIZE_LINEAR), 0);
+  float x[4] = {2.0f, 1000.0f, -0.0f, 3.0f}, w[4];
+  uint8_t y[4];
+  const uint8_t expect[4] = {0x38, 0x7e, 0x80, 0x3c}; /* 1, 448, -0, 1.5 */
+  const float expect_w[4] = {2.0f, 896.0f, -0.0f, 3.0f};
+  const void *in[1] = {x};
+  void *out[2] = {y, w};
+  run(&g, in, out);
+  for (int i = 0; i < 4; i++) assert_int_equal(y[i], expect[i]);
+  for (int i = 0; i < 4; i++) assert_float_equal(w[i], expect_w[i], 0);
+  kn_graph_free(&g);
+}
+
 /* DynamicQuantizeLinear: scale (max(0, x) - min(0, x)) / 255, and 1/255 when
  * x has no range (all zeros), as the ONNX reference and ORT. */
 static void dynamic_quantize_scale(void **state) {
@@ -314,6 +342,7 @@ int main(void) {
       cmocka_unit_test(nll_mean_weight_ignore), cmocka_unit_test(sce_none_log_prob),
       cmocka_unit_test(sce_opset12_spatial),
       cmocka_unit_test(group_norm_batch),       cmocka_unit_test(quantize_round_saturate),
+      cmocka_unit_test(quantize_float8),
       cmocka_unit_test(matmul_integer_zero_points), cmocka_unit_test(dynamic_quantize_scale),
       cmocka_unit_test(must_fail),
   };

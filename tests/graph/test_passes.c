@@ -417,6 +417,62 @@ static void resnet_block_runs_nhwc(void **state) {
   }
 }
 
+/* Expansion refusals mark the graph inputs a value derives from, as
+ * kn_infer_shapes_needs does (kn_pipeline_needed_bindings reads both): a
+ * DFT axis computed from a graph input, an STFT frame_step that is one;
+ * inputs used only as data are not marked. Once bound, the DFT expands. */
+static void expansion_needed_inputs(void **state) {
+  (void)state;
+  kn_graph g;
+  kn_graph_init(&g);
+  g.opset = 20;
+  int x = tg_input(&g, "x", KN_DT_F32, "1,8,1");
+  int axis_in = tg_input(&g, "axis_in", KN_DT_I64, "");
+  tg_const_i64(&g, "zero", "", (int64_t[]){0});
+  tg_node(&g, KN_OP_ADD, "add", "axis_in,zero", "axis");
+  tg_node(&g, KN_OP_DFT, "dft", "x,_,axis", "y");
+  tg_output(&g, "y");
+  bool *needed = calloc((size_t)g.n_values + 1, sizeof *needed);
+  kn_diag d;
+  kn_diag_init(&d);
+  assert_int_equal(kn_pass_expand_composites_needs(&g, needed, &d), -1);
+  assert_true(d.count >= 1 && strstr(d.lines[0], "node 'dft' (DFT): axis 'axis' must be a compile-time constant "
+                                                 "integer scalar; it depends on graph inputs, which can be bound"));
+  assert_true(needed[axis_in]);
+  assert_false(needed[x]);
+  kn_diag_free(&d);
+  free(needed);
+  /* bound (as kiln compile --bind does): the DFT expands away */
+  static const int64_t one = 1;
+  g.values[axis_in].data = kn_arena_alloc(&g.arena, sizeof one);
+  memcpy(g.values[axis_in].data, &one, sizeof one);
+  kn_diag_init(&d);
+  int rc = kn_pass_expand_composites(&g, &d);
+  if (rc != 0) kn_diag_print(&d, "expand");
+  kn_diag_free(&d);
+  assert_int_equal(rc, 0);
+  assert_int_equal(tg_count(&g, KN_OP_DFT), 0);
+  kn_graph_free(&g);
+
+  kn_graph_init(&g);
+  g.opset = 17;
+  x = tg_input(&g, "x", KN_DT_F32, "1,16,1");
+  int step = tg_input(&g, "step", KN_DT_I64, "");
+  tg_const_i64(&g, "len", "", (int64_t[]){4});
+  tg_node(&g, KN_OP_STFT, "stft", "x,step,_,len", "y");
+  tg_output(&g, "y");
+  needed = calloc((size_t)g.n_values + 1, sizeof *needed);
+  kn_diag_init(&d);
+  assert_int_equal(kn_pass_inline_control_needs(&g, needed, &d), -1);
+  assert_true(d.count >= 1 && strstr(d.lines[0], "node 'stft' (STFT): frame_step 'step' must be a compile-time "
+                                                 "constant integer scalar; it is a graph input"));
+  assert_true(needed[step]);
+  assert_false(needed[x]);
+  kn_diag_free(&d);
+  free(needed);
+  kn_graph_free(&g);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(fold_constants_golden),
@@ -429,6 +485,7 @@ int main(void) {
       cmocka_unit_test(layout_mixed_and_constants),
       cmocka_unit_test(layout_unit_transpose_is_reshape),
       cmocka_unit_test(resnet_block_runs_nhwc),
+      cmocka_unit_test(expansion_needed_inputs),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
