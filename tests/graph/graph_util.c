@@ -243,3 +243,39 @@ int tg_count(const kn_graph *g, kn_op op) {
   for (int i = 0; i < g->n_nodes; i++) c += !g->nodes[i].dead && g->nodes[i].op == op;
   return c;
 }
+
+/* ---- decompose tests ---- */
+
+void tg_decompose_ok(kn_graph *g, kn_op op) {
+  kn_diag d;
+  kn_diag_init(&d);
+  int rc = kn_pass_decompose(g, &d);
+  if (rc == 0) rc = kn_infer_shapes(g, &d);
+  if (rc == 0) rc = kn_graph_verify(g, &d);
+  if (rc != 0) kn_diag_print(&d, "decompose");
+  kn_diag_free(&d);
+  assert_int_equal(rc, 0);
+  assert_int_equal(tg_count(g, op), 0);
+}
+
+void tg_decompose_fails(kn_graph *g, const char *needle) {
+  kn_diag d;
+  kn_diag_init(&d);
+  assert_int_equal(kn_pass_decompose(g, &d), -1);
+  bool found = false;
+  for (int i = 0; i < d.count; i++) found |= strstr(d.lines[i], needle) != NULL;
+  if (!found) {
+    kn_diag_print(&d, "decompose");
+    fail_msg("no diagnostic contains \"%s\"", needle);
+  }
+  kn_diag_free(&d);
+}
+
+void tg_ref_run(const kn_graph *g, const void *const *inputs, void **outs) {
+  kn_diag d;
+  kn_diag_init(&d);
+  int rc = kn_ref_run_graph(g, inputs, outs, 1, &d);
+  if (rc) kn_diag_print(&d, "ref");
+  kn_diag_free(&d);
+  assert_int_equal(rc, 0);
+}

@@ -52,4 +52,12 @@ void tg_infer_fails(kn_graph *g, const char *needle);
 int tg_count(const kn_graph *g, kn_op op);
 float tg_randf(unsigned *state);
 
+/* kn_pass_decompose, shapes and verification succeed on g and no node of
+ * kind `op` is left (cmocka asserts). */
+void tg_decompose_ok(kn_graph *g, kn_op op);
+/* kn_pass_decompose fails on g with a diagnostic containing `needle`. */
+void tg_decompose_fails(kn_graph *g, const char *needle);
+/* Runs g at batch 1 through the reference interpreter. */
+void tg_ref_run(const kn_graph *g, const void *const *inputs, void **outs);
+
 #endif

@@ -10,43 +10,6 @@
 
 #include "graph_util.h"
 
-/* Decomposes, infers and verifies; asserts success and that no composite
- * of kind `op` is left. */
-static void decompose_ok(kn_graph *g, kn_op op) {
-  kn_diag d;
-  kn_diag_init(&d);
-  int rc = kn_pass_decompose(g, &d);
-  if (rc == 0) rc = kn_infer_shapes(g, &d);
-  if (rc == 0) rc = kn_graph_verify(g, &d);
-  if (rc != 0) kn_diag_print(&d, "decompose");
-  kn_diag_free(&d);
-  assert_int_equal(rc, 0);
-  assert_int_equal(tg_count(g, op), 0);
-}
-
-static void decompose_fails(kn_graph *g, const char *needle) {
-  kn_diag d;
-  kn_diag_init(&d);
-  assert_int_equal(kn_pass_decompose(g, &d), -1);
-  bool found = false;
-  for (int i = 0; i < d.count; i++) found |= strstr(d.lines[i], needle) != NULL;
-  if (!found) {
-    kn_diag_print(&d, "decompose");
-    fail_msg("no diagnostic contains \"%s\"", needle);
-  }
-  kn_diag_free(&d);
-}
-
-/* Runs g at batch 1 on the given inputs into outs. */
-static void run(const kn_graph *g, const void *const *inputs, void **outs) {
-  kn_diag d;
-  kn_diag_init(&d);
-  int rc = kn_ref_run_graph(g, inputs, outs, 1, &d);
-  if (rc) kn_diag_print(&d, "ref");
-  kn_diag_free(&d);
-  assert_int_equal(rc, 0);
-}
-
 /* NLL, mean reduction, class weights and an ignored target. */
 static void nll_mean_weight_ignore(void **state) {
   (void)state;
@@ -59,14 +22,14 @@ static void nll_mean_weight_ignore(void **state) {
   int n = tg_node(&g, KN_OP_NLL_LOSS, "nll", "x,t,w", "loss");
   tg_attr_i(&g, n, "ignore_index", 1);
   tg_output(&g, "loss");
-  decompose_ok(&g, KN_OP_NLL_LOSS);
+  tg_decompose_ok(&g, KN_OP_NLL_LOSS);
   float x[12], loss = 0;
   for (int i = 0; i < 12; i++) x[i] = (float)i * 0.25f - 1.0f;
   /* x[n][c][d] = x[n*6 + c*2 + d]; targets (n,d): (0,0)=0 (0,1)=2, (1,*) ignored */
   float expect = (-x[0] * 0.5f - x[5] * 4.0f) / (0.5f + 4.0f);
   const void *in[1] = {x};
   void *out[1] = {&loss};
-  run(&g, in, out);
+  tg_ref_run(&g, in, out);
   assert_float_equal(loss, expect, 1e-6);
   kn_graph_free(&g);
 }
@@ -83,11 +46,11 @@ static void sce_none_log_prob(void **state) {
   tg_attr_s(&g, n, "reduction", "none");
   tg_output(&g, "loss");
   tg_output(&g, "logp");
-  decompose_ok(&g, KN_OP_SCE_LOSS);
+  tg_decompose_ok(&g, KN_OP_SCE_LOSS);
   float x[6] = {1, 2, 3, -1, 0, 1}, loss[2], logp[6];
   const void *in[1] = {x};
   void *out[2] = {loss, logp};
-  run(&g, in, out);
+  tg_ref_run(&g, in, out);
   for (int r = 0; r < 2; r++) {
     double s = 0;
     for (int k = 0; k < 3; k++) s += exp(x[r * 3 + k]);
@@ -110,11 +73,11 @@ static void sce_opset12_spatial(void **state) {
   int n = tg_node(&g, KN_OP_SCE_LOSS, "sce", "x,t", "loss");
   tg_attr_s(&g, n, "reduction", "sum");
   tg_output(&g, "loss");
-  decompose_ok(&g, KN_OP_SCE_LOSS);
+  tg_decompose_ok(&g, KN_OP_SCE_LOSS);
   float x[6] = {0.5f, -1, 2, 0, -0.5f, 3}, loss;
   const void *in[1] = {x};
   void *out[1] = {&loss};
-  run(&g, in, out);
+  tg_ref_run(&g, in, out);
   double expect = 0;
   for (int dd = 0; dd < 2; dd++) {
     double s = 0;
@@ -139,7 +102,7 @@ static void group_norm_batch(void **state) {
   int n = tg_node(&g, KN_OP_GROUP_NORM, "gn", "x,s,b", "y");
   tg_attr_i(&g, n, "num_groups", 2);
   tg_output(&g, "y");
-  decompose_ok(&g, KN_OP_GROUP_NORM);
+  tg_decompose_ok(&g, KN_OP_GROUP_NORM);
   float x[24], y[24];
   for (int i = 0; i < 24; i++) x[i] = sinf((float)i);
   const void *in[1] = {x};
@@ -175,13 +138,13 @@ static void quantize_round_saturate(void **state) {
   tg_const(&g, "z", KN_DT_I8, "", (int8_t[]){-1});
   tg_node(&g, KN_OP_QUANTIZE_LINEAR, "q", "x,s,z", "y");
   tg_output(&g, "y");
-  decompose_ok(&g, KN_OP_QUANTIZE_LINEAR);
+  tg_decompose_ok(&g, KN_OP_QUANTIZE_LINEAR);
   float x[8] = {0.25f, 0.75f, 1.25f, -0.25f, -0.75f, 100.0f, -100.0f, 1.0f};
   int8_t y[8];
   const int8_t expect[8] = {-1, 1, 1, -1, -3, 127, -128, 1};
   const void *in[1] = {x};
   void *out[1] = {y};
-  run(&g, in, out);
+  tg_ref_run(&g, in, out);
   for (int i = 0; i < 8; i++) assert_int_equal(y[i], expect[i]);
   kn_graph_free(&g);
 }
@@ -200,7 +163,7 @@ static void quantize_float8(void **state) {
   tg_node(&g, KN_OP_DEQUANTIZE_LINEAR, "dq", "y,s", "w");
   tg_output(&g, "y");
   tg_output(&g, "w");
-  decompose_ok(&g, KN_OP_QUANTIZE_LINEAR);
+  tg_decompose_ok(&g, KN_OP_QUANTIZE_LINEAR);
   assert_int_equal(tg_count(&g, KN_OP_DEQUANTIZE_LINEAR), 0);
   float x[4] = {2.0f, 1000.0f, -0.0f, 3.0f}, w[4];
   uint8_t y[4];
@@ -208,7 +171,7 @@ static void quantize_float8(void **state) {
   const float expect_w[4] = {2.0f, 896.0f, -0.0f, 3.0f};
   const void *in[1] = {x};
   void *out[2] = {y, w};
-  run(&g, in, out);
+  tg_ref_run(&g, in, out);
   for (int i = 0; i < 4; i++) assert_int_equal(y[i], expect[i]);
   for (int i = 0; i < 4; i++) assert_float_equal(w[i], expect_w[i], 0);
   kn_graph_free(&g);
@@ -230,12 +193,12 @@ static void dynamic_quantize_scale(void **state) {
     tg_output(&g, "y");
     tg_output(&g, "s");
     tg_output(&g, "z");
-    decompose_ok(&g, KN_OP_DYNAMIC_QUANTIZE_LINEAR);
+    tg_decompose_ok(&g, KN_OP_DYNAMIC_QUANTIZE_LINEAR);
     uint8_t y[4], zp;
     float scale;
     const void *in[1] = {inputs[k]};
     void *out[3] = {y, &scale, &zp};
-    run(&g, in, out);
+    tg_ref_run(&g, in, out);
     assert_float_equal(scale, want_scale[k], 1e-6);
     assert_int_equal(zp, want_zp[k]);
     if (k == 1)
@@ -256,12 +219,12 @@ static void matmul_integer_zero_points(void **state) {
   tg_const(&g, "bz", KN_DT_U8, "", (uint8_t[]){0});
   tg_node(&g, KN_OP_MATMUL_INTEGER, "mm", "a,b,az,bz", "y");
   tg_output(&g, "y");
-  decompose_ok(&g, KN_OP_MATMUL_INTEGER);
+  tg_decompose_ok(&g, KN_OP_MATMUL_INTEGER);
   uint8_t a[6] = {255, 255, 255, 1, 2, 3};
   int32_t y[2];
   const void *in[1] = {a};
   void *out[1] = {y};
-  run(&g, in, out);
+  tg_ref_run(&g, in, out);
   assert_int_equal(y[0], 3 * 255 * 255);
   assert_int_equal(y[1], (0 + 1 + 2) * 255);
   kn_graph_free(&g);
@@ -292,7 +255,7 @@ static void must_fail(void **state) {
     tg_attr_i(&g, n, cases[k].attr, cases[k].value);
     if (cases[k].op == KN_OP_LP_POOL) tg_attr_ints(&g, n, "kernel_shape", 1, (int64_t)2);
     tg_output(&g, "y");
-    decompose_fails(&g, cases[k].needle);
+    tg_decompose_fails(&g, cases[k].needle);
     kn_graph_free(&g);
   }
   kn_graph g;
@@ -302,13 +265,13 @@ static void must_fail(void **state) {
   int n = tg_node(&g, KN_OP_NLL_LOSS, "bad", "x,t", "y");
   tg_attr_s(&g, n, "reduction", "avg");
   tg_output(&g, "y");
-  decompose_fails(&g, "node 'bad' (NegativeLogLikelihoodLoss): attribute 'reduction' = 'avg'");
+  tg_decompose_fails(&g, "node 'bad' (NegativeLogLikelihoodLoss): attribute 'reduction' = 'avg'");
   kn_graph_free(&g);
   kn_graph_init(&g);
   tg_input(&g, "x", KN_DT_F32, "1,2,3");
   tg_node(&g, KN_OP_INSTANCE_NORM, "bad", "x", "y");
   tg_output(&g, "y");
-  decompose_fails(&g, "node 'bad' (InstanceNormalization): required input 1 is missing");
+  tg_decompose_fails(&g, "node 'bad' (InstanceNormalization): required input 1 is missing");
   kn_graph_free(&g);
   /* a zero point of another dtype than its input (int8 for uint8 A) */
   kn_graph_init(&g);
@@ -317,7 +280,7 @@ static void must_fail(void **state) {
   tg_const(&g, "az", KN_DT_I8, "", (int8_t[]){1});
   tg_node(&g, KN_OP_MATMUL_INTEGER, "bad", "a,b,az", "y");
   tg_output(&g, "y");
-  decompose_fails(&g, "node 'bad' (MatMulInteger): zero point of input A is int8; it must have the input's dtype uint8");
+  tg_decompose_fails(&g, "node 'bad' (MatMulInteger): zero point of input A is int8; it must have the input's dtype uint8");
   kn_graph_free(&g);
   /* NLL shapes: target = input without its class axis, weight one per class */
   kn_graph_init(&g);
@@ -325,7 +288,7 @@ static void must_fail(void **state) {
   tg_const_i64(&g, "t", "2,5", (int64_t[]){0, 1, 2, 0, 1, 2, 0, 1, 2, 0});
   tg_node(&g, KN_OP_NLL_LOSS, "bad", "x,t", "y");
   tg_output(&g, "y");
-  decompose_fails(&g, "node 'bad' (NegativeLogLikelihoodLoss): target [2,5] must be [2,4]");
+  tg_decompose_fails(&g, "node 'bad' (NegativeLogLikelihoodLoss): target [2,5] must be [2,4]");
   kn_graph_free(&g);
   kn_graph_init(&g);
   tg_input(&g, "x", KN_DT_F32, "2,3");
@@ -333,7 +296,7 @@ static void must_fail(void **state) {
   tg_const_f(&g, "w", "4", (float[]){1, 1, 1, 1});
   tg_node(&g, KN_OP_SCE_LOSS, "bad", "x,t,w", "y");
   tg_output(&g, "y");
-  decompose_fails(&g, "node 'bad' (SoftmaxCrossEntropyLoss): weight [4] must be [3]");
+  tg_decompose_fails(&g, "node 'bad' (SoftmaxCrossEntropyLoss): weight [4] must be [3]");
   kn_graph_free(&g);
 }
 

@@ -11,40 +11,6 @@
 
 #include "graph_util.h"
 
-static void decompose_ok(kn_graph *g, kn_op op) {
-  kn_diag d;
-  kn_diag_init(&d);
-  int rc = kn_pass_decompose(g, &d);
-  if (rc == 0) rc = kn_infer_shapes(g, &d);
-  if (rc == 0) rc = kn_graph_verify(g, &d);
-  if (rc != 0) kn_diag_print(&d, "decompose");
-  kn_diag_free(&d);
-  assert_int_equal(rc, 0);
-  assert_int_equal(tg_count(g, op), 0);
-}
-
-static void decompose_fails(kn_graph *g, const char *needle) {
-  kn_diag d;
-  kn_diag_init(&d);
-  assert_int_equal(kn_pass_decompose(g, &d), -1);
-  bool found = false;
-  for (int i = 0; i < d.count; i++) found |= strstr(d.lines[i], needle) != NULL;
-  if (!found) {
-    kn_diag_print(&d, "decompose");
-    fail_msg("no diagnostic contains \"%s\"", needle);
-  }
-  kn_diag_free(&d);
-}
-
-static void run(const kn_graph *g, const void *const *inputs, void **outs) {
-  kn_diag d;
-  kn_diag_init(&d);
-  int rc = kn_ref_run_graph(g, inputs, outs, 1, &d);
-  if (rc) kn_diag_print(&d, "ref");
-  kn_diag_free(&d);
-  assert_int_equal(rc, 0);
-}
-
 /* Momentum, standard and Nesterov, at the first step (T = 0: the gradient's
  * coefficient is 1) and a later one (beta). */
 static void momentum_steps(void **state) {
@@ -65,12 +31,12 @@ static void momentum_steps(void **state) {
       tg_attr_s(&g, n, "mode", nesterov ? "nesterov" : "standard");
       tg_output(&g, "x2");
       tg_output(&g, "v2");
-      decompose_ok(&g, KN_OP_MOMENTUM);
+      tg_decompose_ok(&g, KN_OP_MOMENTUM);
       float r = 0.1f, x[3] = {1, -2, 3}, gr[3] = {0.5f, 0.25f, -1}, v[3] = {0.1f, 0.2f, 0.3f};
       float x2[3], v2[3];
       const void *in[5] = {&r, &step, x, gr, v};
       void *out[2] = {x2, v2};
-      run(&g, in, out);
+      tg_ref_run(&g, in, out);
       for (int i = 0; i < 3; i++) {
         float greg = 0.01f * x[i] + gr[i];
         float vn = 0.9f * v[i] + (step > 0 ? 0.5f : 1.0f) * greg;
@@ -99,13 +65,13 @@ static void adam_bias_correction(void **state) {
   tg_output(&g, "x2");
   tg_output(&g, "v2");
   tg_output(&g, "h2");
-  decompose_ok(&g, KN_OP_ADAM);
+  tg_decompose_ok(&g, KN_OP_ADAM);
   float r = 0.1f, x[2] = {1, -1}, gr[2] = {0.3f, 0.6f}, v[2] = {0.2f, 0.1f}, h[2] = {0.5f, 0.25f};
   int64_t t = 3;
   float x2[2], v2[2], h2[2];
   const void *in[6] = {&r, &t, x, gr, v, h};
   void *out[3] = {x2, v2, h2};
-  run(&g, in, out);
+  tg_ref_run(&g, in, out);
   double ra = 0.1 * sqrt(1 - pow(0.999, 3)) / (1 - pow(0.9, 3));
   for (int i = 0; i < 2; i++) {
     double vn = 0.9 * v[i] + 0.1 * gr[i], hn = 0.999 * h[i] + 0.001 * gr[i] * gr[i];
@@ -132,14 +98,14 @@ static void tfidf_skip_bigrams(void **state) {
   tg_attr_ints(&g, n, "ngram_indexes", 2, (int64_t)2, (int64_t)0); /* unigram -> column 2, bigram -> 0 */
   tg_attr_ints(&g, n, "pool_int64s", 3, (int64_t)7, (int64_t)7, (int64_t)8);
   tg_output(&g, "y");
-  decompose_ok(&g, KN_OP_TFIDF_VECTORIZER);
+  tg_decompose_ok(&g, KN_OP_TFIDF_VECTORIZER);
   /* row 0: 7 8 7 1 8 -> unigram 7: 2; bigram (7,8) at distance 1: 1 (0,1), distance 2: 1 (2,4) */
   /* row 1: 8 7 1 1 7 -> unigram 7: 2; bigram (7,8): none */
   int32_t x[10] = {7, 8, 7, 1, 8, 8, 7, 1, 1, 7};
   float y[6];
   const void *in[1] = {x};
   void *out[1] = {y};
-  run(&g, in, out);
+  tg_ref_run(&g, in, out);
   const float expect[6] = {2, 0, 2, 0, 0, 2};
   for (int i = 0; i < 6; i++) assert_float_equal(y[i], expect[i], 0);
   kn_graph_free(&g);
@@ -159,14 +125,14 @@ static void max_pool_indices(void **state) {
     tg_attr_i(&g, n, "storage_order", order);
     tg_output(&g, "y");
     tg_output(&g, "i");
-    decompose_ok(&g, KN_OP_UNKNOWN);
+    tg_decompose_ok(&g, KN_OP_UNKNOWN);
     float x[40], y[2 * 3 * 4];
     int64_t idx[2 * 3 * 4];
     unsigned seed = 7;
     for (int k = 0; k < 40; k++) x[k] = tg_randf(&seed);
     const void *in[1] = {x};
     void *out[2] = {y, idx};
-    run(&g, in, out);
+    tg_ref_run(&g, in, out);
     /* output 3 x 4: oh*2 - 1 + kh, ow - 0 + kw */
     for (int c = 0; c < 2; c++)
       for (int oh = 0; oh < 3; oh++)
@@ -202,7 +168,7 @@ static void bitcast_bytes(void **state) {
   int32_t y[3];
   const void *in[1] = {x};
   void *out[1] = {y};
-  run(&g, in, out);
+  tg_ref_run(&g, in, out);
   for (int i = 0; i < 3; i++) {
     int32_t bits;
     memcpy(&bits, &x[i], 4);
@@ -238,7 +204,7 @@ static void must_fail(void **state) {
   tg_attr_i(&g, n, "post_transform", 1);
   tg_attr_i(&g, n, "n_targets", 1);
   tg_output(&g, "y");
-  decompose_fails(&g, "node 'tree' (ai.onnx.ml.TreeEnsemble): attribute 'post_transform' is not supported");
+  tg_decompose_fails(&g, "node 'tree' (ai.onnx.ml.TreeEnsemble): attribute 'post_transform' is not supported");
   kn_graph_free(&g);
   /* Momentum with a group of inputs missing */
   kn_graph_init(&g);
@@ -250,7 +216,7 @@ static void must_fail(void **state) {
   tg_input(&g, "x1", KN_DT_F32, "3");
   tg_node(&g, KN_OP_MOMENTUM, "mom", "r,t,x,g,v,x1", "y");
   tg_output(&g, "y");
-  decompose_fails(&g, "node 'mom' (ai.onnx.preview.training.Momentum): expects R, T and 3 inputs per optimized tensor");
+  tg_decompose_fails(&g, "node 'mom' (ai.onnx.preview.training.Momentum): expects R, T and 3 inputs per optimized tensor");
   kn_graph_free(&g);
 }
 
