@@ -71,9 +71,7 @@ bool kn_shape_broadcast(const kn_shape *a, const kn_shape *b, kn_shape *out, int
   return true;
 }
 
-/* Reads an INTS attribute of exactly n entries (each >= lo) into v, or fills
- * v with dflt when absent. */
-static int window_attr(const kn_node *n, const char *name, int want, int64_t dflt, int64_t lo,
+int kn_window_ints_attr(const kn_node *n, const char *name, int want, int64_t dflt, int64_t lo,
                        int64_t *v, kn_diag *d) {
   int count = 0;
   const int64_t *a = kn_node_attr_ints(n, name, &count);
@@ -98,9 +96,9 @@ int kn_window_resolve(const kn_node *n, int n_spatial, const int64_t *in_spatial
   memset(w, 0, sizeof *w);
   w->n_spatial = n_spatial;
   int64_t pads[2 * KN_MAX_RANK];
-  if (window_attr(n, "strides", n_spatial, 1, 1, w->stride, d) < 0 ||
-      window_attr(n, "dilations", n_spatial, 1, 1, w->dilation, d) < 0 ||
-      window_attr(n, "pads", 2 * n_spatial, 0, 0, pads, d) < 0)
+  if (kn_window_ints_attr(n, "strides", n_spatial, 1, 1, w->stride, d) < 0 ||
+      kn_window_ints_attr(n, "dilations", n_spatial, 1, 1, w->dilation, d) < 0 ||
+      kn_window_ints_attr(n, "pads", 2 * n_spatial, 0, 0, pads, d) < 0)
     return -1;
   const char *auto_pad = kn_node_attr_string(n, "auto_pad", "NOTSET");
   bool same_upper = !strcmp(auto_pad, "SAME_UPPER"), same_lower = !strcmp(auto_pad, "SAME_LOWER");

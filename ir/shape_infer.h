@@ -48,6 +48,12 @@ typedef struct kn_window {
   int64_t out[KN_MAX_RANK];    /* output spatial sizes (>= 1) */
 } kn_window;
 
+/* Reads the INTS attribute `name` of exactly `want` entries, each in
+ * lo..2^40, into v, or fills v with dflt when absent; -1 with a diagnostic
+ * naming the node and attribute otherwise. */
+int kn_window_ints_attr(const kn_node *n, const char *name, int want, int64_t dflt, int64_t lo, int64_t *v,
+                        kn_diag *d);
+
 /* Resolves the window of node n given the input spatial sizes and the kernel
  * sizes (from the weight for Conv, kernel_shape for pools). Reads strides,
  * dilations, pads, auto_pad and (when use_ceil_mode) ceil_mode. Returns 0, or

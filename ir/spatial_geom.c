@@ -5,6 +5,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "shape_infer.h"
 #include "spatial.h"
 
 #define DIM_MAX ((int64_t)1 << 40)
@@ -183,25 +184,6 @@ int kn_resize_resolve(const kn_node *n, int64_t opset, const kn_shape *x,
 
 /* ---- ConvTranspose ---- */
 
-static int ints_attr(const kn_node *n, const char *name, int want, int64_t dflt, int64_t lo,
-                     int64_t *v, kn_diag *d) {
-  int count;
-  const int64_t *a = kn_node_attr_ints(n, name, &count);
-  if (!a) {
-    for (int i = 0; i < want; i++) v[i] = dflt;
-    return 0;
-  }
-  if (count != want)
-    return kn_diag_error(d, "node '%s' (%s): %s has %d entries, expected %d", n->name, n->op_type,
-                         name, count, want);
-  for (int i = 0; i < want; i++) {
-    if (a[i] < lo || a[i] > DIM_MAX)
-      return kn_diag_error(d, "node '%s' (%s): %s[%d] = %lld is out of range", n->name, n->op_type,
-                           name, i, (long long)a[i]);
-    v[i] = a[i];
-  }
-  return 0;
-}
 
 int kn_convt_resolve(const kn_node *n, const kn_shape *x, const kn_shape *w, kn_convt_geom *g,
                      kn_diag *d) {
@@ -221,11 +203,11 @@ int kn_convt_resolve(const kn_node *n, const kn_shape *x, const kn_shape *w, kn_
                          (long long)w->dim[0]);
   g->out_channels = w->dim[1] * g->group;
   int64_t pads[2 * KN_MAX_RANK], opad[KN_MAX_RANK], oshape[KN_MAX_RANK], ks[KN_MAX_RANK];
-  if (ints_attr(n, "strides", nsp, 1, 1, g->stride, d) < 0 ||
-      ints_attr(n, "dilations", nsp, 1, 1, g->dilation, d) < 0 ||
-      ints_attr(n, "pads", 2 * nsp, 0, 0, pads, d) < 0 ||
-      ints_attr(n, "output_padding", nsp, 0, 0, opad, d) < 0 ||
-      ints_attr(n, "kernel_shape", nsp, 0, 0, ks, d) < 0)
+  if (kn_window_ints_attr(n, "strides", nsp, 1, 1, g->stride, d) < 0 ||
+      kn_window_ints_attr(n, "dilations", nsp, 1, 1, g->dilation, d) < 0 ||
+      kn_window_ints_attr(n, "pads", 2 * nsp, 0, 0, pads, d) < 0 ||
+      kn_window_ints_attr(n, "output_padding", nsp, 0, 0, opad, d) < 0 ||
+      kn_window_ints_attr(n, "kernel_shape", nsp, 0, 0, ks, d) < 0)
     return -1;
   int n_os;
   const int64_t *os = kn_node_attr_ints(n, "output_shape", &n_os);
@@ -272,9 +254,9 @@ int kn_col2im_resolve(const kn_node *n, const kn_shape *x, const int64_t *image,
   if (x->batch_mask & ~1u) return kn_diag_error(d, "node '%s' (%s): batch-sized column dims", n->name, n->op_type);
   g->n_spatial = nsp;
   int64_t pads[2 * KN_MAX_RANK], prod = 1, count = 1;
-  if (ints_attr(n, "strides", nsp, 1, 1, g->stride, d) < 0 ||
-      ints_attr(n, "dilations", nsp, 1, 1, g->dilation, d) < 0 ||
-      ints_attr(n, "pads", 2 * nsp, 0, 0, pads, d) < 0)
+  if (kn_window_ints_attr(n, "strides", nsp, 1, 1, g->stride, d) < 0 ||
+      kn_window_ints_attr(n, "dilations", nsp, 1, 1, g->dilation, d) < 0 ||
+      kn_window_ints_attr(n, "pads", 2 * nsp, 0, 0, pads, d) < 0)
     return -1;
   for (int i = 0; i < nsp; i++) {
     if (image[i] < 1 || image[i] > DIM_MAX) return fail(d, n, "image_shape entry out of range", image[i]);
