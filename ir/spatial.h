@@ -21,6 +21,7 @@
 struct kn_infer;
 struct kn_te_ctx;
 struct kn_te_tensor;
+struct kn_expr;
 
 /* True for the ops of this family. */
 bool kn_spatial_op(kn_op op);
@@ -39,6 +40,11 @@ struct kn_te_tensor *kn_te_spatial_sample(struct kn_te_ctx *c, const kn_node *n,
 int kn_ref_unpool_roi(kn_ref_call *c);
 struct kn_te_tensor *kn_te_unpool_roi(struct kn_te_ctx *c, const kn_node *n, struct kn_te_tensor **in,
                                       kn_diag *d);
+
+/* The interpolation weight of a tap at signed distance `dist` (f64): linear
+ * max(0, 1 - |d|), or the cubic convolution kernel with coefficient A (Resize's
+ * cubic_coeff_a; GridSample uses -0.75). Shared by Resize and GridSample. */
+struct kn_expr *kn_te_interp_weight(struct kn_te_ctx *c, struct kn_expr *dist, bool cubic, double A);
 
 /* ---- Resize / Upsample ---- */
 

@@ -75,11 +75,10 @@ static kn_expr *resize_coord(kn_te_ctx *c, const kn_resize_geom *g, int a, kn_ex
 }
 
 /* The interpolation kernel at float64 distance d. */
-static kn_expr *resize_kernel(kn_te_ctx *c, const kn_resize_geom *g, kn_expr *dist) {
+struct kn_expr *kn_te_interp_weight(struct kn_te_ctx *c, struct kn_expr *dist, bool cubic, double A) {
   kn_expr_ctx *ec = c->ec;
   kn_expr *ad = kn_e_call1(ec, KN_FN_ABS, dist);
-  if (g->mode == KN_RESIZE_LINEAR) return kn_e_max(ec, f64(c, 0), kn_e_sub(ec, f64(c, 1), ad));
-  double A = g->cubic_a;
+  if (!cubic) return kn_e_max(ec, f64(c, 0), kn_e_sub(ec, f64(c, 1), ad));
   /* |d| <= 1: ((A+2)|d| - (A+3)) |d|^2 + 1;  |d| < 2: ((A|d| - 5A)|d| + 8A)|d| - 4A */
   kn_expr *near = kn_e_add(ec, kn_e_mul(ec, kn_e_sub(ec, kn_e_mul(ec, f64(c, A + 2), ad), f64(c, A + 3)),
                                         kn_e_mul(ec, ad, ad)),
@@ -97,7 +96,8 @@ static kn_expr *resize_tap_weight(kn_te_ctx *c, const kn_resize_geom *g, int a, 
                                   kn_expr *j) {
   kn_expr_ctx *ec = c->ec;
   kn_expr *p = kn_e_add(ec, f, to_f64(c, kn_te_ix_add(c, j, kn_te_ix(c, 1 - g->taps[a] / 2))));
-  kn_expr *w = resize_kernel(c, g, kn_e_mul(ec, kn_e_sub(ec, p, x), f64(c, g->support[a])));
+  kn_expr *dist = kn_e_mul(ec, kn_e_sub(ec, p, x), f64(c, g->support[a]));
+  kn_expr *w = kn_te_interp_weight(c, dist, g->mode == KN_RESIZE_CUBIC, g->cubic_a);
   if (g->exclude_outside)
     w = kn_e_select(ec, kn_e_bin(ec, KN_E_AND, le(c, f64(c, 0), p), le(c, p, f64(c, (double)(g->in[a] - 1)))), w,
                     f64(c, 0));

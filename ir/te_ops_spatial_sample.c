@@ -43,22 +43,6 @@ static kn_expr *reflect(kn_te_ctx *c, kn_expr *v, double lo, double hi) {
   return kn_e_select(ec, below, low, kn_e_select(ec, above, high, v));
 }
 
-static kn_expr *cubic_or_linear(kn_te_ctx *c, kn_expr *dist, bool cubic) {
-  kn_expr_ctx *ec = c->ec;
-  kn_expr *d = kn_e_call1(ec, KN_FN_ABS, dist);
-  if (!cubic) return kn_e_max(ec, f64(c, 0), kn_e_sub(ec, f64(c, 1), d));
-  double A = -0.75;
-  kn_expr *near = kn_e_add(ec, kn_e_mul(ec, kn_e_sub(ec, kn_e_mul(ec, f64(c, A + 2), d), f64(c, A + 3)),
-                                        kn_e_mul(ec, d, d)),
-                           f64(c, 1));
-  kn_expr *far = kn_e_sub(
-      ec, kn_e_mul(ec, kn_e_add(ec, kn_e_mul(ec, kn_e_sub(ec, kn_e_mul(ec, f64(c, A), d), f64(c, 5 * A)), d),
-                                f64(c, 8 * A)),
-                   d),
-      f64(c, 4 * A));
-  return kn_e_select(ec, le(c, d, f64(c, 1)), near, kn_e_select(ec, lt(c, d, f64(c, 2)), far, f64(c, 0)));
-}
-
 typedef enum { GS_ZEROS, GS_BORDER, GS_REFLECTION } gs_padding;
 
 /* Index (int64, in bounds) of the integer float64 position p along an axis
@@ -123,7 +107,7 @@ static kn_te_tensor *grid_sample_def(kn_te_ctx *c, const kn_node *n, kn_te_tenso
     kn_expr *j = kn_e_var(ec, tv[nt++]);
     kn_expr *p = kn_e_add(ec, kn_e_call1(ec, KN_FN_FLOOR, v),
                           to_f64(c, kn_te_ix_sub(c, j, kn_te_ix(c, mode == 2 ? 1 : 0))));
-    kn_expr *w = cubic_or_linear(c, kn_e_sub(ec, p, v), mode == 2);
+    kn_expr *w = kn_te_interp_weight(c, kn_e_sub(ec, p, v), mode == 2, -0.75);
     weight = weight ? kn_e_mul(ec, weight, w) : w;
     xi[2 + i] = gs_index(c, p, dims[i], pad, lo, hi, &valid);
   }
