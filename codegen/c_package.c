@@ -180,8 +180,8 @@ static int write_c(const kn_plan *plan, const kn_target *t, const char *path, co
       put_cstring(fp, st->kernel->name);
       fputs(", ", fp);
       put_cstring(fp, st->kernel->nodes ? st->kernel->nodes : "");
-      fprintf(fp, ", %d, %d, %d, 0, %.17g},\n", st->n_args, first, st->kernel->parallel ? 1 : 0,
-              st->kernel->flops);
+      fprintf(fp, ", %d, %d, %d, %d, %.17g},\n", st->n_args, first, st->kernel->parallel ? 1 : 0,
+              st->check ? 1 : 0, st->kernel->flops);
       first += st->n_args;
     }
     fprintf(fp, "};\n");

@@ -276,7 +276,7 @@ static void build_module(tables *t, const kn_plan *p, bool shared) {
     }
     LLVMValueRef f[8] = {
         LLVMConstBitCast(fns[s], t->i8p), cstr(t, st->kernel->name), cstr(t, st->kernel->nodes),
-        i32c(t, st->n_args), i32c(t, first), i32c(t, st->kernel->parallel ? 1 : 0), i32c(t, 0),
+        i32c(t, st->n_args), i32c(t, first), i32c(t, st->kernel->parallel ? 1 : 0), i32c(t, st->check ? 1 : 0),
         LLVMConstReal(t->f64, st->kernel->flops),
     };
     steps[s] = LLVMConstNamedStruct(t->step_ty, f, 8);

@@ -30,6 +30,7 @@ typedef struct kn_plan_arg {
 
 typedef struct kn_plan_step {
   kn_kernel *kernel;
+  bool check; /* computes a run-time check: a bool scalar in its output */
   int n_args; /* == kernel->n_params */
   kn_plan_arg *args;
 } kn_plan_step;

@@ -166,9 +166,28 @@ static void import_inputs(kn_fe_ctx *cx, const Onnx__GraphProto *gp) {
   }
 }
 
+/* The static shape a graph output declares (dims all fixed, no batch
+ * symbol), else rank -1. Only pass_specialize reads it. */
+static kn_shape declared_shape(const Onnx__ValueInfoProto *vi) {
+  kn_shape s = {.rank = -1};
+  const Onnx__TypeProto *tp = vi->type;
+  if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !tp->tensor_type ||
+      !tp->tensor_type->shape || tp->tensor_type->shape->n_dim > KN_MAX_RANK)
+    return s;
+  const Onnx__TensorShapeProto *sp = tp->tensor_type->shape;
+  for (size_t i = 0; i < sp->n_dim; i++) {
+    if (sp->dim[i]->value_case != ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE || sp->dim[i]->dim_value < 0)
+      return s;
+    s.dim[i] = sp->dim[i]->dim_value;
+  }
+  s.rank = (int)sp->n_dim;
+  return s;
+}
+
 static void import_outputs(kn_fe_ctx *cx, const Onnx__GraphProto *gp) {
   kn_graph *g = cx->g;
   g->outputs = KN_NEW_ARRAY(&g->arena, int, gp->n_output);
+  g->out_declared = KN_NEW_ARRAY(&g->arena, kn_shape, gp->n_output + 1);
   g->n_outputs = 0;
   if (gp->n_output == 0) kn_fe_error(cx, "the graph has no outputs");
   for (size_t i = 0; i < gp->n_output; i++) {
@@ -176,8 +195,10 @@ static void import_outputs(kn_fe_ctx *cx, const Onnx__GraphProto *gp) {
     int v = *name ? kn_fe_names_get(&cx->names, name) : -1;
     if (v < 0)
       kn_fe_error(cx, "graph output '%s' is not defined", name);
-    else
+    else {
+      g->out_declared[g->n_outputs] = declared_shape(gp->output[i]);
       g->outputs[g->n_outputs++] = v;
+    }
   }
 }
 

@@ -130,6 +130,15 @@ typedef struct kn_graph {
   int n_inputs;
   int *outputs;
   int n_outputs;
+  /* The last n_checks entries of `outputs` are run-time checks, not model
+   * outputs: scalar bool values that must be true when the artifact runs
+   * (pass_specialize adds them). Passes keep them alive as outputs; the plan
+   * computes them in the workspace first and P_run returns KILN_ERR_VALUE
+   * when one is false. */
+  int n_checks;
+  /* The shape each model output declares in the ONNX graph (n_outputs -
+   * n_checks entries), rank -1 where not fully static; NULL when not imported. */
+  kn_shape *out_declared;
   int64_t opset;     /* default-domain opset import */
   int64_t max_batch; /* bound of the batch symbol N (>= 1) */
   const char *batch_symbol; /* the dim_param treated as N, or NULL */

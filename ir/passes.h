@@ -53,6 +53,11 @@ int kn_pass_decompose_attention(kn_graph *g, kn_diag *d);
 int kn_pass_materialize_outputs(kn_graph *g, kn_diag *d);
 /* pass_split_topk.c: adds kiln.TopKRank(X) as input 2 of every TopK. */
 int kn_pass_split_topk(kn_graph *g, kn_diag *d);
+/* Graph inputs whose values decide shapes (Reshape's shape, Reduce axes ...)
+ * specialized to the values the declared output shapes allow, with a
+ * run-time check (pass_specialize.c). Run before the first shape inference
+ * that must succeed; a no-op when shapes infer without it. */
+int kn_pass_specialize(kn_graph *g, kn_diag *d);
 
 /* ---- helpers shared by the pass files (pass_util.c) ---- */
 

@@ -174,6 +174,7 @@ const char *kn_loader_status_name(int status) {
   case KILN_ERR_ARG: return "a NULL pointer or a misaligned workspace";
   case KILN_ERR_THREADS: return "thread count outside [1, 256] or threads failed to start";
   case KILN_ERR_CAPACITY: return "the profile event buffer is too small";
+  case KILN_ERR_VALUE: return "an input value contradicts the shapes the model declares (see docs/abi.md)";
   default: return "unknown error";
   }
 }

@@ -251,11 +251,13 @@ static pool *pool_acquire(void) {
 }
 
 /* Runs every step; with `events`, records them (the caller checked that the
- * buffer holds profile_capacity() events). Returns the number written. */
-static int64_t run_steps(pool *p, const kiln_artifact *a, const void *const *inputs,
-                         void *const *outputs, void *workspace, int64_t batch,
-                         kiln_prof_event *events) {
+ * buffer holds profile_capacity() events) and sets *n_events to the number
+ * written. Returns KILN_OK, or KILN_ERR_VALUE at the first check step that
+ * computed false (the plan puts them before any step writing an output). */
+static int run_steps(pool *p, const kiln_artifact *a, const void *const *inputs, void *const *outputs,
+                     void *workspace, int64_t batch, kiln_prof_event *events, int64_t *n_events) {
   int64_t n = 0;
+  int status = KILN_OK;
   for (int s = 0; s < a->n_steps; s++) {
     const kiln_step *step = &a->steps[s];
     void *args[KN_RT_MAX_ARGS];
@@ -267,6 +269,10 @@ static int64_t run_steps(pool *p, const kiln_artifact *a, const void *const *inp
         run_parallel(p, step->fn, args, batch, NULL, s);
       else
         step->fn(args, batch, 0, 1);
+      if (a->abi_minor >= 2 && step->check && !*(const uint8_t *)args[0]) {
+        status = KILN_ERR_VALUE;
+        break;
+      }
       continue;
     }
     kiln_prof_event *whole = &events[n++];
@@ -280,8 +286,13 @@ static int64_t run_steps(pool *p, const kiln_artifact *a, const void *const *inp
     *whole = (kiln_prof_event){.step = s, .task = -1, .thread = 0,
                                .ntasks = parallel ? p->nthreads : 1, .begin_ns = begin,
                                .end_ns = now_ns()};
+    if (a->abi_minor >= 2 && step->check && !*(const uint8_t *)args[0]) {
+      status = KILN_ERR_VALUE;
+      break;
+    }
   }
-  return n;
+  if (n_events) *n_events = n;
+  return status;
 }
 
 KN_RT_HIDDEN int kn_rt_execute(const kiln_artifact *a, const void *const *inputs,
@@ -289,9 +300,9 @@ KN_RT_HIDDEN int kn_rt_execute(const kiln_artifact *a, const void *const *inputs
   int status = check_args(a, inputs, outputs, workspace, batch);
   if (status != KILN_OK) return status;
   pool *p = pool_acquire();
-  run_steps(p, a, inputs, outputs, workspace, batch, NULL);
+  status = run_steps(p, a, inputs, outputs, workspace, batch, NULL, NULL);
   pthread_mutex_unlock(&p->run_lock);
-  return KILN_OK;
+  return status;
 }
 
 KN_RT_HIDDEN KN_RT_MAYBE_UNUSED int kn_rt_execute_profiled(const kiln_artifact *a,
@@ -313,10 +324,10 @@ KN_RT_HIDDEN KN_RT_MAYBE_UNUSED int kn_rt_execute_profiled(const kiln_artifact *
     *n_events = need;
     return KILN_ERR_CAPACITY;
   }
-  *n_events = run_steps(p, a, inputs, outputs, workspace, batch, events);
+  status = run_steps(p, a, inputs, outputs, workspace, batch, events, n_events);
   p->prof = NULL;
   pthread_mutex_unlock(&p->run_lock);
-  return KILN_OK;
+  return status;
 }
 
 /* Joins the workers before the code they run is unmapped (dlclose) or the

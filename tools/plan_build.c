@@ -87,7 +87,32 @@ static int64_t place(storage *st, int n_values) {
   return (total + 63) & ~(int64_t)63;
 }
 
-int kn_plan_build(const kn_graph *g, const kn_kernel_build *kernels, int n_kernels,
+/* Execution order of the kernels: those computing a run-time check
+ * (is_check[root]) and every kernel they read from come first, each group in
+ * its original order, so that a failed check stops P_run before any output is
+ * written. Moving a closed set of producers earlier keeps every read after its
+ * writes. */
+static int *check_first_order(const kn_graph *g, const kn_kernel_build *kernels, int n, const bool *is_check) {
+  int *order = malloc(sizeof(int) * (size_t)(n + 1));
+  bool *early = calloc((size_t)n + 1, sizeof(bool));
+  bool *wanted = calloc((size_t)g->n_values + 1, sizeof(bool)); /* roots an early kernel reads */
+  KN_ASSERT(order && early && wanted, "out of memory");
+  for (int k = n - 1; k >= 0; k--) { /* readers come after writers: one backward sweep */
+    int out = root_of(g, kernels[k].output);
+    if (!is_check[out] && !wanted[out]) continue;
+    early[k] = true;
+    for (int i = 0; i < kernels[k].n_inputs; i++) wanted[root_of(g, kernels[k].inputs[i])] = true;
+  }
+  int m = 0;
+  for (int pass = 0; pass < 2; pass++)
+    for (int k = 0; k < n; k++)
+      if (early[k] == (pass == 0)) order[m++] = k;
+  free(wanted);
+  free(early);
+  return order;
+}
+
+int kn_plan_build(const kn_graph *g, const kn_kernel_build *kernels_in, int n_kernels,
                   const char *prefix, kn_arena *arena, kn_plan *plan, kn_diag *d) {
   memset(plan, 0, sizeof *plan);
   plan->arena = arena;
@@ -105,9 +130,30 @@ int kn_plan_build(const kn_graph *g, const kn_kernel_build *kernels, int n_kerne
     st[v].kind = ROOT_INPUT;
     st[v].index = i;
   }
-  plan->n_outputs = g->n_outputs;
-  plan->outputs = KN_NEW_ARRAY(arena, kn_plan_tensor, g->n_outputs + 1);
-  for (int i = 0; i < g->n_outputs; i++) {
+  int n_public = g->n_outputs - g->n_checks;
+  bool *is_check = calloc((size_t)g->n_values + 1, sizeof(bool));
+  KN_ASSERT(is_check, "out of memory");
+  for (int i = n_public; i < g->n_outputs; i++) {
+    int r = root_of(g, g->outputs[i]);
+    const kn_value *c = &g->values[r];
+    if (c->data) { /* folded: true needs no check, false can never run */
+      bool ok = true;
+      for (int64_t e = 0; e < kn_value_numel(g, r); e++) ok = ok && ((const uint8_t *)c->data)[e];
+      if (!ok) status = kn_diag_error(d, "the run-time check '%s' can never pass", c->name);
+      continue;
+    }
+    KN_ASSERT(c->producer >= 0 && c->dtype == KN_DT_BOOL, "a check is a computed bool");
+    is_check[r] = true;
+  }
+  if (status < 0) goto done;
+  int *order = check_first_order(g, kernels_in, n_kernels, is_check);
+  kn_kernel_build *kernels = KN_NEW_ARRAY(arena, kn_kernel_build, n_kernels + 1);
+  for (int k = 0; k < n_kernels; k++) kernels[k] = kernels_in[order[k]];
+  free(order);
+
+  plan->n_outputs = n_public;
+  plan->outputs = KN_NEW_ARRAY(arena, kn_plan_tensor, n_public + 1);
+  for (int i = 0; i < n_public; i++) {
     int v = g->outputs[i], r = root_of(g, v);
     plan->outputs[i] = (kn_plan_tensor){g->values[v].name, g->values[v].dtype, g->values[v].shape};
     if (st[r].kind != ROOT_NONE || g->values[r].data || g->values[r].producer < 0) {
@@ -153,6 +199,7 @@ int kn_plan_build(const kn_graph *g, const kn_kernel_build *kernels, int n_kerne
     const kn_kernel_build *kb = &kernels[k];
     kn_plan_step *step = &plan->steps[plan->n_steps++];
     step->kernel = kb->kernel;
+    step->check = is_check[root_of(g, kb->output)];
     step->n_args = kb->n_inputs + 1;
     step->args = KN_NEW_ARRAY(arena, kn_plan_arg, step->n_args);
     for (int i = 0; i < step->n_args; i++) {
@@ -166,11 +213,12 @@ int kn_plan_build(const kn_graph *g, const kn_kernel_build *kernels, int n_kerne
   bool *written = calloc((size_t)g->n_values + 1, sizeof(bool));
   KN_ASSERT(written, "out of memory");
   for (int k = 0; k < n_kernels; k++) written[root_of(g, kernels[k].output)] = true;
-  for (int i = 0; i < g->n_outputs; i++)
+  for (int i = 0; i < n_public; i++)
     if (!written[root_of(g, g->outputs[i])])
       status = kn_diag_error(d, "graph output '%s' is never computed", g->values[g->outputs[i]].name);
   free(written);
 done:
+  free(is_check);
   free(st);
   return status;
 }

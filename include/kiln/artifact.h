@@ -26,14 +26,15 @@
  * readers may ignore (fields appended to kiln_artifact, new entry points).
  * kiln_artifact.abi_minor says which additions an artifact has:
  *   0  the original layout, up to set_threads;
- *   1  run_profiled / P_run_profiled and kiln_prof_event (per-kernel timing). */
+ *   1  run_profiled / P_run_profiled and kiln_prof_event (per-kernel timing);
+ *   2  kiln_step.check and KILN_ERR_VALUE (run-time checks of input values). */
 #ifndef KILN_ARTIFACT_H
 #define KILN_ARTIFACT_H
 
 #include <stdint.h>
 
 #define KILN_ABI_VERSION 1
-#define KILN_ABI_MINOR 1
+#define KILN_ABI_MINOR 2
 
 /* Status codes returned by P_run and P_set_threads. */
 enum {
@@ -42,6 +43,8 @@ enum {
   KILN_ERR_ARG = 2,     /* a NULL pointer or misaligned workspace */
   KILN_ERR_THREADS = 3, /* thread count outside [1, 256] or threads failed to start */
   KILN_ERR_CAPACITY = 4, /* P_run_profiled: the event buffer is too small (nothing ran) */
+  KILN_ERR_VALUE = 5,    /* an input's value contradicts the shapes the artifact was compiled for
+                            (ABI 1.2; no output written) */
 };
 
 /* Element types use ONNX TensorProto.DataType codes (1 = float32, 7 = int64...). */
@@ -76,7 +79,8 @@ typedef struct kiln_step {
   int32_t n_args;
   int32_t first_arg; /* index into kiln_artifact.args */
   int32_t parallel;  /* 1: call once per task on the pool; 0: once */
-  int32_t reserved;
+  int32_t check;    /* ABI 1.2: 1 = the step computes a bool scalar into its first argument,
+                       and P_run stops with KILN_ERR_VALUE when it is false; 0 before 1.2 */
   double flops; /* per batch unit */
 } kiln_step;
 
