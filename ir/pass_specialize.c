@@ -436,13 +436,7 @@ static void rewrite(spec *s, kn_dc *b) {
   free(map);
   free(tainted);
   free(in_cone);
-  if (check >= 0) {
-    int *outputs = KN_NEW_ARRAY(&g->arena, int, g->n_outputs + 2);
-    memcpy(outputs, g->outputs, sizeof(int) * (size_t)g->n_outputs);
-    outputs[g->n_outputs++] = check;
-    g->outputs = outputs;
-    g->n_checks++;
-  }
+  if (check >= 0) kn_pass_add_check(g, check);
 }
 
 static bool is_undecided(const spec *s, int v) {

@@ -20,6 +20,24 @@ bool kn_pass_is_graph_output(const kn_graph *g, int v) {
   return false;
 }
 
+bool kn_pass_declared_shape(const kn_graph *g, int v, kn_shape *s) {
+  if (!g->out_declared) return false;
+  for (int i = 0; i < g->n_outputs - g->n_checks; i++)
+    if (g->outputs[i] == v && g->out_declared[i].rank >= 0) {
+      *s = g->out_declared[i];
+      return true;
+    }
+  return false;
+}
+
+void kn_pass_add_check(kn_graph *g, int v) {
+  int *outputs = KN_NEW_ARRAY(&g->arena, int, g->n_outputs + 2);
+  memcpy(outputs, g->outputs, sizeof(int) * (size_t)g->n_outputs);
+  outputs[g->n_outputs++] = v;
+  g->outputs = outputs;
+  g->n_checks++;
+}
+
 void kn_pass_count_uses(const kn_graph *g, int *uses) {
   memset(uses, 0, sizeof(int) * (size_t)g->n_values);
   for (int i = 0; i < g->n_nodes; i++) {

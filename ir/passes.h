@@ -58,11 +58,25 @@ int kn_pass_split_topk(kn_graph *g, kn_diag *d);
  * run-time check (pass_specialize.c). Run before the first shape inference
  * that must succeed; a no-op when shapes infer without it. */
 int kn_pass_specialize(kn_graph *g, kn_diag *d);
+/* NonZero, Compress, Unique whose outputs declare static shapes: computed
+ * for those shapes, with a run-time check that the data gives them
+ * (pass_data_dependent.c). */
+int kn_pass_data_dependent(kn_graph *g, kn_diag *d);
+/* Slice, Pad, Range whose starts / pads / bounds are run-time values and
+ * whose outputs declare static shapes: gathers with run-time indices, with a
+ * run-time check of the shapes (pass_runtime_slices.c). */
+int kn_pass_runtime_slices(kn_graph *g, kn_diag *d);
 
 /* ---- helpers shared by the pass files (pass_util.c) ---- */
 
 bool kn_pass_is_graph_input(const kn_graph *g, int v);
 bool kn_pass_is_graph_output(const kn_graph *g, int v);
+/* The static shape the ONNX graph declares for v when v is a model output
+ * that declares one (kn_graph.out_declared); false otherwise. */
+bool kn_pass_declared_shape(const kn_graph *g, int v, kn_shape *s);
+/* Appends bool scalar v as a run-time check (kn_graph.n_checks): P_run
+ * returns KILN_ERR_VALUE, writing no output, when it is false. */
+void kn_pass_add_check(kn_graph *g, int v);
 /* uses[v] = input slots of live nodes reading v + graph output slots naming v
  * (uses has g->n_values entries). */
 void kn_pass_count_uses(const kn_graph *g, int *uses);
