@@ -212,18 +212,50 @@ static const char *unsupported_reason(const char *op_type) {
   return "";
 }
 
-/* One line per unsupported node, all at once. */
-static void report_unsupported(kn_fe_ctx *cx, const Onnx__ModelProto *m) {
-  const kn_graph *g = cx->g;
-  for (int i = 0; i < g->n_nodes; i++) {
-    const kn_node *n = &g->nodes[i];
-    if (n->dead || n->op != KN_OP_UNKNOWN || !n->op_type[0]) continue; /* "" already reported */
-    bool dflt = kn_fe_is_default_domain(n->domain);
-    kn_fe_error(cx, "unsupported op '%s' (domain '%s', opset %lld) at node '%s'%s", n->op_type,
-                dflt ? "ai.onnx" : n->domain,
-                (long long)(dflt ? g->opset : domain_opset(m, n->domain)), n->name,
-                dflt ? unsupported_reason(n->op_type) : "");
+static int walk_unsupported(const kn_node *nodes, int n_nodes, const char *where, kn_fe_unsupported_fn visit,
+                            void *ctx) {
+  int count = 0;
+  for (int i = 0; i < n_nodes; i++) {
+    const kn_node *n = &nodes[i];
+    if (n->dead) continue;
+    if (n->op == KN_OP_UNKNOWN) {
+      count++;
+      if (visit) visit(n, where, ctx);
+    }
+    for (int a = 0; a < n->n_attr; a++) {
+      const kn_subgraph *sg = n->attrs[a].kind == KN_ATTR_GRAPH ? n->attrs[a].graph : NULL;
+      if (!sg) continue;
+      char inner[256];
+      snprintf(inner, sizeof inner, " (in %s of node '%s')", n->attrs[a].name, n->name);
+      count += walk_unsupported(sg->nodes, sg->n_nodes, inner, visit, ctx);
+    }
   }
+  return count;
+}
+
+int kn_fe_unsupported_walk(const kn_graph *g, kn_fe_unsupported_fn visit, void *ctx) {
+  return walk_unsupported(g->nodes, g->n_nodes, "", visit, ctx);
+}
+
+typedef struct report_ctx {
+  kn_fe_ctx *cx;
+  const Onnx__ModelProto *m;
+} report_ctx;
+
+static void report_one(const kn_node *n, const char *where, void *ctx) {
+  report_ctx *r = ctx;
+  if (!n->op_type[0]) return; /* already reported */
+  bool dflt = kn_fe_is_default_domain(n->domain);
+  kn_fe_error(r->cx, "unsupported op '%s' (domain '%s', opset %lld) at node '%s'%s%s", n->op_type,
+              dflt ? "ai.onnx" : n->domain, (long long)(dflt ? r->cx->g->opset : domain_opset(r->m, n->domain)),
+              n->name, where, dflt ? unsupported_reason(n->op_type) : "");
+}
+
+/* One line per unsupported node, all at once, those in subgraphs (If
+ * branches, Loop / Scan bodies) included. */
+static void report_unsupported(kn_fe_ctx *cx, const Onnx__ModelProto *m) {
+  report_ctx r = {cx, m};
+  kn_fe_unsupported_walk(cx->g, report_one, &r);
 }
 
 static int load_model(const uint8_t *data, size_t size, const char *base_dir, const char *label,
@@ -314,9 +346,4 @@ int kn_fe_load_onnx(const char *path, kn_graph *g, kn_diag *d) {
   return rc;
 }
 
-int kn_fe_unsupported_count(const kn_graph *g) {
-  int count = 0;
-  for (int i = 0; i < g->n_nodes; i++)
-    if (!g->nodes[i].dead && g->nodes[i].op == KN_OP_UNKNOWN) count++;
-  return count;
-}
+int kn_fe_unsupported_count(const kn_graph *g) { return kn_fe_unsupported_walk(g, NULL, NULL); }

@@ -46,7 +46,12 @@ int kn_fe_load_tensor_pb(const char *path, kn_graph *g, kn_diag *d);
 int kn_fe_load_tensor_pb_buffer(const uint8_t *data, size_t size, const char *label,
                                 const char *base_dir, kn_graph *g, kn_diag *d);
 
-/* Number of live nodes with an op Kiln does not support (KN_OP_UNKNOWN). */
+/* Number of live nodes with an op Kiln does not support (KN_OP_UNKNOWN),
+ * those inside subgraphs (If branches, Loop / Scan bodies) included. */
 int kn_fe_unsupported_count(const kn_graph *g);
+/* Calls visit for each of them; `where` is "" at the top level, else
+ * " (in then_branch of node 'If_0')". Returns their number. */
+typedef void (*kn_fe_unsupported_fn)(const kn_node *n, const char *where, void *ctx);
+int kn_fe_unsupported_walk(const kn_graph *g, kn_fe_unsupported_fn visit, void *ctx);
 
 #endif

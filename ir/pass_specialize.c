@@ -472,7 +472,41 @@ static bool collect(spec *s, const bool *needed, kn_dc *b) {
   return true;
 }
 
+/* Run-time checks of values Kiln's kernels read at run time but that must
+ * lie in a range: CumSum / CumProd's axis in [-rank, rank) (the kernel
+ * otherwise sums nothing). */
+static bool runtime_cum_axis(const kn_graph *g, const kn_node *n) {
+  return !n->dead && (n->op == KN_OP_CUM_SUM || n->op == KN_OP_CUM_PROD) && n->n_in >= 2 && n->in[1] >= 0 &&
+         !g->values[n->in[1]].data;
+}
+
+static void add_value_checks(kn_graph *g) {
+  bool any = false;
+  for (int i = 0; i < g->n_nodes; i++) any |= runtime_cum_axis(g, &g->nodes[i]);
+  if (!any) return;
+  kn_diag quiet; /* types of the axes; failures are reported later */
+  kn_diag_init(&quiet);
+  kn_infer_shapes(g, &quiet);
+  kn_diag_free(&quiet);
+  int n_nodes = g->n_nodes;
+  for (int i = 0; i < n_nodes; i++) {
+    const kn_node *n = &g->nodes[i];
+    if (!runtime_cum_axis(g, n)) continue;
+    int axis = n->in[1], x = n->in[0];
+    if (!g->values[x].shape_known || !g->values[axis].shape_known || kn_value_numel(g, axis) != 1) continue;
+    int64_t r = g->values[x].shape.rank;
+    kn_dc b = {.g = g, .node = -1,
+               .name = kn_arena_printf(&g->arena, "check: axis of node '%s' in [-%lld, %lld)", n->name, (long long)r,
+                                       (long long)r)};
+    int a = kn_dc_reshape(&b, kn_dc_cast(&b, axis, KN_DT_I64), NULL, 0);
+    int lo = kn_dc_bin(&b, KN_OP_GREATER_OR_EQUAL, a, kn_dc_scalar(&b, KN_DT_I64, (double)-r));
+    int hi = kn_dc_bin(&b, KN_OP_LESS, a, kn_dc_scalar(&b, KN_DT_I64, (double)r));
+    kn_pass_add_check(g, kn_dc_bin(&b, KN_OP_AND, lo, hi));
+  }
+}
+
 int kn_pass_specialize(kn_graph *g, kn_diag *d) {
+  add_value_checks(g);
   if (!g->out_declared) return 0;
   for (int o = 0; o < g->n_outputs - g->n_checks; o++)
     if (g->out_declared[o].rank < 0) return 0;

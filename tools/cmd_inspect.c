@@ -22,6 +22,16 @@ static int cmp_rows(const void *a, const void *b) {
   return strcmp(x->op_type, y->op_type);
 }
 
+/* One line of the unsupported list (subgraph nodes say where they are). */
+static void print_unsupported(const kn_node *n, const char *where, void *ctx) {
+  const kn_graph *g = ctx;
+  const char *dom = n->domain;
+  if (!dom || !*dom || !strcmp(dom, "ai.onnx"))
+    printf("  %s (op '%s', domain 'ai.onnx', opset %lld)%s\n", n->name, n->op_type, (long long)g->opset, where);
+  else
+    printf("  %s (op '%s', domain '%s')%s\n", n->name, n->op_type, dom, where);
+}
+
 int kn_cmd_inspect(int argc, char **argv) {
   const char *model = NULL;
   for (int i = 1; i < argc; i++) {
@@ -98,15 +108,7 @@ int kn_cmd_inspect(int argc, char **argv) {
     printf("  %-24s %5d%s\n", rows[r].op_type, rows[r].count, rows[r].supported ? "" : "  UNSUPPORTED");
   if (unsupported) {
     printf("unsupported: %d node(s)\n", unsupported);
-    for (int i = 0; i < g.n_nodes; i++)
-      if (g.nodes[i].op == KN_OP_UNKNOWN) {
-        const char *dom = g.nodes[i].domain;
-        if (!dom || !*dom || !strcmp(dom, "ai.onnx"))
-          printf("  %s (op '%s', domain 'ai.onnx', opset %lld)\n", g.nodes[i].name, g.nodes[i].op_type,
-                 (long long)g.opset);
-        else
-          printf("  %s (op '%s', domain '%s')\n", g.nodes[i].name, g.nodes[i].op_type, dom);
-      }
+    kn_fe_unsupported_walk(&g, print_unsupported, &g);
     fprintf(stderr, "kiln: error: %s has %d node(s) with ops Kiln does not support (listed above)\n", model,
             unsupported);
     status = 1;

@@ -23,12 +23,12 @@ def build(path):
     f = TensorProto.FLOAT
 
     def branch(name):
-        return helper.make_graph([helper.make_node("Unique", ["x"], [name], name="inner_" + name)], name, [],
+        return helper.make_graph([helper.make_node("StringNormalizer", ["x"], [name], name="inner_" + name)], name, [],
                                  [helper.make_tensor_value_info(name, f, None)])
 
     nodes = [
         helper.make_node("Relu", ["x"], ["r"], name="ok_relu"),
-        helper.make_node("Unique", ["r"], ["d"], name="un_det"),
+        helper.make_node("NonMaxSuppression", ["r"], ["d"], name="un_det"),
         helper.make_node("NoSuchOp", ["d"], ["n"], name="un_chained"),  # fed by an unsupported op
         helper.make_node("Neg", ["n"], ["out1"], name="ok_after"),
         helper.make_node("Frobnicate", ["x"], ["out2"], name="un_custom", domain="com.example"),
@@ -42,9 +42,10 @@ def build(path):
         fp.write(m.SerializeToString())
 
 
-# If is supported (its branches are inlined); unsupported ops inside its
-# branches are reported when the If is expanded, not in this census.
-EXPECTED = [("un_det", "Unique"), ("un_chained", "NoSuchOp"), ("un_custom", "Frobnicate")]
+# If is supported (its branches are inlined); the unsupported ops inside its
+# branches are reported in the same census, naming the branch and the If.
+EXPECTED = [("un_det", "NonMaxSuppression"), ("un_chained", "NoSuchOp"), ("un_custom", "Frobnicate"),
+            ("inner_t", "StringNormalizer"), ("inner_e", "StringNormalizer")]
 
 
 def main():
@@ -76,6 +77,9 @@ def main():
         for node, op in EXPECTED:
             if not any(f"'{node}'" in line and f"'{op}'" in line for line in lines):
                 fails.append(f"compile: no error line names node '{node}' and op '{op}'")
+        for node in ("inner_t", "inner_e"):  # and says which If holds it
+            if not any(f"'{node}'" in line and "of node 'un_if'" in line for line in lines):
+                fails.append(f"compile: the line of '{node}' does not name the If 'un_if' holding it")
         if os.listdir(out):
             fails.append(f"compile: left {os.listdir(out)}")
     for f in fails:

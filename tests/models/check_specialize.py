@@ -87,6 +87,17 @@ def case_affine_grid_free_channel():
     return m, good, bad
 
 
+def case_cumsum_axis_range():
+    """CumSum reads its axis at run time; an axis outside [-rank, rank) is refused, not summed to zeros."""
+    m = model([h.make_node("CumSum", ["x", "axis"], ["y"])],
+              [h.make_tensor_value_info("x", T.FLOAT, [3, 4]), h.make_tensor_value_info("axis", T.INT64, [])],
+              [h.make_tensor_value_info("y", T.FLOAT, [3, 4])])
+    x = rng.standard_normal((3, 4)).astype(np.float32)
+    good = [{"x": x, "axis": np.array(a, np.int64)} for a in (0, 1, -1, -2)]
+    bad = [{"x": x, "axis": np.array(a, np.int64)} for a in (2, -3)]
+    return m, good, bad
+
+
 CASES = {name[5:]: fn for name, fn in list(globals().items()) if name.startswith("case_")}
 
 
