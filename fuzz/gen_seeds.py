@@ -14,7 +14,9 @@ They serve twice: as seeds for the kn_fuzz_onnx corpus, and (committed under
 tests/fuzz/cases/) as regression cases that `kiln inspect` and `kiln compile`
 must fail cleanly on (tests/fuzz/check_case.py). Every model here is invalid,
 so both commands must exit 1 — except the slow_ cases, valid models that
-once took minutes: they must finish in time, with exit 0 or 1.
+once took minutes: they must finish in time, with exit 0 or 1; and the plan_
+cases, which only `kiln compile` refuses (a tensor beyond what an artifact
+holds): `kiln inspect` may describe them.
 """
 import os
 import sys
@@ -118,6 +120,17 @@ def seeds():
                                  [i64("a", 5), i64("b", 7), i64("c", (1 << 63) - 1)])
     s["zero_step_range"] = model([helper.make_node("Range", ["a", "b", "c"], ["y"], name="bad_range")], [],
                                  [vi("y", None, I64)], [i64("a", 0), i64("b", 10), i64("c", 0)])
+    # -- tensors within shape inference's limit but beyond what an artifact
+    # holds (16 GiB): only `kiln compile` refuses them (in the memory plan),
+    # `kiln inspect` describes the model (a OneHot with depth 2^40 once
+    # compiled into an artifact with a 16 TiB output)
+    onehot = helper.make_node("OneHot", ["i", "d", "v"], ["y"], name="huge_onehot")
+    s["plan_huge_onehot"] = model([onehot], [vi("i", [4], I64)], [vi("y", None)],
+                                  [i64("d", 1 << 40), numpy_helper.from_array(np.array([0, 1], np.float32), "v")],
+                                  opset=11)
+    # -- a NaN attention scale (every output would be NaN)
+    attn = helper.make_node("Attention", ["q", "k", "v"], ["y"], name="nan_attention", scale=float("nan"))
+    s["attr_attention_scale_nan"] = model([attn], [vi(n, [1, 2, 4, 8]) for n in "qkv"], [vi("y", None)], opset=23)
     # -- cyclic graphs and dangling names
     s["cycle_two_nodes"] = model([helper.make_node("Relu", ["b"], ["a"], name="cyc_a"),
                                   helper.make_node("Relu", ["a"], ["b"], name="cyc_b")],
@@ -159,6 +172,10 @@ def seeds():
                        "kernel_shape": {"kernel_shape": [BIG, BIG]}}.items():
         s[f"attr_conv_{tag}"] = model([helper.make_node("Conv", ["x", "w"], ["y"], name=f"bad_conv_{tag}", **attrs)],
                                       [vi("x", [1, 1, 5, 5])], [vi("y", None)], [conv_w])
+    # output_padding must be less than the stride or the dilation
+    convt = helper.make_node("ConvTranspose", ["x", "w"], ["y"], name="bad_convt", strides=[2, 2],
+                             output_padding=[2, 0])
+    s["attr_convtranspose_output_padding"] = model([convt], [vi("x", [1, 1, 4, 4])], [vi("y", None)], [conv_w])
     s["attr_maxpool_kernel"] = unary("MaxPool", {"kernel_shape": [BIG, BIG]}, in_dims=(1, 1, 4, 4))
     s["attr_split_sizes"] = model([helper.make_node("Split", ["x", "s"], ["a", "b"], name="bad_split", axis=0)],
                                   [vi("x", [4])], [vi("a", None), vi("b", None)], [i64("s", [BIG, 4 - BIG])])

@@ -110,6 +110,27 @@ int kn_diag_error(kn_diag *d, const char *fmt, ...) {
   return -1;
 }
 
+void kn_diag_prefix(kn_diag *d, int first, const char *prefix) {
+  if (!d) return;
+  size_t np = strlen(prefix);
+  char *clean = malloc(np + 1); /* as kn_diag_error would have written it */
+  KN_ASSERT(clean, "out of memory");
+  for (size_t k = 0; k <= np; k++)
+    clean[k] = k < np && ((unsigned char)prefix[k] < 0x20 || prefix[k] == 0x7f) ? '?' : prefix[k];
+  for (int i = first < 0 ? 0 : first; i < d->count; i++) {
+    if (!strncmp(d->lines[i], clean, np)) continue; /* said by a nested step already */
+    size_t nl = strlen(d->lines[i]);
+    char *line = malloc(np + nl + 1);
+    KN_ASSERT(line, "out of memory");
+    memcpy(line, clean, np);
+    memcpy(line + np, d->lines[i], nl + 1);
+    if (np + nl > KN_DIAG_MAX_LINE) strcpy(line + KN_DIAG_MAX_LINE - 3, "...");
+    free(d->lines[i]);
+    d->lines[i] = line;
+  }
+  free(clean);
+}
+
 void kn_diag_print(const kn_diag *d, const char *prefix) {
   for (int i = 0; i < d->count; i++)
     fprintf(stderr, "%s: error: %s\n", prefix ? prefix : "kiln", d->lines[i]);

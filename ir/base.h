@@ -46,6 +46,10 @@ void kn_diag_free(kn_diag *d);
  * '?', and lines beyond 2000 bytes are cut). Always returns -1 so callers
  * can write `return kn_diag_error(d, ...)`. */
 int kn_diag_error(kn_diag *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Puts `prefix` before those of lines [first, count) that do not start with
+ * it yet (cut again at 2000 bytes), so that a caller can say what the lines
+ * of a nested step are about. */
+void kn_diag_prefix(kn_diag *d, int first, const char *prefix);
 /* Prints every line as "kiln: error: <line>" to stderr. */
 void kn_diag_print(const kn_diag *d, const char *prefix);
 

@@ -8,6 +8,7 @@
  * Toposort, verification and printing live in graph_verify.c / graph_print.c. */
 #include "graph.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -199,6 +200,40 @@ void kn_node_add_attr(kn_graph *g, kn_node *n, kn_attr attr) {
   attrs[n->n_attr] = attr;
   n->attrs = attrs;
   n->n_attr++;
+}
+
+/* ---- origins ---- */
+
+void kn_graph_mark_origin(kn_graph *g, int first, int from) {
+  KN_ASSERT(from >= 0 && from < g->n_nodes && first >= 0, "origin out of range");
+  const kn_node *f = &g->nodes[from];
+  kn_origin *o = KN_NEW(&g->arena, kn_origin);
+  *o = (kn_origin){f->name, f->op_type, f->origin};
+  for (int i = first; i < g->n_nodes; i++)
+    if (i != from && !g->nodes[i].origin) g->nodes[i].origin = o;
+}
+
+void kn_node_diag_origin(const kn_node *n, kn_diag *d, int first) {
+  if (!d || !n->origin || first >= d->count) return;
+  size_t size = 1;
+  for (const kn_origin *o = n->origin; o; o = o->up) size += strlen(o->name) + strlen(o->op_type) + 48;
+  char *prefix = malloc(size);
+  KN_ASSERT(prefix, "out of memory");
+  prefix[0] = 0;
+  for (const kn_origin *o = n->origin; o; o = o->up) { /* innermost first: each goes in front */
+    bool control = !strcmp(o->op_type, "If") || !strcmp(o->op_type, "Loop") || !strcmp(o->op_type, "Scan");
+    size_t len = strlen(prefix);
+    char *part = malloc(size);
+    KN_ASSERT(part, "out of memory");
+    snprintf(part, size, "node '%s' (%s): its %s fails: ", o->name, o->op_type,
+             control ? "inlined body" : "decomposition");
+    size_t np = strlen(part);
+    memmove(prefix + np, prefix, len + 1);
+    memcpy(prefix, part, np);
+    free(part);
+  }
+  kn_diag_prefix(d, first, prefix);
+  free(prefix);
 }
 
 /* ---- shapes ---- */

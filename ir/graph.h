@@ -118,7 +118,17 @@ typedef struct kn_node {
   int n_attr;
   kn_attr *attrs;
   bool dead; /* removed by a pass; skipped by everyone, dropped by compaction */
+  /* The composite node a decomposition or expansion made this one from
+   * (kn_graph_mark_origin), for diagnostics; NULL on imported nodes. */
+  const struct kn_origin *origin;
 } kn_node;
+
+/* A composite node that was rewritten: its name and op, and the composite
+ * it was itself made from (NULL for a node of the model). Graph arena. */
+typedef struct kn_origin {
+  const char *name, *op_type;
+  const struct kn_origin *up;
+} kn_origin;
 
 typedef struct kn_graph {
   kn_arena arena;
@@ -167,6 +177,15 @@ const char *kn_node_attr_string(const kn_node *n, const char *name, const char *
 const int64_t *kn_node_attr_ints(const kn_node *n, const char *name, int *count);
 /* Appends an attribute to a node (the struct is copied, arrays are not). */
 void kn_node_add_attr(kn_graph *g, kn_node *n, kn_attr attr);
+
+/* Origins: nodes [first, g->n_nodes) without one were made from node
+ * `from` (a composite being rewritten). */
+void kn_graph_mark_origin(kn_graph *g, int first, int from);
+/* Makes diagnostics [first, d->count), about node n, lead with the chain of
+ * composites n was made from, the model's node first: "node 'L' (Loop): its
+ * inlined body fails: node 'L#n1/lstm' (LSTM): its decomposition fails:
+ * <line>". Nothing for a node of the model. */
+void kn_node_diag_origin(const kn_node *n, kn_diag *d, int first);
 
 /* Shapes. */
 int64_t kn_shape_numel_max(const kn_shape *s, int64_t max_batch); /* N = max_batch */

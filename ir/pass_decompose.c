@@ -173,7 +173,7 @@ void kn_dc_output(kn_dc *c, int k, int v) {
 
 /* ---- driver ---- */
 
-static int rewrite(kn_graph *g, int node, kn_diag *d) {
+static int rewrite_node(kn_graph *g, int node, kn_diag *d) {
   kn_dc c = {.g = g, .d = d, .node = node, .name = g->nodes[node].name, .last = -1};
   const kn_node *n = &g->nodes[node];
   int min_in = 0, max_in = 0, max_out = 0;
@@ -189,6 +189,17 @@ static int rewrite(kn_graph *g, int node, kn_diag *d) {
   if (rc == 1) rc = kn_dc_misc(&c);
   if (rc == 1) rc = kn_dc_ml(&c);
   KN_ASSERT(rc != 1, "composite op without a rewrite");
+  return rc;
+}
+
+/* The new nodes remember the composite (so shape inference's diagnostics
+ * about them name it), and so do this rewrite's diagnostics when the
+ * composite was itself made by one (an LSTM inside a Loop body). */
+static int rewrite(kn_graph *g, int node, kn_diag *d) {
+  int first_node = g->n_nodes, first_line = d ? d->count : 0;
+  int rc = rewrite_node(g, node, d);
+  kn_graph_mark_origin(g, first_node, node);
+  kn_node_diag_origin(&g->nodes[node], d, first_line);
   return rc;
 }
 

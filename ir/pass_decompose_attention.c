@@ -558,15 +558,20 @@ int kn_pass_decompose_attention(kn_graph *g, kn_diag *d) {
   for (int i = 0; i < n_nodes; i++) {
     if (g->nodes[i].dead) continue;
     /* uses[] stays valid: new values are read only by new nodes */
+    int first_node = g->n_nodes, first_line = d ? d->count : 0, node_rc = 0;
     switch (g->nodes[i].op) {
     case KN_OP_ATTENTION:
-    case KN_OP_FLEX_ATTENTION: rc |= decompose_attention(g, i, uses, d); break;
-    case KN_OP_CAUSAL_CONV_WITH_STATE: rc |= decompose_causal_conv(g, i, uses, d); break;
-    case KN_OP_LINEAR_ATTENTION: rc |= decompose_linear_attention(g, i, uses, d); break;
-    case KN_OP_RMS_NORM: rc |= decompose_rms_norm(g, i, uses, d); break;
-    case KN_OP_ROTARY_EMBEDDING: rc |= decompose_rotary(g, i, uses, d); break;
-    default: break;
+    case KN_OP_FLEX_ATTENTION: node_rc = decompose_attention(g, i, uses, d); break;
+    case KN_OP_CAUSAL_CONV_WITH_STATE: node_rc = decompose_causal_conv(g, i, uses, d); break;
+    case KN_OP_LINEAR_ATTENTION: node_rc = decompose_linear_attention(g, i, uses, d); break;
+    case KN_OP_RMS_NORM: node_rc = decompose_rms_norm(g, i, uses, d); break;
+    case KN_OP_ROTARY_EMBEDDING: node_rc = decompose_rotary(g, i, uses, d); break;
+    default: continue;
     }
+    rc |= node_rc;
+    /* the new nodes remember the composite, for diagnostics */
+    kn_graph_mark_origin(g, first_node, i);
+    kn_node_diag_origin(&g->nodes[i], d, first_line);
   }
   free(uses);
   if (rc < 0) return -1;

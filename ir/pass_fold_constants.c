@@ -140,8 +140,12 @@ int kn_pass_fold_constants(kn_graph *g, kn_diag *d) {
     double in_elems, work = kn_node_work(g, i, &in_elems);
     if (work > FOLD_NODE_WORK + 4.0 * in_elems || work > work_left) continue;
     work_left -= work;
+    int first_line = d ? d->count : 0;
     int r = kn_ref_eval_node(g, i, d);
-    if (r < 0) rc = -1;
+    if (r < 0) {
+      rc = -1;
+      kn_node_diag_origin(&g->nodes[i], d, first_line); /* lead with the model's node */
+    }
     if (r != 0) continue;
     kn_pass_kill_node(g, i);
     int n_out = g->nodes[i].n_out;

@@ -479,7 +479,7 @@ static int expand_scan(kn_expand *x, int node) {
 
 /* ---- driver ---- */
 
-static int expand(kn_graph *g, int node, bool *needed, kn_diag *d) {
+static int expand_node(kn_graph *g, int node, bool *needed, kn_diag *d) {
   kn_expand x = {.g = g, .d = d, .base = g->nodes[node].name, .needed = needed};
   if (g->nodes[node].n_out < 1)
     return kn_diag_error(d, "node '%s' (%s): has no outputs", g->nodes[node].name, g->nodes[node].op_type);
@@ -491,6 +491,15 @@ static int expand(kn_graph *g, int node, bool *needed, kn_diag *d) {
   case KN_OP_DFT: case KN_OP_STFT: return kn_expand_dft(g, node, needed, d);
   default: KN_UNREACHABLE("not a composite op");
   }
+}
+
+/* As pass_decompose.c's rewrite: the new nodes remember the composite. */
+static int expand(kn_graph *g, int node, bool *needed, kn_diag *d) {
+  int first_node = g->n_nodes, first_line = d ? d->count : 0;
+  int rc = expand_node(g, node, needed, d);
+  kn_graph_mark_origin(g, first_node, node);
+  kn_node_diag_origin(&g->nodes[node], d, first_line);
+  return rc;
 }
 
 int kn_pass_inline_control(kn_graph *g, kn_diag *d) { return kn_pass_inline_control_needs(g, NULL, d); }

@@ -493,11 +493,13 @@ static int infer_all(kn_graph *g, bool *needed, kn_diag *d) {
       if (n->in[k] >= 0 && !g->values[n->in[k]].shape_known) ready = false;
     if (!ready) continue; /* an earlier failure already reported */
     c.node = i;
+    int first_line = d ? d->count : 0;
     int node_rc = infer_node(&c);
     for (int k = 0; k < n->n_out && node_rc == 0; k++)
       if (!g->values[n->out[k]].shape_known) node_rc = kn_infer_fail(&c, "output %d has no shape rule", k);
     if (node_rc < 0) {
       rc = -1;
+      kn_node_diag_origin(n, d, first_line); /* name the model's node, not only a made one */
       for (int k = 0; k < n->n_out; k++) g->values[n->out[k]].shape_known = false;
       continue;
     }

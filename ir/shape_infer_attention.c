@@ -155,8 +155,11 @@ static int attn_mask(const kn_graph *g, const kn_node *n, kn_attn_geom *a, kn_di
 static int attn_attrs(const kn_node *n, kn_attn_geom *a, kn_diag *d) {
   const kn_attr *scale = kn_node_attr(n, "scale");
   a->scale = scale ? (double)scale->f : 1.0 / sqrt((double)a->head_size);
+  /* NaN or infinite scores would make every output NaN */
+  if (!isfinite(a->scale)) return fail(d, n, "attribute scale %g must be a finite number", a->scale);
   a->softcap = kn_node_attr_float(n, "softcap", 0.0f);
-  if (a->softcap < 0 || isnan(a->softcap)) return fail(d, n, "attribute softcap %g must be >= 0", a->softcap);
+  if (!(a->softcap >= 0) || isinf(a->softcap))
+    return fail(d, n, "attribute softcap %g must be finite and >= 0", a->softcap);
   int64_t causal = kn_node_attr_int(n, "is_causal", 0);
   if (causal != 0 && causal != 1) return fail(d, n, "attribute is_causal must be 0 or 1, got %lld", (long long)causal);
   a->is_causal = causal == 1;
@@ -313,6 +316,8 @@ int kn_rms_resolve(const kn_graph *g, const kn_node *n, kn_rms_geom *r, kn_diag 
   r->stash = code > 0 && code < 1000 ? kn_dtype_from_onnx((int)code) : KN_DT_INVALID;
   if (!kn_dtype_is_float(r->stash))
     return fail(d, n, "attribute stash_type %lld is not a floating-point type", (long long)code);
+  float eps = kn_node_attr_float(n, "epsilon", 1e-5f);
+  if (!isfinite(eps)) return fail(d, n, "attribute epsilon %g must be a finite number", eps);
   r->out_type = scale->dtype;
   /* scale broadcasts unidirectionally to X */
   const kn_shape *s = &scale->shape;
@@ -450,6 +455,7 @@ int kn_linattn_resolve(const kn_graph *g, const kn_node *n, kn_linattn_geom *r, 
       return -1;
   }
   r->scale = kn_node_attr_float(n, "scale", 0.0f);
+  if (!isfinite(r->scale)) return fail(d, n, "attribute scale %g must be a finite number", r->scale);
   if (r->scale == 0) r->scale = 1.0 / sqrt((double)r->key_size);
   return 0;
 }

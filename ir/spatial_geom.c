@@ -227,7 +227,18 @@ int kn_convt_resolve(const kn_node *n, const kn_shape *x, const kn_shape *w, kn_
     g->in[i] = x->dim[2 + i];
     g->kernel[i] = k;
     if (k < 1) return fail(d, n, "empty kernel", k);
-    int64_t full = g->stride[i] * (g->in[i] - 1) + opad[i] + (k - 1) * g->dilation[i] + 1;
+    /* ONNX: each output_padding must be less than its stride or dilation */
+    if (opad[i] >= g->stride[i] && opad[i] >= g->dilation[i])
+      return kn_diag_error(d,
+                           "node '%s' (%s): output_padding[%d] = %lld must be less than strides[%d] = %lld "
+                           "or dilations[%d] = %lld",
+                           n->name, n->op_type, i, (long long)opad[i], i, (long long)g->stride[i], i,
+                           (long long)g->dilation[i]);
+    int64_t span, taps; /* both below 2^41, so full and in * stride below stay in range */
+    if (__builtin_mul_overflow(g->stride[i], g->in[i] - 1, &span) || span > 2 * DIM_MAX ||
+        __builtin_mul_overflow(k - 1, g->dilation[i], &taps) || taps > 2 * DIM_MAX)
+      return fail(d, n, "output spatial size out of range", (long long)g->in[i]);
+    int64_t full = span + opad[i] + taps + 1;
     if (same_upper || same_lower) {
       int64_t out = os ? oshape[i] : g->in[i] * g->stride[i];
       int64_t total = full - out;

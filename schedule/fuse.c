@@ -107,8 +107,10 @@ int kn_sched_fuse(const kn_graph *g, kn_arena *arena, kn_groups *out, kn_diag *d
     const kn_node *n = &g->nodes[i];
     if (!needs_kernel(n) || F.group_of[i] >= 0 || F.inline_into[i] >= 0) continue;
     if (kn_op_class_of(n->op) == KN_CLASS_CONSTANT) {
+      int first_line = d ? d->count : 0;
       status = kn_diag_error(d, "node '%s' (%s): its result could not be computed at compile time",
                              n->name, n->op_type);
+      kn_node_diag_origin(n, d, first_line);
       continue;
     }
     for (int o = 0; o < n->n_out; o++) {

@@ -196,8 +196,12 @@ int kn_sched_build_kernel_with(kn_graph *g, const kn_group *grp, const kn_target
     if (n->n_in > 16) return kn_diag_error(d, "node '%s' (%s): too many inputs", n->name, n->op_type);
     for (int k = 0; k < n->n_in; k++) ins[k] = n->in[k] >= 0 ? value_map_get(&tensor_of, n->in[k]) : NULL;
     int oi = node == grp->anchor ? grp->output_index : 0;
+    int first_line = d ? d->count : 0;
     kn_te_tensor *r = kn_te_op_output(&tc, node, oi, ins, d);
-    if (!r) return -1;
+    if (!r) {
+      kn_node_diag_origin(n, d, first_line); /* lead with the model's node */
+      return -1;
+    }
     value_map_set(&tensor_of, n->out[oi], r);
     result = r;
   }

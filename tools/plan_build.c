@@ -10,6 +10,7 @@
  * are live at that step. Sizes are for N = max_batch. */
 #include "plan_build.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,14 +32,29 @@ static int root_of(const kn_graph *g, int v) {
   return v;
 }
 
-/* Bytes of value v at N = max_batch, or -1 past the 1 TiB a plan may hold
- * (which also keeps every offset sum below in range). */
-static int64_t value_bytes(const kn_graph *g, int v) {
+/* Bytes of value v at N = max_batch, or -1 with a diagnostic past
+ * KN_PLAN_MAX_TENSOR_BYTES (which also keeps every offset sum below in
+ * range). `role` says what v is to the artifact; the diagnostic names the
+ * model's node that makes v. */
+static int64_t value_bytes(const kn_graph *g, int v, const char *role, kn_diag *d) {
   int64_t n = kn_value_numel(g, v), bytes;
-  if (n < 0 || __builtin_mul_overflow(n, (int64_t)kn_dtype_size(g->values[v].dtype), &bytes) ||
-      bytes > ((int64_t)1 << 40))
-    return -1;
-  return bytes;
+  if (n >= 0 && !__builtin_mul_overflow(n, (int64_t)kn_dtype_size(g->values[v].dtype), &bytes) &&
+      bytes <= KN_PLAN_MAX_TENSOR_BYTES)
+    return bytes;
+  char size[64] = "an overflowing number of";
+  if (n >= 0 && !__builtin_mul_overflow(n, (int64_t)kn_dtype_size(g->values[v].dtype), &bytes))
+    snprintf(size, sizeof size, "%lld", (long long)bytes);
+  char maker[600] = "";
+  int p = g->values[v].producer;
+  if (p >= 0) {
+    const char *name = g->nodes[p].name, *op = g->nodes[p].op_type;
+    for (const kn_origin *o = g->nodes[p].origin; o; o = o->up) name = o->name, op = o->op_type; /* the model's */
+    snprintf(maker, sizeof maker, " (made by node '%.256s' (%.64s))", name, op);
+  }
+  kn_diag_error(d, "%s '%s'%s would take %s bytes at batch %lld; an artifact holds tensors of at most %lld bytes "
+                   "(16 GiB)",
+                role, g->values[v].name, maker, size, (long long)g->max_batch, (long long)KN_PLAN_MAX_TENSOR_BYTES);
+  return -1;
 }
 
 static int cmp_size_desc(const void *a, const void *b, void *ctx) {
@@ -127,6 +143,10 @@ int kn_plan_build(const kn_graph *g, const kn_kernel_build *kernels_in, int n_ke
   for (int i = 0; i < g->n_inputs; i++) {
     int v = g->inputs[i];
     plan->inputs[i] = (kn_plan_tensor){g->values[v].name, g->values[v].dtype, g->values[v].shape};
+    if (value_bytes(g, v, "graph input", d) < 0) {
+      status = -1; /* the first one only: a wide graph would repeat it thousands of times */
+      goto done;
+    }
     st[v].kind = ROOT_INPUT;
     st[v].index = i;
   }
@@ -161,6 +181,10 @@ int kn_plan_build(const kn_graph *g, const kn_kernel_build *kernels_in, int n_ke
                                 "Kiln does not support such outputs yet", g->values[v].name);
       continue;
     }
+    if (value_bytes(g, r, "graph output", d) < 0) {
+      status = -1;
+      goto done;
+    }
     st[r].kind = ROOT_OUTPUT;
     st[r].index = i;
   }
@@ -174,10 +198,9 @@ int kn_plan_build(const kn_graph *g, const kn_kernel_build *kernels_in, int n_ke
     if (st[out].kind == ROOT_NONE) {
       st[out].kind = ROOT_WORK;
       st[out].first = k;
-      st[out].bytes = value_bytes(g, out);
+      st[out].bytes = value_bytes(g, out, "tensor", d);
       if (st[out].bytes < 0) {
-        status = kn_diag_error(d, "tensor '%s' is larger than 1 TiB at batch %lld", g->values[out].name,
-                               (long long)g->max_batch);
+        status = -1;
         goto done;
       }
     }
@@ -187,13 +210,25 @@ int kn_plan_build(const kn_graph *g, const kn_kernel_build *kernels_in, int n_ke
       if (st[r].kind == ROOT_NONE && g->values[r].data) {
         st[r].kind = ROOT_CONST;
         st[r].index = plan->n_consts;
-        plan->consts[plan->n_consts++] = (kn_plan_const){g->values[r].name, value_bytes(g, r), g->values[r].data};
+        int64_t bytes = value_bytes(g, r, "constant", d);
+        if (bytes < 0) {
+          status = -1;
+          goto done;
+        }
+        plan->consts[plan->n_consts++] = (kn_plan_const){g->values[r].name, bytes, g->values[r].data};
       }
       KN_ASSERT(st[r].kind != ROOT_NONE, "kernel reads a value nobody wrote");
       st[r].last = k;
     }
   }
   plan->workspace_bytes = place(st, g->n_values);
+  if (plan->workspace_bytes > KN_PLAN_MAX_WORKSPACE_BYTES) {
+    status = kn_diag_error(d, "the workspace would take %lld bytes at batch %lld; an artifact's workspace holds at "
+                              "most %lld bytes (1 TiB)",
+                           (long long)plan->workspace_bytes, (long long)g->max_batch,
+                           (long long)KN_PLAN_MAX_WORKSPACE_BYTES);
+    goto done;
+  }
 
   for (int k = 0; k < n_kernels; k++) {
     const kn_kernel_build *kb = &kernels[k];

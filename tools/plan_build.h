@@ -5,6 +5,15 @@
 #include "../codegen/plan.h"
 #include "../schedule/schedule.h"
 
+/* The largest tensor an artifact may hold (graph input, output, constant or
+ * intermediate, in bytes at N = max_batch): 16 GiB. Shape inference accepts
+ * far more (KN_MAX_TENSOR_BYTES, a bound for overflow-free arithmetic), so
+ * that `kiln inspect` can describe such a model; `kiln compile` refuses it
+ * here, before code generation, naming the tensor and the node making it. */
+#define KN_PLAN_MAX_TENSOR_BYTES ((int64_t)1 << 34)
+/* The largest workspace (all intermediates live at once, placed): 1 TiB. */
+#define KN_PLAN_MAX_WORKSPACE_BYTES ((int64_t)1 << 40)
+
 /* Assigns storage to every value read or written by the kernels (graph
  * inputs and outputs, constants, one workspace for the rest, placed by
  * liveness) and fills `plan`, arena-allocated. */

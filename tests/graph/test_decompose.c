@@ -300,6 +300,46 @@ static void must_fail(void **state) {
   kn_graph_free(&g);
 }
 
+/* A shape error in a node the decomposition made leads with the composite:
+ * the model's node, not only the generated "mm/MatMul_3"; a composite made
+ * by another rewrite names the whole chain, outermost first. */
+static void errors_name_the_composite(void **state) {
+  (void)state;
+  kn_graph g;
+  kn_graph_init(&g);
+  g.max_batch = 1;
+  tg_input(&g, "a", KN_DT_U8, "2,3");
+  tg_input(&g, "b", KN_DT_U8, "4,5");
+  tg_node(&g, KN_OP_MATMUL_INTEGER, "mm", "a,b", "y");
+  tg_output(&g, "y");
+  kn_diag d;
+  kn_diag_init(&d);
+  assert_int_equal(kn_pass_decompose(&g, &d), 0); /* the rewrite itself is fine */
+  kn_diag_free(&d);
+  tg_infer_fails(&g, "node 'mm' (MatMulInteger): its decomposition fails: node 'mm/MatMul_");
+  tg_infer_fails(&g, "(MatMul): inner dims differ: [2,3] x [4,5]");
+  kn_graph_free(&g);
+
+  /* the MatMulInteger as if inlined from a Loop's body */
+  kn_graph_init(&g);
+  g.max_batch = 1;
+  tg_input(&g, "a", KN_DT_U8, "2,3");
+  tg_input(&g, "b", KN_DT_U8, "4,5");
+  int loop = tg_node(&g, KN_OP_RELU, "loop", "a", "unused"); /* stands for the Loop */
+  g.nodes[loop].op_type = "Loop";
+  int first = g.n_nodes;
+  tg_node(&g, KN_OP_MATMUL_INTEGER, "loop#n0/mm", "a,b", "y");
+  kn_graph_mark_origin(&g, first, loop);
+  g.nodes[loop].dead = true;
+  tg_output(&g, "y");
+  kn_diag_init(&d);
+  assert_int_equal(kn_pass_decompose(&g, &d), 0);
+  kn_diag_free(&d);
+  tg_infer_fails(&g, "node 'loop' (Loop): its inlined body fails: node 'loop#n0/mm' (MatMulInteger): its "
+                     "decomposition fails: node 'loop#n0/mm/MatMul_");
+  kn_graph_free(&g);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(nll_mean_weight_ignore), cmocka_unit_test(sce_none_log_prob),
@@ -308,6 +348,7 @@ int main(void) {
       cmocka_unit_test(quantize_float8),
       cmocka_unit_test(matmul_integer_zero_points), cmocka_unit_test(dynamic_quantize_scale),
       cmocka_unit_test(must_fail),
+      cmocka_unit_test(errors_name_the_composite),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -369,6 +369,48 @@ static void bad_inputs_are_diagnosed(void **state) {
   }
 }
 
+/* NaN or infinite scales / softcaps / epsilons would make every output
+ * NaN (or inf): refused, naming the node and the attribute. */
+static void non_finite_attributes_refused(void **state) {
+  (void)state;
+  struct {
+    kn_op op;
+    const char *ins, *shapes[3], *attr, *needle;
+    float value;
+  } cases[] = {
+      {KN_OP_ATTENTION, "a,b,c", {"1,2,3,4", "1,2,5,4", "1,2,5,4"}, "scale",
+       "node 'bad' (Attention): attribute scale nan must be a finite number", NAN},
+      {KN_OP_ATTENTION, "a,b,c", {"1,2,3,4", "1,2,5,4", "1,2,5,4"}, "scale",
+       "node 'bad' (Attention): attribute scale inf must be a finite number", INFINITY},
+      {KN_OP_ATTENTION, "a,b,c", {"1,2,3,4", "1,2,5,4", "1,2,5,4"}, "scale",
+       "node 'bad' (Attention): attribute scale -inf must be a finite number", -INFINITY},
+      {KN_OP_ATTENTION, "a,b,c", {"1,2,3,4", "1,2,5,4", "1,2,5,4"}, "softcap",
+       "node 'bad' (Attention): attribute softcap inf must be finite and >= 0", INFINITY},
+      {KN_OP_LINEAR_ATTENTION, "a,b,c", {"1,2,8", "1,2,8", "1,2,8"}, "scale",
+       "node 'bad' (LinearAttention): attribute scale nan must be a finite number", NAN},
+      {KN_OP_RMS_NORM, "a,b", {"2,3", "3"}, "epsilon",
+       "node 'bad' (RMSNormalization): attribute epsilon nan must be a finite number", NAN},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    kn_graph g;
+    kn_graph_init(&g);
+    g.opset = 24;
+    g.max_batch = 1;
+    const char *names[3] = {"a", "b", "c"};
+    for (int k = 0; k < 3 && cases[i].shapes[k]; k++) tg_input(&g, names[k], KN_DT_F32, cases[i].shapes[k]);
+    int n = tg_node(&g, cases[i].op, "bad", cases[i].ins, "y");
+    if (cases[i].op == KN_OP_LINEAR_ATTENTION) {
+      tg_attr_i(&g, n, "q_num_heads", 2);
+      tg_attr_i(&g, n, "kv_num_heads", 2);
+      tg_attr_s(&g, n, "update_rule", "linear");
+    }
+    tg_attr_f(&g, n, cases[i].attr, cases[i].value);
+    tg_output(&g, "y");
+    tg_infer_fails(&g, cases[i].needle);
+    kn_graph_free(&g);
+  }
+}
+
 /* FlexAttention's score_mod / prob_mod subgraphs are refused by name. */
 static void flex_attention_subgraph_refused(void **state) {
   (void)state;
@@ -396,6 +438,7 @@ int main(void) {
       cmocka_unit_test(linear_attention_gated_delta_gqa),
       cmocka_unit_test(flex_attention_subgraph_refused),
       cmocka_unit_test(bad_inputs_are_diagnosed),
+      cmocka_unit_test(non_finite_attributes_refused),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -125,6 +125,43 @@ static void conv_shapes(void **state) {
   kn_graph_free(&g);
 }
 
+/* ConvTranspose: output_padding must be below the stride or the dilation
+ * (ONNX); the output size never overflows. */
+static void conv_transpose_output_padding(void **state) {
+  (void)state;
+  struct {
+    int64_t stride, dilation, opad;
+    const char *in, *out, *needle;
+  } cases[] = {
+      {2, 1, 1, "1,2,4,4", "1,3,10,9", NULL},
+      {1, 2, 1, "1,2,4,4", "1,3,9,8", NULL},
+      {2, 1, 2, "1,2,4,4", NULL,
+       "node 'ct' (ConvTranspose): output_padding[0] = 2 must be less than strides[0] = 2 or dilations[0] = 1"},
+      {1, 2, 2, "1,2,4,4", NULL,
+       "node 'ct' (ConvTranspose): output_padding[0] = 2 must be less than strides[0] = 1 or dilations[0] = 2"},
+      {(int64_t)1 << 40, 1, 0, "1,2,4,1099511627776", NULL, "node 'ct' (ConvTranspose): output spatial size out of range"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    kn_graph g;
+    kn_graph_init(&g);
+    g.max_batch = 1;
+    tg_input(&g, "x", KN_DT_F32, cases[i].in);
+    tg_const_rand(&g, "w", "2,3,3,3", 1, -1, 1);
+    int n = tg_node(&g, KN_OP_CONV_TRANSPOSE, "ct", "x,w", "y");
+    tg_attr_ints(&g, n, "strides", 2, I(cases[i].stride), I(cases[i].stride));
+    tg_attr_ints(&g, n, "dilations", 2, I(cases[i].dilation), I(cases[i].dilation));
+    tg_attr_ints(&g, n, "output_padding", 2, I(cases[i].opad), I(0));
+    tg_output(&g, "y");
+    if (cases[i].needle) {
+      tg_infer_fails(&g, cases[i].needle);
+    } else {
+      tg_infer_ok(&g);
+      expect(&g, "y", KN_DT_F32, cases[i].out);
+    }
+    kn_graph_free(&g);
+  }
+}
+
 static void pool_shapes(void **state) {
   (void)state;
   kn_graph g;
@@ -579,6 +616,7 @@ int main(void) {
       cmocka_unit_test(broadcasting),
       cmocka_unit_test(broadcast_mismatch_and_dtypes),
       cmocka_unit_test(conv_shapes),
+      cmocka_unit_test(conv_transpose_output_padding),
       cmocka_unit_test(pool_shapes),
       cmocka_unit_test(nhwc_shapes),
       cmocka_unit_test(matmul_gemm_shapes),

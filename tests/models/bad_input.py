@@ -120,9 +120,14 @@ def const(name, shape, value=0.5):
 # ---- compile cases ---------------------------------------------------------------------------
 
 def compile_case(c, model_path, culprits, *flags, extra_lines=0):
+    compile_case_err(c, model_path, culprits, *flags, extra_lines=extra_lines)
+
+
+def compile_case_err(c, model_path, culprits, *flags, extra_lines=0):
+    """compile_case, returning stderr."""
     out_dir = c.fresh_dir("out")
-    c.expect_error(["compile", model_path, "-o", os.path.join(out_dir, "m.so"), *flags],
-                   culprits, out_dir, extra_lines)
+    return c.expect_error(["compile", model_path, "-o", os.path.join(out_dir, "m.so"), *flags],
+                          culprits, out_dir, extra_lines)
 
 
 def case_truncated_onnx(c):
@@ -180,6 +185,82 @@ def case_onehot_depth_not_integer(c):
                    [helper.make_tensor_value_info("idx", TensorProto.INT64, [3])], [f32("y", None)],
                    [depth, values], opset=11)
     compile_case(c, p, ["onehot_f", "depth", "not an integer"])
+
+
+def case_onehot_output_too_large(c):
+    # depth 2^40: shape inference accepts it, an artifact holds at most 16 GiB per tensor
+    depth = helper.make_tensor("depth", TensorProto.INT64, [], [1 << 40])
+    values = helper.make_tensor("values", TensorProto.FLOAT, [2], [0.0, 1.0])
+    p = save_model(c.path("onehot_huge.onnx"),
+                   [helper.make_node("OneHot", ["idx", "depth", "values"], ["y"], name="onehot_big")],
+                   [helper.make_tensor_value_info("idx", TensorProto.INT64, [4])], [f32("y", None)],
+                   [depth, values], opset=11)
+    compile_case(c, p, ["graph output 'y'", "onehot_big", "OneHot", "16 GiB"])
+
+
+def case_intermediate_too_large(c):
+    # an intermediate (workspace) tensor of 2^35 floats, reduced to a scalar output
+    p = save_model(c.path("big_intermediate.onnx"),
+                   [helper.make_node("Expand", ["x", "shape"], ["big"], name="expand_big"),
+                    helper.make_node("ReduceSum", ["big"], ["y"], name="sum_all", keepdims=0)],
+                   [f32("x", [1])], [f32("y", None)],
+                   [helper.make_tensor("shape", TensorProto.INT64, [2], [1 << 20, 1 << 15])])
+    compile_case(c, p, ["tensor 'big'", "expand_big", "Expand", "16 GiB"])
+
+
+def attention_model(c, name, **attrs):
+    q = [f32(n, [1, 2, 4, 8]) for n in ("q", "k", "v")]
+    return save_model(c.path(name), [helper.make_node("Attention", ["q", "k", "v"], ["y"], name="my_attn", **attrs)],
+                      q, [f32("y", None)], opset=23)
+
+
+def case_attention_scale_nan(c):
+    compile_case(c, attention_model(c, "attn_nan.onnx", scale=float("nan")), ["my_attn", "Attention", "scale nan"])
+
+
+def case_attention_scale_inf(c):
+    compile_case(c, attention_model(c, "attn_inf.onnx", scale=float("-inf")), ["my_attn", "Attention", "scale -inf"])
+
+
+def case_convtranspose_output_padding(c):
+    # output_padding must be less than the stride or the dilation (here 2 and 1)
+    p = save_model(c.path("convt_opad.onnx"),
+                   [helper.make_node("ConvTranspose", ["x", "w"], ["y"], name="my_convt", strides=[2, 2],
+                                     output_padding=[0, 2])],
+                   [f32("x", [1, 1, 4, 4])], [f32("y", None)], [const("w", [1, 1, 3, 3])])
+    compile_case(c, p, ["my_convt", "ConvTranspose", "output_padding[1] = 2", "strides[1] = 2"])
+
+
+def case_decomposition_names_model_node(c):
+    # MatMulInteger becomes Cast + MatMul: the MatMul's shape error names the ONNX node first
+    w = helper.make_tensor("w", TensorProto.UINT8, [4, 5], [1] * 20)
+    p = save_model(c.path("mmi.onnx"), [helper.make_node("MatMulInteger", ["a", "w"], ["y"], name="my_mmi")],
+                   [helper.make_tensor_value_info("a", TensorProto.UINT8, [2, 3])],
+                   [helper.make_tensor_value_info("y", TensorProto.INT32, None)], [w])
+    err = compile_case_err(c, p, ["node 'my_mmi' (MatMulInteger): its decomposition fails: node 'my_mmi/"])
+    if "inner dims differ" not in err:
+        raise CaseFailure(f"the diagnostic does not say what is wrong:\n{err}")
+
+
+def case_loop_body_names_model_nodes(c):
+    # an LSTM with a bad recurrence weight inside a Loop body: the chain of nodes is named,
+    # the Loop first, then the LSTM
+    f = TensorProto.FLOAT
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["cin"], ["cout"], name="b_id"),
+         helper.make_node("LSTM", ["s", "w", "r"], ["y0"], name="inner_lstm", hidden_size=4),
+         helper.make_node("Identity", ["s"], ["sout"], name="b_id2")], "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("cin", TensorProto.BOOL, []), helper.make_tensor_value_info("s", f, None)],
+        [helper.make_tensor_value_info("cout", TensorProto.BOOL, []), helper.make_tensor_value_info("sout", f, None),
+         helper.make_tensor_value_info("y0", f, None)])
+    p = save_model(c.path("loop_lstm.onnx"),
+                   [helper.make_node("Loop", ["m", "", "x"], ["y", "ys"], name="outer_loop", body=body)],
+                   [f32("x", [2, 1, 3])], [f32("y", None), f32("ys", None)],
+                   [helper.make_tensor("m", TensorProto.INT64, [], [1]), const("w", [1, 16, 3]),
+                    const("r", [1, 16, 5])])
+    compile_case(c, p, ["node 'outer_loop' (Loop): its inlined body fails: node 'outer_loop#",
+                        "inner_lstm' (LSTM): its decomposition fails: node '", "(MatMul)"])
 
 
 def case_unsupported_ops(c):
