@@ -135,8 +135,9 @@ int kn_plan_build(const kn_graph *g, const kn_kernel_build *kernels_in, int n_ke
   plan->prefix = prefix;
   plan->max_batch = g->max_batch;
   storage *st = calloc((size_t)g->n_values + 1, sizeof(storage));
-  KN_ASSERT(st, "out of memory");
-  int status = 0;
+  bool *is_check = calloc((size_t)g->n_values + 1, sizeof(bool)); /* roots of run-time checks */
+  KN_ASSERT(st && is_check, "out of memory");
+  int status = 0, n_public = g->n_outputs - g->n_checks;
 
   plan->n_inputs = g->n_inputs;
   plan->inputs = KN_NEW_ARRAY(arena, kn_plan_tensor, g->n_inputs + 1);
@@ -150,9 +151,6 @@ int kn_plan_build(const kn_graph *g, const kn_kernel_build *kernels_in, int n_ke
     st[v].kind = ROOT_INPUT;
     st[v].index = i;
   }
-  int n_public = g->n_outputs - g->n_checks;
-  bool *is_check = calloc((size_t)g->n_values + 1, sizeof(bool));
-  KN_ASSERT(is_check, "out of memory");
   for (int i = n_public; i < g->n_outputs; i++) {
     int r = root_of(g, g->outputs[i]);
     const kn_value *c = &g->values[r];
