@@ -38,7 +38,10 @@ void *kn_arena_alloc(kn_arena *a, size_t size) {
   if (size == 0) size = 64;
   kn_arena_block *b = a->head;
   if (!b || b->used + size > b->size) {
-    size_t cap = size > (1u << 20) ? size : (1u << 20);
+    /* blocks grow from 16 KiB to 1 MiB: short-lived arenas (one shape
+     * inference, one node's reference evaluation) stay small */
+    size_t grow = b ? (b->size >= (1u << 20) ? (1u << 20) : b->size * 2) : (1u << 14);
+    size_t cap = size > grow ? size : grow;
     b = aligned_alloc(64, (sizeof(kn_arena_block) + cap + 63) & ~(size_t)63);
     KN_ASSERT(b, "out of memory");
     b->size = cap;

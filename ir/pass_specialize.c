@@ -35,7 +35,8 @@
 
 enum {
   MAX_ELEMS = 16,     /* elements of all undecided inputs together */
-  MAX_TRIES = 40000,  /* assignments tried (each one shape-infers the graph) */
+  MAX_TRIES = 10000,  /* assignments tried (each one shape-infers the graph) */
+  MAX_WORK = 4000000, /* assignments tried x nodes */
   MAX_CANDS = 4096,   /* matching assignments kept */
   MAX_CLASSES = 8,    /* duplicated computations */
   MAX_DOMAIN = 48,    /* values per element */
@@ -50,6 +51,7 @@ typedef struct undecided {
   use_kind use;
   int rank;      /* USE_AXES: the rank its axes index */
   int axes_rank; /* > 0: a Squeeze / Unsqueeze reads it as axes of this rank */
+  bool reshape;  /* a Reshape reads it: -1 and 0 are meaningful */
   int n_dom;
   double dom[MAX_DOMAIN];
 } undecided;
@@ -99,7 +101,7 @@ static use_kind use_of(const kn_graph *g, const kn_node *n, int k, int *rank) {
 }
 
 /* The use of graph input v over all its readers (the weakest one). */
-static use_kind use_of_input(const kn_graph *g, int v, int *rank, int *axes_rank) {
+static use_kind use_of_input(const kn_graph *g, int v, int *rank, int *axes_rank, bool *reshape) {
   use_kind use = USE_SHAPE;
   int r = -1, readers = 0;
   for (int i = 0; i < g->n_nodes; i++) {
@@ -108,6 +110,7 @@ static use_kind use_of_input(const kn_graph *g, int v, int *rank, int *axes_rank
       if (n->in[k] != v) continue;
       int rk = -1;
       use_kind u = use_of(g, n, k, &rk);
+      *reshape |= n->op == KN_OP_RESHAPE;
       if ((n->op == KN_OP_SQUEEZE || n->op == KN_OP_UNSQUEEZE) && k == 1) {
         int r = g->values[n->in[0]].shape.rank + (n->op == KN_OP_UNSQUEEZE ? (int)kn_value_numel(g, v) : 0);
         if (r > *axes_rank) *axes_rank = r;
@@ -131,7 +134,10 @@ static void dom_add(undecided *u, double x) {
   if (u->n_dom < MAX_DOMAIN) u->dom[u->n_dom++] = x;
 }
 
-/* The values element of u may take: axes, or every small number and dim. */
+/* The values an element of u may take: axes; else 1, every dim the graph
+ * mentions (0 among them when a tensor is empty) and their quotients (Tile's
+ * repeats), the axes of a Squeeze / Unsqueeze reading it, and -1 and 0 for
+ * a Reshape. Every shape-only use listed in use_of takes its values there. */
 static void fill_domain(const kn_graph *g, undecided *u) {
   const kn_value *val = &g->values[u->value];
   if (u->use == USE_AXES) {
@@ -144,8 +150,10 @@ static void fill_domain(const kn_graph *g, undecided *u) {
     return;
   }
   for (int a = -u->axes_rank; a < u->axes_rank; a++) dom_add(u, a);
-  dom_add(u, -1);
-  dom_add(u, 0);
+  if (u->reshape || u->use == USE_VALUE) {
+    dom_add(u, -1);
+    dom_add(u, 0);
+  }
   dom_add(u, 1);
   for (int i = 0; i < g->n_inputs; i++)
     for (int k = 0; k < g->values[g->inputs[i]].shape.rank; k++) dom_add(u, (double)g->values[g->inputs[i]].shape.dim[k]);
@@ -181,7 +189,7 @@ static int enumerate(spec *s, bool *more_needed) {
   double tries = 1;
   for (int i = 0; i < s->n_inputs; i++)
     for (int e = 0; e < s->in[i].n; e++) tries *= s->in[i].n_dom;
-  if (tries > MAX_TRIES) return -1;
+  if (tries > MAX_TRIES || tries * (g->n_nodes + 1) > MAX_WORK) return -1;
   void *bufs[MAX_ELEMS];
   for (int i = 0; i < s->n_inputs; i++) {
     const kn_value *v = &g->values[s->in[i].value];
@@ -465,7 +473,7 @@ static bool collect(spec *s, const bool *needed, kn_dc *b) {
     if (n < 0 || s->n_inputs == MAX_ELEMS || s->n_elems + n > MAX_ELEMS) return false;
     undecided *u = &s->in[s->n_inputs++];
     *u = (undecided){.value = v, .n = (int)n, .first = s->n_elems};
-    u->use = use_of_input(g, v, &u->rank, &u->axes_rank);
+    u->use = use_of_input(g, v, &u->rank, &u->axes_rank, &u->reshape);
     fill_domain(g, u);
     s->n_elems += (int)n;
   }
@@ -528,7 +536,11 @@ int kn_pass_specialize(kn_graph *g, kn_diag *d) {
   /* a reader of one undecided input may only be reached once another is
    * known (TopK's K, then a ReduceMax of its output): add those and retry */
   for (int round = 0; ok && round < 4; round++) {
-    memset(needed, 0, sizeof(bool) * (size_t)g->n_values);
+    for (int i = 0; i < s.n_inputs; i++) ok &= s.in[i].use != USE_VALUE; /* see below */
+    if (!ok) break;
+    free(needed); /* collect() may have added values */
+    needed = calloc((size_t)g->n_values + 1, sizeof(bool));
+    KN_ASSERT(needed, "out of memory");
     if (enumerate(&s, needed) < 0 || s.n_cands > 0) break;
     bool grew = false;
     for (int i = 0; i < g->n_inputs; i++) grew |= needed[g->inputs[i]] && !is_undecided(&s, g->inputs[i]);
