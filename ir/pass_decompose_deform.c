@@ -1,0 +1,219 @@
+/* pass_decompose_deform.c — DeformConv (opset 19 / 22) as primitive ops (a
+ * rewrite of ir/pass_decompose.c; builder in decompose.h). 2-D only.
+ *
+ * Semantics: for output position p = (i, j) and kernel tap k = (a, b), input
+ * channel c of offset group o = c / (C / offset_group) samples X[n, c]
+ * bilinearly at
+ *     y = i * stride_h - pad_top  + a * dilation_h + offset[n, o, k, 0, i, j]
+ *     x = j * stride_w - pad_left + b * dilation_w + offset[n, o, k, 1, i, j]
+ * (offset viewed as [N, offset_group, kh, kw, 2, oh, ow]; neighbours outside
+ * the image read 0, as GridSample with zeros padding and align_corners = 1,
+ * which the ONNX reference uses), times mask[n, o, k, i, j] (mask viewed as
+ * [N, offset_group, kh, kw, oh, ow]; 1 when omitted). Y is the grouped
+ * contraction of these samples with W, plus B.
+ *
+ * The rewrite (K = kh * kw taps, P = oh * ow positions, og = offset_group):
+ *   - offset reshaped [N, og, K, 2, P]; dy, dx = Gather of entry 0 / 1 on
+ *     axis 3 -> [N, og, K, P]; y = base_y + dy, x = base_x + dx with constant
+ *     [K, P] grids of the undeformed tap positions;
+ *   - y0 = Floor(y); for neighbour row r in {0, 1}: valid = 0 <= y0 + r <= H-1,
+ *     weight Where(valid, r ? y - y0 : 1 - (y - y0), 0), row index
+ *     Cast<int64>(Where(valid, y0 + r, 0)) — an invalid (or NaN) coordinate
+ *     reads element 0 with weight 0, so no gather leaves the image; columns
+ *     alike; the mask multiplies the row weights;
+ *   - per neighbour (r, s): the flat index row * W + col, reshaped
+ *     [N, og, 1, K*P] and Expanded over the og's channels, picks from X
+ *     reshaped [N, og, C/og, H*W] (GatherElements, axis 3); the four picks
+ *     times their weights, summed, are the columns [N, og, C/og, K*P] =
+ *     [N, C*K, oh, ow] (im2col order: channel major, tap minor);
+ *   - Y = Conv(columns, W reshaped [M, C/group * K, 1, 1], B, group): a 1x1
+ *     grouped convolution is exactly the grouped contraction, and runs on
+ *     Conv's scheduled kernels.
+ * float16 / bfloat16 compute in float32 and cast back.
+ */
+#include "decompose.h"
+#include "ref_eval.h"
+#include "shape_infer.h"
+
+/* Largest K * P (elements of each constant tap grid) accepted. */
+#define DEFORM_MAX_GRID ((int64_t)1 << 26)
+
+/* Whether dim i of a and dim j of b are the same (value and batch symbol). */
+static bool same_dim(const kn_shape *a, int i, const kn_shape *b, int j) {
+  return a->dim[i] == b->dim[j] && ((a->batch_mask >> i) & 1u) == ((b->batch_mask >> j) & 1u);
+}
+
+/* The geometry of a checked DeformConv. */
+typedef struct deform_geom {
+  int64_t chans, height, width;  /* X: [N, C, H, W] */
+  int64_t out_chans, kh, kw;     /* W: [M, C/group, kh, kw] */
+  int64_t group, offset_group;
+  kn_window win;                 /* strides, dilations, pads, output size */
+} deform_geom;
+
+/* Checks ranks, dtypes and the attributes against the input shapes. */
+static int deform_check(kn_dc *c, deform_geom *gm) {
+  const kn_node *n = &c->g->nodes[c->node];
+  const kn_value *xv = kn_dc_val(c, kn_dc_in(c, 0)), *wv = kn_dc_val(c, kn_dc_in(c, 1));
+  const kn_value *ov = kn_dc_val(c, kn_dc_in(c, 2));
+  int b = kn_dc_in(c, 3), mask = kn_dc_in(c, 4);
+  kn_dtype t = xv->dtype;
+  if (t != KN_DT_F32 && t != KN_DT_F64 && t != KN_DT_F16 && t != KN_DT_BF16)
+    return kn_dc_fail(c, "input X must be float16, bfloat16, float or double, got %s", kn_dtype_name(t));
+  static const char *const names[] = {"X", "W", "offset", "B", "mask"};
+  for (int k = 1; k < 5; k++) {
+    int v = kn_dc_in(c, k);
+    if (v >= 0 && kn_dc_val(c, v)->dtype != t)
+      return kn_dc_fail(c, "input %s is %s, expected X's dtype %s", names[k], kn_dtype_name(kn_dc_val(c, v)->dtype),
+                        kn_dtype_name(t));
+  }
+  const kn_shape *xs = &xv->shape, *ws = &wv->shape, *os = &ov->shape;
+  if (xs->rank != 4)
+    return kn_dc_fail(c, "only 2-D DeformConv is supported: X must be [N,C,H,W], got rank %d", xs->rank);
+  if (xs->batch_mask & ~1u) return kn_dc_fail(c, "input X must be [N,C,H,W] with only N symbolic");
+  if (ws->rank != 4 || ws->batch_mask) return kn_dc_fail(c, "input W must be a fixed [M,C/group,kH,kW]");
+  if (os->rank != 4 || !same_dim(os, 0, xs, 0))
+    return kn_dc_fail(c, "input offset must be [N,2*offset_group*kH*kW,oH,oW] with X's batch");
+  gm->chans = xs->dim[1], gm->height = xs->dim[2], gm->width = xs->dim[3];
+  gm->out_chans = ws->dim[0], gm->kh = ws->dim[2], gm->kw = ws->dim[3];
+  gm->group = kn_node_attr_int(n, "group", 1);
+  gm->offset_group = kn_node_attr_int(n, "offset_group", 1);
+  if (gm->group < 1 || gm->chans % gm->group || ws->dim[1] != gm->chans / gm->group)
+    return kn_dc_fail(c, "attribute 'group' = %lld does not split %lld input channels into W's %lld per group",
+                      (long long)gm->group, (long long)gm->chans, (long long)ws->dim[1]);
+  if (gm->out_chans % gm->group)
+    return kn_dc_fail(c, "attribute 'group' = %lld does not divide W's %lld output channels", (long long)gm->group,
+                      (long long)gm->out_chans);
+  if (gm->offset_group < 1 || gm->chans % gm->offset_group)
+    return kn_dc_fail(c, "attribute 'offset_group' = %lld does not divide %lld input channels",
+                      (long long)gm->offset_group, (long long)gm->chans);
+  int nk = 0;
+  const int64_t *ks = kn_node_attr_ints(n, "kernel_shape", &nk);
+  if (ks && (nk != 2 || ks[0] != gm->kh || ks[1] != gm->kw))
+    return kn_dc_fail(c, "attribute 'kernel_shape' does not match W's kernel %lldx%lld", (long long)gm->kh,
+                      (long long)gm->kw);
+  int64_t in_hw[2] = {gm->height, gm->width}, kernel[2] = {gm->kh, gm->kw};
+  if (kn_window_resolve(n, 2, in_hw, kernel, false, &gm->win, c->d) < 0) return -1;
+  int64_t taps = gm->kh * gm->kw, positions = gm->win.out[0] * gm->win.out[1];
+  if (os->dim[1] != 2 * gm->offset_group * taps || os->dim[2] != gm->win.out[0] || os->dim[3] != gm->win.out[1])
+    return kn_dc_fail(c, "input offset must be [N,%lld,%lld,%lld] (2*offset_group*kH*kW, output size), got [%lld,%lld,%lld]",
+                      (long long)(2 * gm->offset_group * taps), (long long)gm->win.out[0], (long long)gm->win.out[1],
+                      (long long)os->dim[1], (long long)os->dim[2], (long long)os->dim[3]);
+  if (taps > DEFORM_MAX_GRID / positions)
+    return kn_dc_fail(c, "kernel taps x output positions (%lld x %lld) is too large", (long long)taps,
+                      (long long)positions);
+  if (b >= 0) {
+    const kn_shape *bs = &kn_dc_val(c, b)->shape;
+    if (bs->rank != 1 || bs->batch_mask || bs->dim[0] != gm->out_chans)
+      return kn_dc_fail(c, "input B must be [%lld]", (long long)gm->out_chans);
+  }
+  if (mask >= 0) {
+    const kn_shape *ms = &kn_dc_val(c, mask)->shape;
+    if (ms->rank != 4 || !same_dim(ms, 0, xs, 0) || ms->dim[1] != gm->offset_group * taps ||
+        ms->dim[2] != gm->win.out[0] || ms->dim[3] != gm->win.out[1])
+      return kn_dc_fail(c, "input mask must be [N,%lld,%lld,%lld] (offset_group*kH*kW, output size)",
+                        (long long)(gm->offset_group * taps), (long long)gm->win.out[0], (long long)gm->win.out[1]);
+  }
+  return 0;
+}
+
+/* The constant [K, P] grid of undeformed tap positions along spatial axis
+ * `axis` (0 = rows, 1 = columns). */
+static int tap_grid(kn_dc *c, kn_dtype t, const deform_geom *gm, int axis) {
+  int64_t taps = gm->kh * gm->kw, ow = gm->win.out[1], positions = gm->win.out[0] * ow;
+  kn_shape s = {.rank = 2, .dim = {taps, positions}};
+  int v = kn_dc_const(c, t, &s, NULL);
+  void *data = c->g->values[v].data;
+  for (int64_t k = 0; k < taps; k++)
+    for (int64_t p = 0; p < positions; p++) {
+      int64_t out = axis == 0 ? p / ow : p % ow, tap = axis == 0 ? k / gm->kw : k % gm->kw;
+      double pos = (double)(out * gm->win.stride[axis] - gm->win.pad_begin[axis] + tap * gm->win.dilation[axis]);
+      kn_ref_store(t, data, k * positions + p, pos);
+    }
+  return v;
+}
+
+/* The two bilinear neighbours along one axis of sampling coordinate `coord`
+ * (axis size `size`): their weights (0 outside the image) and int64 indices
+ * (0 outside the image). */
+static void neighbours(kn_dc *c, kn_dtype t, int coord, int64_t size, int weight[2], int index[2]) {
+  int lo = kn_dc_un(c, KN_OP_FLOOR, coord);
+  int frac = kn_dc_bin(c, KN_OP_SUB, coord, lo);
+  int zero = kn_dc_scalar(c, t, 0), one = kn_dc_scalar(c, t, 1), last = kn_dc_scalar(c, t, (double)(size - 1));
+  for (int r = 0; r < 2; r++) {
+    int pos = r ? kn_dc_bin(c, KN_OP_ADD, lo, one) : lo;
+    int valid = kn_dc_bin(c, KN_OP_AND, kn_dc_bin(c, KN_OP_GREATER_OR_EQUAL, pos, zero),
+                          kn_dc_bin(c, KN_OP_LESS_OR_EQUAL, pos, last));
+    int w = r ? frac : kn_dc_bin(c, KN_OP_SUB, one, frac);
+    int in_w[3] = {valid, w, zero}, in_i[3] = {valid, pos, zero};
+    weight[r] = kn_dc_op(c, KN_OP_WHERE, in_w, 3);
+    index[r] = kn_dc_cast(c, kn_dc_op(c, KN_OP_WHERE, in_i, 3), KN_DT_I64);
+  }
+}
+
+static int deform_conv(kn_dc *c) {
+  deform_geom gm;
+  if (deform_check(c, &gm) < 0) return -1;
+  kn_dtype t = kn_dc_val(c, kn_dc_in(c, 0))->dtype;
+  kn_dtype ct = t == KN_DT_F64 ? KN_DT_F64 : KN_DT_F32; /* computing dtype */
+  int64_t og = gm.offset_group, per_og = gm.chans / og, taps = gm.kh * gm.kw;
+  int64_t oh = gm.win.out[0], ow = gm.win.out[1], positions = oh * ow;
+  int x = kn_dc_cast(c, kn_dc_in(c, 0), ct), w = kn_dc_cast(c, kn_dc_in(c, 1), ct);
+  int off = kn_dc_cast(c, kn_dc_in(c, 2), ct);
+
+  /* sampling coordinates [N, og, K, P] */
+  const int64_t off5[5] = {0, og, taps, 2, positions}, per_tap[4] = {0, og, taps, positions};
+  off = kn_dc_reshape(c, off, off5, 5);
+  int coord[2];
+  for (int axis = 0; axis < 2; axis++) {
+    int delta = kn_dc_bin(c, KN_OP_GATHER, off, kn_dc_scalar(c, KN_DT_I64, axis));
+    kn_dc_attr_int(c, "axis", 3);
+    coord[axis] = kn_dc_bin(c, KN_OP_ADD, tap_grid(c, ct, &gm, axis), delta);
+  }
+  int wy[2], iy[2], wx[2], ix[2];
+  neighbours(c, ct, coord[0], gm.height, wy, iy);
+  neighbours(c, ct, coord[1], gm.width, wx, ix);
+  int mask = kn_dc_in(c, 4), row_stride = kn_dc_scalar(c, KN_DT_I64, (double)gm.width);
+  if (mask >= 0) mask = kn_dc_reshape(c, kn_dc_cast(c, mask, ct), per_tap, 4);
+  for (int r = 0; r < 2; r++) {
+    if (mask >= 0) wy[r] = kn_dc_bin(c, KN_OP_MUL, wy[r], mask);
+    iy[r] = kn_dc_bin(c, KN_OP_MUL, iy[r], row_stride);
+  }
+
+  /* the bilinear samples of every channel: columns [N, og, C/og, K*P] */
+  const int64_t flat_x[4] = {0, og, per_og, gm.height * gm.width}, flat_tap[4] = {0, og, 1, taps * positions};
+  const int64_t spread[4] = {1, og, per_og, taps * positions};
+  int xf = kn_dc_reshape(c, x, flat_x, 4), cols = -1;
+  for (int r = 0; r < 2; r++)
+    for (int s = 0; s < 2; s++) {
+      int index = kn_dc_reshape(c, kn_dc_bin(c, KN_OP_ADD, iy[r], ix[s]), flat_tap, 4);
+      if (per_og > 1) index = kn_dc_bin(c, KN_OP_EXPAND, index, kn_dc_ints(c, spread, 4));
+      int pick = kn_dc_bin(c, KN_OP_GATHER_ELEMENTS, xf, index);
+      kn_dc_attr_int(c, "axis", 3);
+      int weight = kn_dc_reshape(c, kn_dc_bin(c, KN_OP_MUL, wy[r], wx[s]), flat_tap, 4);
+      int term = kn_dc_bin(c, KN_OP_MUL, pick, weight);
+      cols = cols < 0 ? term : kn_dc_bin(c, KN_OP_ADD, cols, term);
+    }
+
+  /* the grouped contraction with W as a 1x1 grouped Conv */
+  const int64_t cols4[4] = {0, gm.chans * taps, oh, ow};
+  const int64_t w4[4] = {gm.out_chans, gm.chans / gm.group * taps, 1, 1};
+  int conv_in[3] = {kn_dc_reshape(c, cols, cols4, 4), kn_dc_reshape(c, w, w4, 4), -1};
+  int b = kn_dc_in(c, 3);
+  if (b >= 0) conv_in[2] = kn_dc_cast(c, b, ct);
+  int y = kn_dc_op(c, KN_OP_CONV, conv_in, b >= 0 ? 3 : 2);
+  kn_dc_attr_int(c, "group", gm.group);
+  if (ct != t) {
+    y = kn_dc_un(c, KN_OP_CAST, y);
+    kn_dc_attr_int(c, "to", kn_dtype_to_onnx(t));
+  }
+  kn_dc_output(c, 0, y);
+  return 0;
+}
+
+int kn_dc_deform(kn_dc *c) {
+  switch (c->g->nodes[c->node].op) {
+  case KN_OP_DEFORM_CONV: return deform_conv(c);
+  default: return 1;
+  }
+}
