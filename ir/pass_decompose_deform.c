@@ -35,8 +35,10 @@
 #include "ref_eval.h"
 #include "shape_infer.h"
 
-/* Largest K * P (elements of each constant tap grid) accepted. */
+/* Largest K * P (elements of each constant tap grid) and C * K * P (sampled
+ * columns per image) accepted. */
 #define DEFORM_MAX_GRID ((int64_t)1 << 26)
+#define DEFORM_MAX_COLUMNS ((int64_t)1 << 40)
 
 /* Whether dim i of a and dim j of b are the same (value and batch symbol). */
 static bool same_dim(const kn_shape *a, int i, const kn_shape *b, int j) {
@@ -76,6 +78,9 @@ static int deform_check(kn_dc *c, deform_geom *gm) {
     return kn_dc_fail(c, "input offset must be [N,2*offset_group*kH*kW,oH,oW] with X's batch");
   gm->chans = xs->dim[1], gm->height = xs->dim[2], gm->width = xs->dim[3];
   gm->out_chans = ws->dim[0], gm->kh = ws->dim[2], gm->kw = ws->dim[3];
+  if (gm->chans < 1 || gm->height < 1 || gm->width < 1 || gm->out_chans < 1)
+    return kn_dc_fail(c, "inputs X and W must not be empty (X has %lld channels of %lldx%lld, W %lld filters)",
+                      (long long)gm->chans, (long long)gm->height, (long long)gm->width, (long long)gm->out_chans);
   gm->group = kn_node_attr_int(n, "group", 1);
   gm->offset_group = kn_node_attr_int(n, "offset_group", 1);
   if (gm->group < 1 || gm->chans % gm->group || ws->dim[1] != gm->chans / gm->group)
@@ -94,14 +99,22 @@ static int deform_check(kn_dc *c, deform_geom *gm) {
                       (long long)gm->kw);
   int64_t in_hw[2] = {gm->height, gm->width}, kernel[2] = {gm->kh, gm->kw};
   if (kn_window_resolve(n, 2, in_hw, kernel, false, &gm->win, c->d) < 0) return -1;
-  int64_t taps = gm->kh * gm->kw, positions = gm->win.out[0] * gm->win.out[1];
+  /* the guards keep every product below (columns, offset channels: og <= C)
+   * far from overflow */
+  int64_t taps, positions;
+  if (__builtin_mul_overflow(gm->kh, gm->kw, &taps) ||
+      __builtin_mul_overflow(gm->win.out[0], gm->win.out[1], &positions) || taps > DEFORM_MAX_GRID / positions)
+    return kn_dc_fail(c, "kernel taps x output positions (%lldx%lld x %lldx%lld) is too large", (long long)gm->kh,
+                      (long long)gm->kw, (long long)gm->win.out[0], (long long)gm->win.out[1]);
+  if (gm->chans > DEFORM_MAX_COLUMNS / (taps * positions))
+    return kn_dc_fail(c, "the sampled columns (%lld channels x %lld taps x %lld positions) are too large",
+                      (long long)gm->chans, (long long)taps, (long long)positions);
   if (os->dim[1] != 2 * gm->offset_group * taps || os->dim[2] != gm->win.out[0] || os->dim[3] != gm->win.out[1])
-    return kn_dc_fail(c, "input offset must be [N,%lld,%lld,%lld] (2*offset_group*kH*kW, output size), got [%lld,%lld,%lld]",
+    return kn_dc_fail(c,
+                      "input offset must be [N,%lld,%lld,%lld] (2*offset_group*kH*kW, output size), "
+                      "got [%lld,%lld,%lld]",
                       (long long)(2 * gm->offset_group * taps), (long long)gm->win.out[0], (long long)gm->win.out[1],
                       (long long)os->dim[1], (long long)os->dim[2], (long long)os->dim[3]);
-  if (taps > DEFORM_MAX_GRID / positions)
-    return kn_dc_fail(c, "kernel taps x output positions (%lld x %lld) is too large", (long long)taps,
-                      (long long)positions);
   if (b >= 0) {
     const kn_shape *bs = &kn_dc_val(c, b)->shape;
     if (bs->rank != 1 || bs->batch_mask || bs->dim[0] != gm->out_chans)

@@ -243,6 +243,9 @@ static void must_fail(void **state) {
       {"1,2,3,3", "1,2,2,2", "1,8,2,2", NULL, NULL, KN_DT_I32, KN_DT_I32, 1, 1, 0, "input X must be float16"},
       {"1,2,3,3", "1,2,2,2", "1,8,2,2", NULL, NULL, KN_DT_F32, KN_DT_F64, 1, 1, 0, "input W is float64"},
       {"1,2,1,1", "1,2,2,2", "1,8,1,1", NULL, NULL, KN_DT_F32, KN_DT_F32, 1, 1, 0, "is larger than the padded input"},
+      {"1,2,0,3", "1,2,1,1", "1,2,1,3", NULL, NULL, KN_DT_F32, KN_DT_F32, 1, 1, 0, "must not be empty"},
+      {"1,2,3,3", "0,2,2,2", "1,8,2,2", NULL, NULL, KN_DT_F32, KN_DT_F32, 1, 1, 0, "must not be empty"},
+      {"1,1,9000,9000", "1,1,1,1", "1,2,9000,9000", NULL, NULL, KN_DT_F32, KN_DT_F32, 1, 1, 0, "is too large"},
   };
   for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) expect_failure(&cases[k]);
 }
