@@ -164,12 +164,50 @@ static void neighbours(kn_dc *c, kn_dtype t, int coord, int64_t size, int weight
   }
 }
 
+/* Gather groups: the channels are split into Q = lcm(offset_group, group)
+ * groups of Cq = C / Q channels, each inside one offset group and one conv
+ * group; conv group g holds the r = Q / group gather groups g*r .. g*r+r-1,
+ * offset group o the t = Q / offset_group gather groups o*t .. o*t+t-1. */
+typedef struct gather_groups {
+  int64_t group, per_group;  /* G, r */
+  int64_t per_offset_group;  /* t */
+} gather_groups;
+
+static int64_t gcd(int64_t a, int64_t b) { return b ? gcd(b, a % b) : a; }
+
+static gather_groups gather_groups_of(const deform_geom *gm) {
+  int64_t q = gm->offset_group / gcd(gm->offset_group, gm->group) * gm->group; /* divides C */
+  return (gather_groups){.group = gm->group, .per_group = q / gm->group, .per_offset_group = q / gm->offset_group};
+}
+
+static int transpose(kn_dc *c, int a, const int64_t *perm, int rank) {
+  int v = kn_dc_un(c, KN_OP_TRANSPOSE, a);
+  kn_dc_attr_ints(c, "perm", perm, rank);
+  return v;
+}
+
+/* A per-offset-group tensor [N, og, K, P] (flat indices or weights) in the
+ * order of the gathered rows: [N, G, P*r*K, 1]; indices get their gather
+ * group's image_base ([r, 1, 1], -1 when r = 1). */
+static int to_gather_order(kn_dc *c, const deform_geom *gm, const gather_groups *gg, int v, int image_base) {
+  int64_t og = gm->offset_group, taps = gm->kh * gm->kw, positions = gm->win.out[0] * gm->win.out[1];
+  if (gg->per_offset_group > 1) {
+    const int64_t v5[5] = {0, og, 1, taps, positions}, spread[5] = {1, og, gg->per_offset_group, taps, positions};
+    v = kn_dc_bin(c, KN_OP_EXPAND, kn_dc_reshape(c, v, v5, 5), kn_dc_ints(c, spread, 5));
+  }
+  const int64_t g5[5] = {0, gg->group, gg->per_group, taps, positions}, perm[5] = {0, 1, 4, 2, 3};
+  const int64_t flat[4] = {0, gg->group, positions * gg->per_group * taps, 1};
+  v = kn_dc_reshape(c, v, g5, 5);
+  if (image_base >= 0) v = kn_dc_bin(c, KN_OP_ADD, v, image_base);
+  return kn_dc_reshape(c, transpose(c, v, perm, 5), flat, 4);
+}
+
 static int deform_conv(kn_dc *c) {
   deform_geom gm;
   if (deform_check(c, &gm) < 0) return -1;
   kn_dtype t = kn_dc_val(c, kn_dc_in(c, 0))->dtype;
   kn_dtype ct = t == KN_DT_F64 ? KN_DT_F64 : KN_DT_F32; /* computing dtype */
-  int64_t og = gm.offset_group, per_og = gm.chans / og, taps = gm.kh * gm.kw;
+  int64_t og = gm.offset_group, taps = gm.kh * gm.kw;
   int64_t oh = gm.win.out[0], ow = gm.win.out[1], positions = oh * ow;
   int x = kn_dc_cast(c, kn_dc_in(c, 0), ct), w = kn_dc_cast(c, kn_dc_in(c, 1), ct);
   int off = kn_dc_cast(c, kn_dc_in(c, 2), ct);
@@ -193,29 +231,52 @@ static int deform_conv(kn_dc *c) {
     iy[r] = kn_dc_bin(c, KN_OP_MUL, iy[r], row_stride);
   }
 
-  /* the bilinear samples of every channel: columns [N, og, C/og, K*P] */
-  const int64_t flat_x[4] = {0, og, per_og, gm.height * gm.width}, flat_tap[4] = {0, og, 1, taps * positions};
-  const int64_t spread[4] = {1, og, per_og, taps * positions};
-  int xf = kn_dc_reshape(c, x, flat_x, 4), cols = -1;
+  /* X as rows of Cq channels per pixel and gather group: [N, G, r*H*W, Cq] */
+  const gather_groups gg = gather_groups_of(&gm);
+  int64_t hw = gm.height * gm.width, cq = gm.chans / (gg.group * gg.per_group);
+  const int64_t x5[5] = {0, gg.group, gg.per_group, cq, hw}, x_perm[5] = {0, 1, 2, 4, 3};
+  const int64_t x4[4] = {0, gg.group, gg.per_group * hw, cq};
+  int rows = kn_dc_reshape(c, transpose(c, kn_dc_reshape(c, x, x5, 5), x_perm, 5), x4, 4);
+  /* index offset of each gather group's image inside its conv group's rows */
+  int image_base = -1;
+  if (gg.per_group > 1) {
+    kn_shape bs = {.rank = 3, .dim = {gg.per_group, 1, 1}};
+    image_base = kn_dc_const(c, KN_DT_I64, &bs, NULL);
+    for (int64_t j = 0; j < gg.per_group; j++) kn_ref_store_int(KN_DT_I64, c->g->values[image_base].data, j, j * hw);
+  }
+
+  /* per neighbour: GatherND of the rows, times the weight; summed */
+  int cols = -1;
   for (int r = 0; r < 2; r++)
     for (int s = 0; s < 2; s++) {
-      int index = kn_dc_reshape(c, kn_dc_bin(c, KN_OP_ADD, iy[r], ix[s]), flat_tap, 4);
-      if (per_og > 1) index = kn_dc_bin(c, KN_OP_EXPAND, index, kn_dc_ints(c, spread, 4));
-      int pick = kn_dc_bin(c, KN_OP_GATHER_ELEMENTS, xf, index);
-      kn_dc_attr_int(c, "axis", 3);
-      int weight = kn_dc_reshape(c, kn_dc_bin(c, KN_OP_MUL, wy[r], wx[s]), flat_tap, 4);
+      int index = to_gather_order(c, &gm, &gg, kn_dc_bin(c, KN_OP_ADD, iy[r], ix[s]), image_base);
+      int weight = to_gather_order(c, &gm, &gg, kn_dc_bin(c, KN_OP_MUL, wy[r], wx[s]), -1);
+      int pick = kn_dc_bin(c, KN_OP_GATHER_ND, rows, index);
+      kn_dc_attr_int(c, "batch_dims", 2);
       int term = kn_dc_bin(c, KN_OP_MUL, pick, weight);
       cols = cols < 0 ? term : kn_dc_bin(c, KN_OP_ADD, cols, term);
     }
 
-  /* the grouped contraction with W as a 1x1 grouped Conv */
-  const int64_t cols4[4] = {0, gm.chans * taps, oh, ow};
-  const int64_t w4[4] = {gm.out_chans, gm.chans / gm.group * taps, 1, 1};
-  int conv_in[3] = {kn_dc_reshape(c, cols, cols4, 4), kn_dc_reshape(c, w, w4, 4), -1};
-  int b = kn_dc_in(c, 3);
-  if (b >= 0) conv_in[2] = kn_dc_cast(c, b, ct);
-  int y = kn_dc_op(c, KN_OP_CONV, conv_in, b >= 0 ? 3 : 2);
-  kn_dc_attr_int(c, "group", gm.group);
+  /* the grouped contraction: [N, G, P, r*K*Cq] x [G, r*K*Cq, M/G] */
+  int64_t depth = gg.per_group * taps * cq, m_per = gm.out_chans / gg.group;
+  const int64_t w5[5] = {gg.group, m_per, gg.per_group, cq, taps}, w_perm[5] = {0, 2, 4, 3, 1};
+  int wt = transpose(c, kn_dc_reshape(c, w, w5, 5), w_perm, 5);
+  int y, b = kn_dc_in(c, 3);
+  if (b >= 0) b = kn_dc_cast(c, b, ct);
+  if (gg.group == 1) { /* plain [N, P, K*C] x [K*C, M] */
+    const int64_t cols3[3] = {0, positions, depth}, w2[2] = {depth, gm.out_chans}, y_perm[3] = {0, 2, 1};
+    y = kn_dc_bin(c, KN_OP_MATMUL, kn_dc_reshape(c, cols, cols3, 3), kn_dc_reshape(c, wt, w2, 2));
+    if (b >= 0) y = kn_dc_bin(c, KN_OP_ADD, y, b);
+    y = transpose(c, y, y_perm, 3);
+  } else {
+    const int64_t cols4[4] = {0, gg.group, positions, depth}, w3[3] = {gg.group, depth, m_per};
+    const int64_t b3[3] = {gg.group, 1, m_per}, y_perm[4] = {0, 1, 3, 2};
+    y = kn_dc_bin(c, KN_OP_MATMUL, kn_dc_reshape(c, cols, cols4, 4), kn_dc_reshape(c, wt, w3, 3));
+    if (b >= 0) y = kn_dc_bin(c, KN_OP_ADD, y, kn_dc_reshape(c, b, b3, 3));
+    y = transpose(c, y, y_perm, 4);
+  }
+  const int64_t y4[4] = {0, gm.out_chans, oh, ow};
+  y = kn_dc_reshape(c, y, y4, 4);
   if (ct != t) {
     y = kn_dc_un(c, KN_OP_CAST, y);
     kn_dc_attr_int(c, "to", kn_dtype_to_onnx(t));

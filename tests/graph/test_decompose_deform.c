@@ -181,6 +181,14 @@ static void matches_naive_loop(void **state) {
       {.batch = 1, .chans = 3, .height = 6, .width = 4, .out_chans = 3, .kh = 2, .kw = 3, .group = 3,
        .offset_group = 1, .stride = {1, 2}, .dilation = {2, 1}, .pads = {2, 1, 0, 1}, .bias = true,
        .offset_scale = 1.5, .dtype = KN_DT_F64},
+      /* offset groups and groups that do not divide each other (gather groups of lcm(2, 3) = 6) */
+      {.batch = 1, .chans = 6, .height = 5, .width = 6, .out_chans = 6, .kh = 2, .kw = 3, .group = 3,
+       .offset_group = 2, .stride = {1, 1}, .dilation = {1, 1}, .pads = {0, 1, 1, 0}, .mask = true, .bias = true,
+       .offset_scale = 2, .dtype = KN_DT_F32},
+      /* more groups than offset groups, several gather groups per conv group */
+      {.batch = 2, .chans = 8, .height = 4, .width = 5, .out_chans = 4, .kh = 2, .kw = 2, .group = 2,
+       .offset_group = 4, .stride = {1, 1}, .dilation = {1, 1}, .pads = {1, 1, 0, 0}, .offset_scale = 1.5,
+       .symbolic = true, .dtype = KN_DT_F32},
       /* float16 (computed in float32) */
       {.batch = 1, .chans = 2, .height = 4, .width = 4, .out_chans = 2, .kh = 2, .kw = 2, .group = 1,
        .offset_group = 2, .stride = {1, 1}, .dilation = {1, 1}, .mask = true, .bias = true, .offset_scale = 1,
