@@ -16,19 +16,25 @@
  *   - offset reshaped [N, og, K, 2, P]; dy, dx = Gather of entry 0 / 1 on
  *     axis 3 -> [N, og, K, P]; y = base_y + dy, x = base_x + dx with constant
  *     [K, P] grids of the undeformed tap positions;
- *   - y0 = Floor(y); for neighbour row r in {0, 1}: valid = 0 <= y0 + r <= H-1,
- *     weight Where(valid, r ? y - y0 : 1 - (y - y0), 0), row index
- *     Cast<int64>(Where(valid, y0 + r, 0)) — an invalid (or NaN) coordinate
+ *   - y0 = Floor(y); for neighbour row u in {0, 1}: valid = 0 <= y0 + u <= H-1,
+ *     weight Where(valid, u ? y - y0 : 1 - (y - y0), 0), row index
+ *     Cast<int64>(Where(valid, y0 + u, 0)) — an invalid (or NaN) coordinate
  *     reads element 0 with weight 0, so no gather leaves the image; columns
  *     alike; the mask multiplies the row weights;
- *   - per neighbour (r, s): the flat index row * W + col, reshaped
- *     [N, og, 1, K*P] and Expanded over the og's channels, picks from X
- *     reshaped [N, og, C/og, H*W] (GatherElements, axis 3); the four picks
- *     times their weights, summed, are the columns [N, og, C/og, K*P] =
- *     [N, C*K, oh, ow] (im2col order: channel major, tap minor);
- *   - Y = Conv(columns, W reshaped [M, C/group * K, 1, 1], B, group): a 1x1
- *     grouped convolution is exactly the grouped contraction, and runs on
- *     Conv's scheduled kernels.
+ *   - the channels are split into Q = lcm(og, group) gather groups of
+ *     Cq = C / Q channels (each inside one offset group and one conv group;
+ *     r = Q / group of them per conv group): X is transposed to rows of Cq
+ *     channels per pixel, [N, group, r*H*W, Cq];
+ *   - per neighbour (u, v): the flat index row * W + col (plus the gather
+ *     group's image base) and the weight wy * wx are brought from
+ *     [N, og, K, P] (Expanded over the gather groups of an offset group) to
+ *     the order [N, group, P*r*K, 1]; GatherND (batch_dims 2) picks rows of X,
+ *     times the weights; the four summed are the columns [N, group, P, r*K*Cq];
+ *   - Y = MatMul(columns, W transposed to [group, r*K*Cq, M/group]) + B,
+ *     transposed back to [N, M, oh, ow] (one group: a plain [N, P, C*K] x
+ *     [C*K, M] MatMul). The per-tap tensors (Cq times smaller than the
+ *     columns) are the ones reordered; the columns are gathered once,
+ *     already in the MatMul's layout.
  * float16 / bfloat16 compute in float32 and cast back.
  */
 #include "decompose.h"
