@@ -102,6 +102,15 @@ def case_deform_conv_plain():
     return model(nodes, [vi("x", [1, 5, 6, 7]), vi("off", [1, 8, 5, 6])], [vi("y", None)], inits, opset=19), []
 
 
+def case_deform_conv_mixed_groups():
+    """DeformConv with 2 groups and 3 offset groups (neither divides the other: 6 gather groups)."""
+    nodes = [h.make_node("DeformConv", ["x", "w", "off", "", "mask"], ["y"], group=2, offset_group=3,
+                         pads=[1, 1, 1, 1])]
+    inits = [const("w", np.random.default_rng(23).standard_normal((4, 3, 3, 3)).astype(np.float32))]
+    return model(nodes, [vi("x", [1, 6, 7, 7]), vi("off", [1, 54, 7, 7]), vi("mask", [1, 27, 7, 7])],
+                 [vi("y", None)], inits, opset=22), []
+
+
 def case_pool_ceil_mode():
     nodes = [h.make_node("MaxPool", ["x"], ["a"], kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1),
              h.make_node("AveragePool", ["a"], ["y"], kernel_shape=[2, 2], pads=[1, 1, 1, 1], count_include_pad=0)]
