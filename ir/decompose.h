@@ -63,6 +63,7 @@ int kn_dc_loss_norm(kn_dc *c);
 int kn_dc_quant(kn_dc *c);
 int kn_dc_misc(kn_dc *c);
 int kn_dc_ml(kn_dc *c);
+int kn_dc_deform(kn_dc *c); /* DeformConv, pass_decompose_deform.c */
 /* Whether node n is a composite of pass_decompose_misc.c / _ml.c
  * (BatchNormalization only in training mode, MelWeightMatrix only once its
  * inputs are constant); if so its arity, as composite_arity. */

@@ -1,8 +1,8 @@
 /* pass_decompose.c — rewrites composite ONNX ops (losses, normalisations,
- * LRN, LpPool, quantization, training updates, small ML ops) into primitive graph ops, so they need no shape
+ * LRN, LpPool, quantization, training updates, small ML ops, DeformConv) into primitive graph ops, so they need no shape
  * rule, reference or compute definition of their own. The rewrites live in
- * pass_decompose_loss.c, pass_decompose_quant.c, pass_decompose_misc.c and
- * pass_decompose_ml.c; this file holds the
+ * pass_decompose_loss.c, pass_decompose_quant.c, pass_decompose_misc.c,
+ * pass_decompose_ml.c and pass_decompose_deform.c; this file holds the
  * driver and the node builder (decompose.h).
  *
  * Runs on a freshly imported graph, before the first kn_infer_shapes (the
@@ -37,6 +37,7 @@ static bool composite_arity(const kn_graph *g, const kn_node *n, int *min_in, in
   case KN_OP_MATMUL_INTEGER: case KN_OP_CONV_INTEGER: *min_in = 2, *max_in = 4; return true;
   case KN_OP_QLINEAR_MATMUL: *min_in = *max_in = 8; return true;
   case KN_OP_QLINEAR_CONV: *min_in = 8, *max_in = 9; return true;
+  case KN_OP_DEFORM_CONV: *min_in = 3, *max_in = 5; return true;
   default: return kn_dc_misc_arity(g, n, min_in, max_in, max_out);
   }
 }
@@ -188,6 +189,7 @@ static int rewrite_node(kn_graph *g, int node, kn_diag *d) {
   if (rc == 1) rc = kn_dc_quant(&c);
   if (rc == 1) rc = kn_dc_misc(&c);
   if (rc == 1) rc = kn_dc_ml(&c);
+  if (rc == 1) rc = kn_dc_deform(&c);
   KN_ASSERT(rc != 1, "composite op without a rewrite");
   return rc;
 }

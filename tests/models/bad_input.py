@@ -263,6 +263,15 @@ def case_loop_body_names_model_nodes(c):
                         "inner_lstm' (LSTM): its decomposition fails: node '", "(MatMul)"])
 
 
+def case_deform_conv_bad_offset(c):
+    # offset must have 2*offset_group*kH*kW = 8 channels, not 6 (the decomposition's check)
+    p = save_model(c.path("deform_offset.onnx"),
+                   [helper.make_node("DeformConv", ["x", "w", "off"], ["y"], name="my_deform", kernel_shape=[2, 2])],
+                   [f32("x", [1, 2, 3, 3]), f32("off", [1, 6, 2, 2])], [f32("y", None)],
+                   [const("w", [1, 2, 2, 2])], opset=19)
+    compile_case(c, p, ["my_deform", "DeformConv", "offset"])
+
+
 def case_unsupported_ops(c):
     # Two unsupported ops: both must be reported at once, by op type and node name.
     p = save_model(c.path("unsupported.onnx"),

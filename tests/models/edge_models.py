@@ -82,6 +82,35 @@ def case_conv_grouped_dilated():
     return model(nodes, [vi("x", ["N", 6, 11, 10])], [vi("y", None)], inits), ["--max-batch", "2", "--batch", "2"]
 
 
+def case_deform_conv():
+    """DeformConv (decomposed: bilinear gathers + a 1x1 grouped Conv): groups, offset groups, strides,
+    dilations, asymmetric pads, mask and bias, dynamic batch; offsets scaled x3 so taps leave the image."""
+    r = np.random.default_rng(19)
+    nodes = [h.make_node("Mul", ["off", "three"], ["off3"]),
+             h.make_node("DeformConv", ["x", "w", "off3", "b", "mask"], ["y"], group=2, offset_group=2,
+                         kernel_shape=[3, 3], strides=[2, 1], dilations=[1, 2], pads=[1, 2, 2, 0])]
+    inits = [const("w", r.standard_normal((6, 2, 3, 3)).astype(np.float32)),
+             const("b", r.standard_normal((6,)).astype(np.float32)), const("three", np.array(3.0, np.float32))]
+    return model(nodes, [vi("x", ["N", 4, 9, 8]), vi("off", ["N", 36, 5, 6]), vi("mask", ["N", 18, 5, 6])],
+                 [vi("y", None)], inits, opset=22), ["--max-batch", "2", "--batch", "1,2", "--threads", "1,2"]
+
+
+def case_deform_conv_plain():
+    """DeformConv at opset 19 without mask or bias: one group, one offset group, 2x2 kernel."""
+    nodes = [h.make_node("DeformConv", ["x", "w", "off"], ["y"], kernel_shape=[2, 2])]
+    inits = [const("w", np.random.default_rng(22).standard_normal((3, 5, 2, 2)).astype(np.float32))]
+    return model(nodes, [vi("x", [1, 5, 6, 7]), vi("off", [1, 8, 5, 6])], [vi("y", None)], inits, opset=19), []
+
+
+def case_deform_conv_mixed_groups():
+    """DeformConv with 2 groups and 3 offset groups (neither divides the other: 6 gather groups)."""
+    nodes = [h.make_node("DeformConv", ["x", "w", "off", "", "mask"], ["y"], group=2, offset_group=3,
+                         pads=[1, 1, 1, 1])]
+    inits = [const("w", np.random.default_rng(23).standard_normal((4, 3, 3, 3)).astype(np.float32))]
+    return model(nodes, [vi("x", [1, 6, 7, 7]), vi("off", [1, 54, 7, 7]), vi("mask", [1, 27, 7, 7])],
+                 [vi("y", None)], inits, opset=22), []
+
+
 def case_pool_ceil_mode():
     nodes = [h.make_node("MaxPool", ["x"], ["a"], kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1),
              h.make_node("AveragePool", ["a"], ["y"], kernel_shape=[2, 2], pads=[1, 1, 1, 1], count_include_pad=0)]
