@@ -168,18 +168,21 @@ static int gather_axis(rs *s, int x, int idx, int axis) {
   return v;
 }
 
-/* Which axes a constant `axes` input (or its absence: 0 .. k-1) can name:
- * bit a of the result; every axis when axes is a run-time value. */
-static uint32_t maybe_named(const kn_graph *g, int axes, int64_t k, int rank) {
-  uint32_t all = rank >= 32 ? ~0u : (1u << rank) - 1, mask = 0;
-  if (axes >= 0 && !g->values[axes].data) return all;
+/* Which axes a constant `axes` input (or its absence: 0 .. k-1) names: bit
+ * a of *mask; every axis when axes is a run-time value. False when constant
+ * axes are out of range or repeat one (no value gives any shape). */
+static bool named_axes(const kn_graph *g, int axes, int64_t k, int rank, uint32_t *mask) {
+  *mask = rank >= 32 ? ~0u : (1u << rank) - 1;
+  if (axes >= 0 && !g->values[axes].data) return true;
+  uint32_t m = 0;
   for (int64_t i = 0; i < k; i++) {
     int64_t v = axes >= 0 ? kn_ref_load_int(g->values[axes].dtype, g->values[axes].data, i) : i;
     int a = kn_axis_norm(v, rank);
-    if (a < 0) return all; /* the check fails; any mask will do */
-    mask |= 1u << a;
+    if (a < 0 || (m >> a & 1)) return false;
+    m |= 1u << a;
   }
-  return mask;
+  *mask = m;
+  return true;
 }
 
 /* ---- Range ---- */
@@ -226,7 +229,9 @@ static void rewrite_slice(rs *s, const kn_shape *out) {
   kn_shape xs = g->values[x].shape;
   int r = xs.rank;
   int64_t k = kn_value_numel(g, starts);
-  uint32_t sliced = maybe_named(g, axes, k, r);
+  uint32_t sliced;
+  bool axes_ok = named_axes(g, axes, k, r, &sliced);
+  KN_ASSERT(axes_ok, "axes checked by applies()");
   int64_t dims[KN_MAX_RANK], dims_m1[KN_MAX_RANK], neg_dims[KN_MAX_RANK];
   for (int a = 0; a < r; a++) dims[a] = xs.dim[a], dims_m1[a] = xs.dim[a] - 1, neg_dims[a] = -xs.dim[a];
   kn_shape row = {.rank = 2, .dim = {1, r}}, vec = {.rank = 1, .dim = {r}};
@@ -304,7 +309,9 @@ static void rewrite_pad(rs *s, const kn_shape *out) {
   kn_shape xs = g->values[x].shape;
   int r = xs.rank;
   int64_t k = axes >= 0 ? kn_value_numel(g, axes) : r;
-  uint32_t padded = maybe_named(g, axes, k, r);
+  uint32_t padded;
+  bool axes_ok = named_axes(g, axes, k, r, &padded);
+  KN_ASSERT(axes_ok, "axes checked by applies()");
   kn_shape vec = {.rank = 1, .dim = {r}};
   int64_t dims[KN_MAX_RANK], growth[KN_MAX_RANK];
   for (int a = 0; a < r; a++) dims[a] = xs.dim[a], growth[a] = out->dim[a] - xs.dim[a];
@@ -428,7 +435,8 @@ static bool applies(const kn_graph *g, int i, kn_shape *out, bool *seen) {
     if ((n->n_in > 3 && !is_int_list(g, n->in[3], k)) || (n->n_in > 4 && !is_int_list(g, n->in[4], k))) return false;
     for (int a = 0; a < r; a++)
       if (out->dim[a] > x->shape.dim[a]) return false; /* no values give it */
-    return true;
+    uint32_t mask;
+    return named_axes(g, n->n_in > 3 ? n->in[3] : -1, k, r, &mask);
   }
   /* Pad */
   const char *mode = kn_node_attr_string(n, "mode", "constant");
@@ -443,7 +451,8 @@ static bool applies(const kn_graph *g, int i, kn_shape *out, bool *seen) {
   if (kn_shape_numel_max(out, 1) > 0)
     for (int a = 0; a < r; a++)
       if (x->shape.dim[a] == 0) return false; /* nothing to gather from */
-  return true;
+  uint32_t mask;
+  return named_axes(g, axes, k, r, &mask);
 }
 
 int kn_pass_runtime_slices(kn_graph *g, kn_diag *d) {
