@@ -40,7 +40,8 @@
  * the rewritten nodes are gone, their outputs are produced by primitive ops;
  * new values are untyped until the next kn_infer_shapes; nodes toposorted.
  * Nodes whose values are known at compile time, whose inputs are not typed,
- * or whose output declares no static shape are left alone (shape inference
+ * whose output declares no static shape (or an axis longer than MAX_AXIS:
+ * each rewritten axis is a constant iota) are left alone (shape inference
  * reports them as before). */
 #include <stdint.h>
 #include <stdlib.h>
@@ -52,6 +53,10 @@
 #include "shape_infer.h"
 
 enum { MAX_CHECKS = 24 };
+
+/* Longest output axis rewritten: each one is a constant iota of int64 (8
+ * bytes an element) in the artifact. */
+#define MAX_AXIS ((int64_t)1 << 22)
 
 #define PAD_LIMIT ((int64_t)1 << 40)  /* |pads| accepted (dims are below 2^40) */
 #define STEP_LIMIT ((int64_t)1 << 42) /* larger slice steps take one element */
@@ -406,6 +411,8 @@ static bool applies(const kn_graph *g, int i, kn_shape *out, bool *seen) {
   if (n->op != KN_OP_SLICE && n->op != KN_OP_PAD && n->op != KN_OP_RANGE) return false;
   int y = n->out[0];
   if (g->values[y].shape_known || !kn_pass_declared_shape(g, y, out) || out->batch_mask) return false;
+  for (int a = 0; a < out->rank; a++)
+    if (out->dim[a] < 0 || out->dim[a] > MAX_AXIS) return false;
   for (int k = 0; k < n->n_in; k++)
     if (!typed(g, n->in[k])) return false;
   /* the inputs that decide the shape */
