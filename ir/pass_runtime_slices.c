@@ -379,17 +379,33 @@ static void rewrite_pad(rs *s, const kn_shape *out) {
 /* ---- driver ---- */
 
 /* Whether v's value is only known when the model runs: not a constant, and
- * computed from a graph input (Shape / Size read shapes, not values). */
-static bool is_runtime(const kn_graph *g, int v, bool *seen) {
-  if (v < 0 || g->values[v].data || seen[v]) return false;
+ * computed from a graph input (Shape / Size read shapes, not values). A walk
+ * over producers with an explicit stack (models may be deep). */
+static bool is_runtime(const kn_graph *g, int v) {
+  if (v < 0 || g->values[v].data) return false;
+  bool *seen = calloc((size_t)g->n_values + 1, sizeof(bool));
+  int *stack = malloc(sizeof(int) * (size_t)(g->n_values + 1));
+  KN_ASSERT(seen && stack, "out of memory");
+  int top = 0;
+  bool found = false;
   seen[v] = true;
-  int p = g->values[v].producer;
-  if (p < 0) return kn_pass_is_graph_input(g, v);
-  const kn_node *n = &g->nodes[p];
-  if (n->op == KN_OP_SHAPE || n->op == KN_OP_SIZE) return false;
-  for (int k = 0; k < n->n_in; k++)
-    if (is_runtime(g, n->in[k], seen)) return true;
-  return false;
+  stack[top++] = v;
+  while (top > 0 && !found) {
+    int u = stack[--top];
+    if (g->values[u].data) continue;
+    int p = g->values[u].producer;
+    if (p < 0) {
+      found = kn_pass_is_graph_input(g, u);
+      continue;
+    }
+    const kn_node *n = &g->nodes[p];
+    if (n->op == KN_OP_SHAPE || n->op == KN_OP_SIZE) continue;
+    for (int k = 0; k < n->n_in; k++)
+      if (n->in[k] >= 0 && !seen[n->in[k]]) seen[n->in[k]] = true, stack[top++] = n->in[k];
+  }
+  free(stack);
+  free(seen);
+  return found;
 }
 
 static bool typed(const kn_graph *g, int v) {
@@ -405,7 +421,7 @@ static bool is_int_list(const kn_graph *g, int v, int64_t n) {
 }
 
 /* Whether node i is one this pass rewrites; its declared output shape. */
-static bool applies(const kn_graph *g, int i, kn_shape *out, bool *seen) {
+static bool applies(const kn_graph *g, int i, kn_shape *out) {
   const kn_node *n = &g->nodes[i];
   if (n->dead || n->n_out < 1 || n->out[0] < 0) return false;
   if (n->op != KN_OP_SLICE && n->op != KN_OP_PAD && n->op != KN_OP_RANGE) return false;
@@ -418,11 +434,9 @@ static bool applies(const kn_graph *g, int i, kn_shape *out, bool *seen) {
   /* the inputs that decide the shape */
   int first = n->op == KN_OP_RANGE ? 0 : 1, last = n->op == KN_OP_SLICE ? 4 : n->op == KN_OP_RANGE ? 2 : 3;
   bool runtime = false;
-  for (int k = first; k <= last && k < n->n_in; k++) {
-    if (n->op == KN_OP_PAD && k == 2) continue; /* constant_value */
-    memset(seen, 0, sizeof(bool) * (size_t)g->n_values);
-    runtime |= is_runtime(g, n->in[k], seen);
-  }
+  for (int k = first; k <= last && k < n->n_in && !runtime; k++)
+    if (!(n->op == KN_OP_PAD && k == 2)) /* constant_value decides no shape */
+      runtime = is_runtime(g, n->in[k]);
   if (!runtime) return false;
   if (n->op == KN_OP_RANGE) {
     if (n->n_in != 3 || out->rank != 1) return false;
@@ -475,12 +489,10 @@ int kn_pass_runtime_slices(kn_graph *g, kn_diag *d) {
   int rc = kn_infer_shapes(g, &quiet);
   kn_diag_free(&quiet);
   if (rc == 0) return 0; /* every shape is known: nothing to do */
-  bool *seen = calloc((size_t)g->n_values + 1, sizeof(bool));
-  KN_ASSERT(seen, "out of memory");
   int n_nodes = g->n_nodes, rewritten = 0;
   for (int i = 0; i < n_nodes; i++) {
     kn_shape out;
-    if (!applies(g, i, &out, seen)) continue;
+    if (!applies(g, i, &out)) continue;
     rs s = {.b = {.g = g, .d = d, .node = i, .name = g->nodes[i].name, .last = -1}};
     kn_op op = g->nodes[i].op;
     kn_pass_kill_node(g, i);
@@ -489,7 +501,6 @@ int kn_pass_runtime_slices(kn_graph *g, kn_diag *d) {
     else rewrite_pad(&s, &out);
     rewritten++;
   }
-  free(seen);
   if (rewritten == 0) return 0;
   return kn_graph_toposort(g, d);
 }

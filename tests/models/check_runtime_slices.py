@@ -154,6 +154,21 @@ def case_range_int64():
     return m, good, bad
 
 
+def case_two_nodes():
+    """A Slice of a computed tensor and a Pad of the input in one model: two checks."""
+    m = model([h.make_node("Relu", ["x"], ["r"]),
+               h.make_node("Slice", ["r", "starts", "ends"], ["y"]),
+               h.make_node("Pad", ["x", "pads"], ["z"], mode="edge")],
+              [vi("x", T.FLOAT, [3, 4]), vi("starts", T.INT64, [1]), vi("ends", T.INT64, [1]),
+               vi("pads", T.INT64, [4])],
+              [vi("y", T.FLOAT, [2, 4]), vi("z", T.FLOAT, [3, 6])])
+    x = rng.standard_normal((3, 4)).astype(np.float32)
+    f = lambda s, e, p: {"x": x, "starts": i64(s), "ends": i64(e), "pads": i64(*p)}  # noqa: E731
+    good = [f(0, 2, (0, 1, 0, 1)), f(1, 3, (0, 0, 0, 2)), f(-2, 100, (0, 3, 0, -1))]
+    bad = [f(0, 3, (0, 1, 0, 1)), f(0, 2, (0, 1, 0, 2))]
+    return m, good, bad
+
+
 CASES = {name[5:]: fn for name, fn in list(globals().items()) if name.startswith("case_")}
 
 
