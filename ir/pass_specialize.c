@@ -494,6 +494,9 @@ int kn_pass_specialize(kn_graph *g, kn_diag *d) {
   /* a reader of one undecided input may only be reached once another is
    * known (TopK's K, then a ReduceMax of its output): add those and retry */
   for (int round = 0; ok && round < 4; round++) {
+    /* collect() may have added constants (zero-element inputs) */
+    needed = realloc(needed, sizeof(bool) * ((size_t)g->n_values + 1));
+    KN_ASSERT(needed, "out of memory");
     memset(needed, 0, sizeof(bool) * (size_t)g->n_values);
     if (enumerate(&s, needed) < 0 || s.n_cands > 0) break;
     bool grew = false;
