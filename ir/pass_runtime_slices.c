@@ -16,7 +16,7 @@
  *           bfloat16 in their stash_type, float32 by default; integers in
  *           int64), cast to the output dtype; checks delta != 0 and
  *           n == max(ceil((limit - start) / delta), 0) in float64 (int64
- *           bounds must stay below 2^52 to be exact there).
+ *           bounds must stay within 2^51 to be exact there).
  *   Slice   per (axes entry i, data axis a) the start, end and count
  *           normalised and clamped exactly as kn_slice_resolve (shape_infer.c)
  *           does at compile time, as [K, rank] int64 tensors; `axes` (run-time
@@ -60,7 +60,7 @@ enum { MAX_CHECKS = 24 };
 
 #define PAD_LIMIT ((int64_t)1 << 40)  /* |pads| accepted (dims are below 2^40) */
 #define STEP_LIMIT ((int64_t)1 << 42) /* larger slice steps take one element */
-#define RANGE_EXACT ((double)((int64_t)1 << 52))
+#define RANGE_EXACT ((double)((int64_t)1 << 51)) /* |span| <= 2^52: ceil(span / delta) exact */
 
 /* One rewrite: the builder and the bool tensors that must all be true. */
 typedef struct rs {

@@ -143,7 +143,7 @@ def case_range_float():
 
 
 def case_range_int64():
-    """Range int64 of declared length 3; bounds past 2^52 are refused (the check is exact below)."""
+    """Range int64 of declared length 3; bounds past 2^51 are refused (the check is exact below)."""
     m = model([h.make_node("Range", ["start", "limit", "delta"], ["y"])],
               [vi("start", T.INT64, []), vi("limit", T.INT64, []), vi("delta", T.INT64, [])],
               [vi("y", T.INT64, [3])], opset=11)
