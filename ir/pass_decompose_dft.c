@@ -11,8 +11,10 @@
  * K = n (or n/2+1 when onesided), Cout = 2. Inverse: scaled by 1/n; with
  * onesided (IRFFT) the input holds the first bins of a conjugate-symmetric
  * spectrum and the output is real (Cout = 1, K = n, default n = 2*(L-1)).
- * Axis and dft_length must be compile-time constants (folded when computed
- * from constants).
+ * dft_length must be a compile-time constant (folded when computed from
+ * constants); so must the axis, unless the output declares its shape: then
+ * every axis giving that shape is expanded and the run-time axis picks one
+ * (dft_runtime_axis).
  *
  * STFT: a constant frame_step and frame_length give a constant index tensor
  * [frames, frame_length]; Gather along the signal axis makes the frames,
@@ -124,11 +126,60 @@ static int dft(kn_expand *e, const kn_node *n, int x, int axis, int64_t len_n, b
   return kn_expand_transpose(e, un, back, r);
 }
 
+/* DFT whose axis (opset 20 input) is read at run time, for a model output
+ * with a declared static shape: one DFT per axis that gives the declared
+ * shape, the one the run-time axis names picked with Where, and a run-time
+ * check that it names one (pass_specialize.c's idea, for an axis only the
+ * expansion reads). */
+static int dft_runtime_axis(kn_expand *e, const kn_node *n, const kn_shape *decl, bool onesided, bool inverse,
+                            kn_diag *d) {
+  kn_graph *g = e->g;
+  int x = n->in[0], r = g->values[x].shape.rank;
+  int64_t len_n = -1;
+  int rc = const_scalar(e, n, 1, "dft_length", &len_n, d);
+  if (rc < 0) return -1;
+  int cand[KN_MAX_RANK], val[KN_MAX_RANK], nc = 0;
+  for (int a = 0; a < r - 1 && decl->rank == r; a++) {
+    const kn_shape *xs = &g->values[x].shape;
+    int64_t L = xs->dim[a], len = rc ? len_n : onesided && inverse ? 2 * (L - 1) : L;
+    kn_shape out = *xs;
+    out.dim[a] = onesided && !inverse ? len / 2 + 1 : len;
+    out.dim[r - 1] = onesided && inverse ? 1 : 2;
+    if (xs->batch_mask || len < 1 || !kn_shape_equal(&out, decl)) continue;
+    val[nc] = dft(e, n, x, a, len, onesided, inverse, d);
+    if (val[nc] < 0) return -1;
+    cand[nc++] = a;
+  }
+  if (nc == 0)
+    return kn_diag_error(d, "node '%s' (DFT): axis '%s' is read at run time and no axis gives the declared "
+                            "output shape",
+                         n->name, g->values[n->in[2]].name);
+  kn_attr to = kn_pass_attr_int("to", kn_dtype_to_onnx(KN_DT_I64));
+  int av = kn_expand_binary(e, KN_OP_RESHAPE, kn_expand_node(e, KN_OP_CAST, &n->in[2], 1, &to, 1),
+                            kn_expand_i64s(e, NULL, 0));
+  int neg = kn_expand_binary(e, KN_OP_LESS, av, kn_expand_i64(e, 0));
+  int wrapped = kn_expand_binary(e, KN_OP_ADD, av, kn_expand_i64(e, r));
+  int an = kn_expand_node(e, KN_OP_WHERE, (int[]){neg, wrapped, av}, 3, NULL, 0);
+  int sel = val[nc - 1], ok = -1;
+  for (int i = nc - 1; i >= 0; i--) {
+    int is = kn_expand_binary(e, KN_OP_EQUAL, an, kn_expand_i64(e, cand[i]));
+    if (i < nc - 1) sel = kn_expand_node(e, KN_OP_WHERE, (int[]){is, val[i], sel}, 3, NULL, 0);
+    ok = ok < 0 ? is : kn_expand_binary(e, KN_OP_OR, ok, is);
+  }
+  kn_pass_add_check(g, ok);
+  return sel;
+}
+
 static int expand_dft(kn_expand *e, const kn_node *n, kn_diag *d) {
   kn_graph *g = e->g;
   int x = n->in[0];
   int r = g->values[x].shape.rank;
   int64_t axis = g->opset >= 20 ? -2 : 1, len_n = -1;
+  kn_shape decl;
+  if (g->opset >= 20 && n->n_in > 2 && n->in[2] >= 0 && !kn_expand_fold(g, n->in[2]) &&
+      kn_pass_declared_shape(g, n->out[0], &decl))
+    return dft_runtime_axis(e, n, &decl, kn_node_attr_int(n, "onesided", 0) != 0,
+                            kn_node_attr_int(n, "inverse", 0) != 0, d);
   if (g->opset >= 20) {
     int rc = const_scalar(e, n, 2, "axis", &axis, d);
     if (rc < 0) return -1;

@@ -5,7 +5,8 @@
     check_specialize.py [--case NAME ...] [--list] [--kiln PATH] [--keep DIR]
 
 Each case is a model whose Reshape shape / ReduceSum axes / TopK K /
-AffineGrid size is a graph input, with the output shapes declared. Checks:
+AffineGrid size / CumSum or DFT axis is a graph input, with the output shapes
+declared. Checks:
   * `kiln compile` accepts it without --bind and the artifact keeps the input;
   * `kiln run` with every value the declared shapes allow (negative axes,
     -1 and 0 in a shape, AffineGrid's free C) matches ONNX Runtime; where the
@@ -95,6 +96,17 @@ def case_cumsum_axis_range():
     x = rng.standard_normal((3, 4)).astype(np.float32)
     good = [{"x": x, "axis": np.array(a, np.int64)} for a in (0, 1, -1, -2)]
     bad = [{"x": x, "axis": np.array(a, np.int64)} for a in (2, -3)]
+    return m, good, bad
+
+
+def case_dft_axis():
+    """DFT (opset 20) with its axis read at run time: one DFT per axis, picked at run time."""
+    m = model([h.make_node("DFT", ["x", "", "axis"], ["y"])],
+              [h.make_tensor_value_info("x", T.FLOAT, [3, 4, 5, 1]), h.make_tensor_value_info("axis", T.INT64, [])],
+              [h.make_tensor_value_info("y", T.FLOAT, [3, 4, 5, 2])], opset=20)
+    x = rng.standard_normal((3, 4, 5, 1)).astype(np.float32)
+    good = [{"x": x, "axis": np.array(a, np.int64)} for a in (0, 1, 2, -2, -4)]
+    bad = [{"x": x, "axis": np.array(a, np.int64)} for a in (3, -1)]
     return m, good, bad
 
 
