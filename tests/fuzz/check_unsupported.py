@@ -23,12 +23,12 @@ def build(path):
     f = TensorProto.FLOAT
 
     def branch(name):
-        return helper.make_graph([helper.make_node("Unique", ["x"], [name], name="inner_" + name)], name, [],
+        return helper.make_graph([helper.make_node("NonMaxSuppression", ["x"], [name], name="inner_" + name)], name, [],
                                  [helper.make_tensor_value_info(name, f, None)])
 
     nodes = [
         helper.make_node("Relu", ["x"], ["r"], name="ok_relu"),
-        helper.make_node("Unique", ["r"], ["d"], name="un_det"),
+        helper.make_node("NonMaxSuppression", ["r"], ["d"], name="un_det"),
         helper.make_node("NoSuchOp", ["d"], ["n"], name="un_chained"),  # fed by an unsupported op
         helper.make_node("Neg", ["n"], ["out1"], name="ok_after"),
         helper.make_node("Frobnicate", ["x"], ["out2"], name="un_custom", domain="com.example"),
@@ -44,7 +44,7 @@ def build(path):
 
 # If is supported (its branches are inlined); unsupported ops inside its
 # branches are reported when the If is expanded, not in this census.
-EXPECTED = [("un_det", "Unique"), ("un_chained", "NoSuchOp"), ("un_custom", "Frobnicate")]
+EXPECTED = [("un_det", "NonMaxSuppression"), ("un_chained", "NoSuchOp"), ("un_custom", "Frobnicate")]
 
 
 def main():
