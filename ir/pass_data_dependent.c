@@ -57,13 +57,19 @@ static int64_t numel(const kn_shape *s) {
   return n;
 }
 
-/* "[2, 3]" into buf. */
-static const char *shape_str(const kn_shape *s, char *buf, size_t size) {
+/* "[2, 3]" into buf; dim `count_axis` (-1: none) written as "count". */
+static const char *shape_str_count(const kn_shape *s, int count_axis, char *buf, size_t size) {
   size_t at = (size_t)snprintf(buf, size, "[");
-  for (int k = 0; k < s->rank && at < size; k++)
-    at += (size_t)snprintf(buf + at, size - at, "%s%lld", k ? ", " : "", (long long)s->dim[k]);
+  for (int k = 0; k < s->rank && at < size; k++) {
+    if (k == count_axis) at += (size_t)snprintf(buf + at, size - at, "%scount", k ? ", " : "");
+    else at += (size_t)snprintf(buf + at, size - at, "%s%lld", k ? ", " : "", (long long)s->dim[k]);
+  }
   if (at < size) snprintf(buf + at, size - at, "]");
   return buf;
+}
+
+static const char *shape_str(const kn_shape *s, char *buf, size_t size) {
+  return shape_str_count(s, -1, buf, size);
 }
 
 /* An int64 constant of rank `rank`, all dims 1 but `axis`, which holds
@@ -195,10 +201,9 @@ static int compress(kn_dc *b) {
     kn_shape want = ys;
     want.dim[axis] = decl.rank == ys.rank ? decl.dim[axis] : 0;
     if (!kn_shape_equal(&want, &decl) || decl.dim[axis] > c) {
-      want.dim[axis] = c;
-      return kn_dc_fail(b, "output '%s' declares shape %s; Compress gives %s with at most %lld selected along "
-                           "axis %d", g->values[out].name, shape_str(&decl, buf, sizeof buf),
-                        shape_str(&want, buf2, sizeof buf2), (long long)c, axis);
+      return kn_dc_fail(b, "output '%s' declares shape %s; Compress gives %s, count <= %lld",
+                        g->values[out].name, shape_str(&decl, buf, sizeof buf),
+                        shape_str_count(&ys, axis, buf2, sizeof buf2), (long long)c);
     }
   }
   if (is_const) {
@@ -297,9 +302,10 @@ static int unique(kn_dc *b) {
   int64_t total = numel(&xs), n = axis_attr ? xs.dim[axis] : total, m = n ? total / n : 0;
   if (n == 0) return kn_dc_fail(b, "input 'X' is empty; Unique of an empty tensor is not supported");
   if (n > MAX_UNIQUE_ROWS || n * n * m > MAX_UNIQUE_PAIRS)
-    return kn_dc_fail(b, "%lld %s of %lld elements: too large for the pairwise comparison Kiln compiles "
-                         "Unique into (at most %d, and %d compared elements)", (long long)n,
-                      axis_attr ? "slices" : "elements", (long long)m, MAX_UNIQUE_ROWS, MAX_UNIQUE_PAIRS);
+    return kn_dc_fail(b, "input 'X' has %lld %s%s: too large for the pairwise comparison Kiln compiles Unique "
+                         "into (at most %d, and n * n * slice size %d)", (long long)n, axis_attr ? "slices" : "elements",
+                      axis_attr ? kn_arena_printf(&g->arena, " of %lld elements", (long long)m) : "", MAX_UNIQUE_ROWS,
+                      MAX_UNIQUE_PAIRS);
   bool bad;
   int64_t u = unique_count(b, &xs, axis, axis_attr != NULL, n, &bad);
   if (bad) return -1;
