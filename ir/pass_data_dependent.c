@@ -8,7 +8,8 @@
  * compute exactly that shape, plus a run-time check (kn_pass_add_check) that
  * the data really gives it: P_run returns KILN_ERR_VALUE, writing no output,
  * when it does not. When the deciding input is a constant (NonZero's data,
- * Compress's condition), K is counted here and no check is needed.
+ * Compress's condition, Unique's X), the count is taken here and no check is
+ * needed (fold_constants folds what is left).
  *
  * The rewrites are sort-free (builder of decompose.h, new nodes named after
  * the node they replace):
@@ -34,6 +35,7 @@
  * full shape inference (it infers shapes quietly itself). Guarantees: no
  * NonZero / Compress / Unique with typed inputs is left; new values are
  * untyped until the next kn_infer_shapes; nodes are toposorted. */
+#include <math.h>
 #include <stdio.h>
 
 #include "decompose.h"
@@ -271,6 +273,32 @@ static int64_t unique_count(kn_dc *b, const kn_shape *xs, int axis, bool has_axi
   return u;
 }
 
+/* The number of distinct slices along `axis` (n of them) of constant x
+ * (its elements when the node has no axis: axis 0 of the flat data); -1
+ * when it holds NaN. */
+static int64_t unique_count_const(const kn_graph *g, int x, int axis, int64_t n) {
+  const kn_value *v = &g->values[x];
+  int64_t total = numel(&v->shape), inner = 1, count = 0;
+  if (n < total) /* else every other dim is 1, or no axis: inner 1 */
+    for (int k = axis + 1; k < v->shape.rank; k++) inner *= v->shape.dim[k];
+  int64_t outer = total / (n * inner);
+  for (int64_t e = 0; e < total; e++)
+    if (isnan(kn_ref_load(v->dtype, v->data, e))) return -1;
+  for (int64_t i = 0; i < n; i++) {
+    bool seen = false;
+    for (int64_t j = 0; j < i && !seen; j++) {
+      bool same = true;
+      for (int64_t o = 0; o < outer && same; o++)
+        for (int64_t p = 0; p < inner && same; p++)
+          same = kn_ref_load(v->dtype, v->data, (o * n + i) * inner + p) ==
+                 kn_ref_load(v->dtype, v->data, (o * n + j) * inner + p);
+      seen = same;
+    }
+    count += !seen;
+  }
+  return count;
+}
+
 /* bool [n, n]: row j of x2 ([n, m], compared as a and b views) is
  * lexicographically smaller than row i. */
 static int rows_less(kn_dc *b, int a, int bv, int ne, int nei, int64_t m) {
@@ -306,12 +334,20 @@ static int unique(kn_dc *b) {
                          "into (at most %d, and n * n * slice size %d)", (long long)n, axis_attr ? "slices" : "elements",
                       axis_attr ? kn_arena_printf(&g->arena, " of %lld elements", (long long)m) : "", MAX_UNIQUE_ROWS,
                       MAX_UNIQUE_PAIRS);
-  bool bad;
+  bool bad, is_const = kn_dc_val(b, x)->data != NULL;
   int64_t u = unique_count(b, &xs, axis, axis_attr != NULL, n, &bad);
   if (bad) return -1;
+  if (is_const) {
+    int64_t have = unique_count_const(g, x, axis, n);
+    if (have < 0) return kn_dc_fail(b, "the constant input 'X' holds NaN, which Kiln's Unique does not merge");
+    if (u >= 0 && u != have)
+      return kn_dc_fail(b, "the outputs declare %lld unique %s; the constant input 'X' has %lld", (long long)u,
+                        axis_attr ? "slices" : "values", (long long)have);
+    u = have;
+  }
   if (u < 0)
     return kn_dc_fail(b, "its output shape depends on input values: output 'Y', 'indices' or 'counts' must be a "
-                         "model output declaring a static shape");
+                         "model output declaring a static shape (or 'X' a constant)");
   kn_pass_kill_node(g, b->node);
   /* x2: [n, m], row i = slice i (moved to the front) */
   int moved = x;
@@ -370,7 +406,7 @@ static int unique(kn_dc *b) {
                            false);
     check = kn_dc_bin(b, KN_OP_AND, check, kn_dc_bin(b, KN_OP_EQUAL, nan, kn_dc_scalar(b, KN_DT_I32, 0)));
   }
-  kn_pass_add_check(g, check);
+  if (!is_const) kn_pass_add_check(g, check);
   return 0;
 }
 

@@ -190,6 +190,34 @@ static void unique_axis_sorted(void **state) {
   kn_graph_free(&g);
 }
 
+/* Unique of a constant [2,3] along axis 0 with nothing declared: rows
+ * (1,2,3) twice; the count comes from the constant, no check. */
+static void unique_constant(void **state) {
+  (void)state;
+  kn_graph g;
+  kn_graph_init(&g);
+  tg_input(&g, "s", KN_DT_F32, "");
+  const float data[9] = {1, 2, 3, 0, 0, 1, 1, 2, 3};
+  tg_const_f(&g, "x", "3,3", data);
+  int n = tg_node(&g, KN_OP_UNIQUE, "uq", "x", "y,idx,inv,cnt");
+  tg_attr_i(&g, n, "axis", 0);
+  tg_node(&g, KN_OP_MUL, "scale", "y,s", "z");
+  tg_output(&g, "z");
+  tg_output(&g, "cnt");
+  pass_ok(&g);
+  assert_int_equal(g.n_checks, 0);
+  float s = 2, z[6];
+  int64_t cnt[2];
+  const void *in[1] = {&s};
+  void *out[2] = {z, cnt};
+  tg_ref_run(&g, in, out);
+  const float ez[6] = {0, 0, 2, 2, 4, 6};
+  for (int i = 0; i < 6; i++) assert_float_equal(z[i], ez[i], 0);
+  assert_int_equal(cnt[0], 1);
+  assert_int_equal(cnt[1], 2);
+  kn_graph_free(&g);
+}
+
 static void refusals(void **state) {
   (void)state;
   kn_graph g;
@@ -233,7 +261,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(nonzero_declared),    cmocka_unit_test(compress_constant_condition),
       cmocka_unit_test(compress_flat),       cmocka_unit_test(unique_flat),
-      cmocka_unit_test(unique_axis_sorted),  cmocka_unit_test(refusals),
+      cmocka_unit_test(unique_axis_sorted),  cmocka_unit_test(unique_constant),
+      cmocka_unit_test(refusals),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

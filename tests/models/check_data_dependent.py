@@ -173,6 +173,15 @@ def case_unique_axis_unsorted():
     return m, good, bad
 
 
+def case_unique_const_input():
+    """Unique of a constant (nothing declared): the count comes from the constant, the rest folds."""
+    c = h.make_tensor("c", T.FLOAT, [7], [3, 1, 3, 2, 1, 5, 3])
+    m = model([h.make_node("Unique", ["c"], ["y", "idx", "inv", "cnt"], name="uq"), h.make_node("Add", ["y", "x"], ["z"])],
+              [vi("x", T.FLOAT, [1])], [vi("z", T.FLOAT, None), vi("inv", T.INT64, None), vi("cnt", T.INT64, None)],
+              inits=[c], opset=11)
+    return m, [{"x": np.array([0.5], np.float32)}], []
+
+
 CASES = {name[5:]: fn for name, fn in list(globals().items()) if name.startswith("case_")}
 
 
