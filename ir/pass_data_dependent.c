@@ -14,8 +14,9 @@
  * The rewrites are sort-free (builder of decompose.h, new nodes named after
  * the node they replace):
  *  - selection of the first K marked positions of a 0/1 vector m of length c:
- *    cs = CumSum(m); pos[j] = sum_i [cs_i < j + 1] (a [K, c] comparison
- *    reduced over c); count check ReduceSum(m) == K;
+ *    cs = CumSum(m); pos[j] = the first i with cs_i == j + 1, an ArgMax over
+ *    min(cs_i, j + 1) ([K, c], one fused kernel); count check
+ *    ReduceSum(m) == K;
  *  - Compress(x, cond, axis): Gather(x, pos, axis) with m = cond (x
  *    flattened when axis is absent; cond may be shorter than the axis);
  *  - NonZero(x): m = Reshape(x, [-1]) != 0, and pos unravelled into
@@ -101,13 +102,17 @@ static int64_t count_nonzero_const(const kn_graph *g, int v, int64_t c) {
 }
 
 /* The positions (int64 [K]) of the first K ones of 0/1 int64 vector m of
- * length c (c >= 1), clamped into [0, c) for data that holds fewer. */
-static int select_positions(kn_dc *b, int m, int64_t c, int64_t k) {
-  int64_t zero = 0, one = 1;
+ * length c (c >= 1): the first i where min(CumSum(m)_i, j + 1) reaches its
+ * maximum (ArgMax keeps the first), j + 1 when the data holds that many
+ * ones; always in [0, c). One kernel: the Min is inlined into the ArgMax. */
+static int select_positions(kn_dc *b, int m, int64_t k) {
+  int64_t zero = 0;
   int cs = kn_dc_bin(b, KN_OP_CUM_SUM, m, kn_dc_scalar(b, KN_DT_I64, 0));
-  int before = kn_dc_bin(b, KN_OP_LESS, kn_dc_unsqueeze(b, cs, &zero, 1), iota(b, k, 1, 2, 0)); /* [K, c] */
-  int pos = kn_dc_reduce(b, KN_OP_REDUCE_SUM, kn_dc_cast(b, before, KN_DT_I64), &one, 1, false);
-  return kn_dc_bin(b, KN_OP_MIN, pos, kn_dc_scalar(b, KN_DT_I64, (double)(c - 1)));
+  int capped = kn_dc_bin(b, KN_OP_MIN, kn_dc_unsqueeze(b, cs, &zero, 1), iota(b, k, 1, 2, 0)); /* [K, c] */
+  int pos = kn_dc_un(b, KN_OP_ARG_MAX, capped);
+  kn_dc_attr_int(b, "axis", 1);
+  kn_dc_attr_int(b, "keepdims", 0);
+  return pos;
 }
 
 /* bool scalar: sum of int64 vector m == k. */
@@ -146,7 +151,7 @@ static int nonzero(kn_dc *b) {
   }
   if (k > n) return kn_dc_fail(b, "output '%s' declares %lld nonzero elements; the input has only %lld",
                                g->values[out].name, (long long)k, (long long)n);
-  if (k * n > MAX_SELECT_ELEMS)
+  if ((double)k * (double)n > (double)MAX_SELECT_ELEMS)
     return kn_dc_fail(b, "%lld selected of %lld elements is too large to compile", (long long)k, (long long)n);
   kn_pass_kill_node(g, b->node);
   if (k == 0) {
@@ -154,7 +159,7 @@ static int nonzero(kn_dc *b) {
     kn_dc_output(b, 0, kn_dc_const(b, KN_DT_I64, &empty, NULL));
   } else {
     int m = marks_of(b, kn_dc_reshape(b, x, &n, 1), kn_dc_val(b, x)->dtype);
-    int pos = select_positions(b, m, n, k);
+    int pos = select_positions(b, m, k);
     kn_shape col = {.rank = 2, .dim = {r, 1}};
     int64_t strides[KN_MAX_RANK], dims[KN_MAX_RANK], acc = 1, zero = 0;
     for (int d = r - 1; d >= 0; d--) {
@@ -219,7 +224,7 @@ static int compress(kn_dc *b) {
     return kn_dc_fail(b, "its output shape depends on input values: output '%s' must be a model output "
                          "declaring a static shape (or 'condition' a constant)", g->values[out].name);
   }
-  if (k * c > MAX_SELECT_ELEMS)
+  if ((double)k * (double)c > (double)MAX_SELECT_ELEMS)
     return kn_dc_fail(b, "%lld selected of %lld elements is too large to compile", (long long)k, (long long)c);
   kn_pass_kill_node(g, b->node);
   int src = axis_attr ? x : kn_dc_reshape(b, x, ys.dim, 1);
@@ -231,7 +236,7 @@ static int compress(kn_dc *b) {
     if (!is_const && c > 0) kn_pass_add_check(g, count_is(b, marks_of(b, cond, kn_dc_val(b, cond)->dtype), 0));
     return 0;
   }
-  int y = kn_dc_bin(b, KN_OP_GATHER, src, select_positions(b, m, c, k));
+  int y = kn_dc_bin(b, KN_OP_GATHER, src, select_positions(b, m, k));
   kn_dc_attr_int(b, "axis", axis);
   kn_dc_output(b, 0, y);
   if (!is_const) kn_pass_add_check(g, count_is(b, m, k));
@@ -329,7 +334,7 @@ static int unique(kn_dc *b) {
                       xs.rank);
   int64_t total = numel(&xs), n = axis_attr ? xs.dim[axis] : total, m = n ? total / n : 0;
   if (n == 0) return kn_dc_fail(b, "input 'X' is empty; Unique of an empty tensor is not supported");
-  if (n > MAX_UNIQUE_ROWS || n * n * m > MAX_UNIQUE_PAIRS)
+  if (n > MAX_UNIQUE_ROWS || (double)n * (double)n * (double)m > MAX_UNIQUE_PAIRS)
     return kn_dc_fail(b, "input 'X' has %lld %s%s: too large for the pairwise comparison Kiln compiles Unique "
                          "into (at most %d, and n * n * slice size %d)", (long long)n, axis_attr ? "slices" : "elements",
                       axis_attr ? kn_arena_printf(&g->arena, " of %lld elements", (long long)m) : "", MAX_UNIQUE_ROWS,
