@@ -304,15 +304,13 @@ static int64_t unique_count_const(const kn_graph *g, int x, int axis, int64_t n)
   return count;
 }
 
-/* bool [n, n]: row j of x2 ([n, m], compared as a and b views) is
- * lexicographically smaller than row i. */
-static int rows_less(kn_dc *b, int a, int bv, int ne, int nei, int64_t m) {
+/* bool [n, n]: row j of x2 ([n, m], compared as views a [n, 1, m] and bv
+ * [1, n, m], ne = a != bv, nei its int32) is lexicographically smaller than
+ * row i: at their first differing element (m > 1). */
+static int rows_less(kn_dc *b, int a, int bv, int ne, int nei) {
   int64_t two = 2;
-  int first_diff = ne;
-  if (m > 1) {
-    int cs = kn_dc_bin(b, KN_OP_CUM_SUM, nei, kn_dc_scalar(b, KN_DT_I64, 2));
-    first_diff = kn_dc_bin(b, KN_OP_AND, ne, kn_dc_bin(b, KN_OP_EQUAL, cs, kn_dc_scalar(b, KN_DT_I32, 1)));
-  }
+  int cs = kn_dc_bin(b, KN_OP_CUM_SUM, nei, kn_dc_scalar(b, KN_DT_I64, 2));
+  int first_diff = kn_dc_bin(b, KN_OP_AND, ne, kn_dc_bin(b, KN_OP_EQUAL, cs, kn_dc_scalar(b, KN_DT_I32, 1)));
   int lt = kn_dc_bin(b, KN_OP_AND, first_diff, kn_dc_bin(b, KN_OP_LESS, bv, a));
   int any = kn_dc_reduce(b, KN_OP_REDUCE_MAX, kn_dc_cast(b, lt, KN_DT_I32), &two, 1, false);
   return kn_dc_bin(b, KN_OP_EQUAL, any, kn_dc_scalar(b, KN_DT_I32, 1));
@@ -367,13 +365,20 @@ static int unique(kn_dc *b) {
   int64_t rows[2] = {n, m}, flat = total, zero = 0, one = 1;
   int x2 = kn_dc_reshape(b, moved, rows, 2);
   if (t == KN_DT_BOOL) x2 = kn_dc_cast(b, x2, KN_DT_U8);
-  int a = kn_dc_unsqueeze(b, x2, &one, 1);   /* [n, 1, m]: row i */
-  int bv = kn_dc_unsqueeze(b, x2, &zero, 1); /* [1, n, m]: row j */
-  int ne = kn_dc_un(b, KN_OP_NOT, kn_dc_bin(b, KN_OP_EQUAL, a, bv));
-  int nei = kn_dc_cast(b, ne, KN_DT_I32);
-  int64_t two = 2;
-  int differ = kn_dc_reduce(b, KN_OP_REDUCE_MAX, nei, &two, 1, false);
-  int eq = kn_dc_bin(b, KN_OP_EQUAL, differ, kn_dc_scalar(b, KN_DT_I32, 0)); /* [n, n] */
+  int a, bv, ne = -1, nei = -1, eq; /* eq [n, n]: rows i and j are equal */
+  if (m == 1) { /* elements: [n, 1] against [1, n] */
+    a = x2;
+    bv = kn_dc_reshape(b, x2, (int64_t[]){1, n}, 2);
+    eq = kn_dc_bin(b, KN_OP_EQUAL, a, bv);
+  } else {
+    a = kn_dc_unsqueeze(b, x2, &one, 1);   /* [n, 1, m]: row i */
+    bv = kn_dc_unsqueeze(b, x2, &zero, 1); /* [1, n, m]: row j */
+    ne = kn_dc_un(b, KN_OP_NOT, kn_dc_bin(b, KN_OP_EQUAL, a, bv));
+    nei = kn_dc_cast(b, ne, KN_DT_I32);
+    int64_t two = 2;
+    int differ = kn_dc_reduce(b, KN_OP_REDUCE_MAX, nei, &two, 1, false);
+    eq = kn_dc_bin(b, KN_OP_EQUAL, differ, kn_dc_scalar(b, KN_DT_I32, 0));
+  }
   kn_shape sq = {.rank = 2, .dim = {n, n}};
   int lower = kn_dc_const(b, KN_DT_BOOL, &sq, NULL);
   uint8_t *lo = g->values[lower].data;
@@ -385,7 +390,7 @@ static int unique(kn_dc *b) {
   int first_row = kn_dc_unsqueeze(b, first, &zero, 1);                       /* [1, n] */
   int before; /* [n, n]: the unique value of row j comes before that of row i */
   if (sorted) {
-    before = rows_less(b, a, bv, ne, nei, m);
+    before = m == 1 ? kn_dc_bin(b, KN_OP_LESS, bv, a) : rows_less(b, a, bv, ne, nei);
   } else {
     int first_idx = kn_dc_un(b, KN_OP_ARG_MAX, kn_dc_cast(b, eq, KN_DT_I32)); /* [n, 1] */
     kn_dc_attr_int(b, "axis", 1);
