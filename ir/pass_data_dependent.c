@@ -2,9 +2,11 @@
  * depend on input values, compiled for the shapes the model declares.
  *
  * Kiln compiles static shapes. When such a node's output is a model output
- * whose static shape the ONNX graph declares (kn_pass_declared_shape), the
- * count K of selected elements (NonZero, Compress) or of unique values U
- * (Unique) is known, and the node is rewritten into primitive graph ops that
+ * whose static shape the ONNX graph declares (kn_pass_declared_shape), or
+ * the shapes declared for the model outputs further down decide it (exactly
+ * one count, among 0 and the dims they mention, makes shape inference give
+ * them: NonZero -> Transpose -> output), the count K of selected elements
+ * (NonZero, Compress) or of unique values U (Unique) is known, and the node is rewritten into primitive graph ops that
  * compute exactly that shape, plus a run-time check (kn_pass_add_check) that
  * the data really gives it: P_run returns KILN_ERR_VALUE, writing no output,
  * when it does not. When the deciding input is a constant (NonZero's data,
@@ -38,6 +40,8 @@
  * untyped until the next kn_infer_shapes; nodes are toposorted. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "decompose.h"
 #include "passes.h"
@@ -123,6 +127,115 @@ static int count_is(kn_dc *b, int m, int64_t k) {
 
 static bool batched(const kn_value *v) { return v->shape.batch_mask != 0; }
 
+/* ---- counts decided by declared outputs further down ---- */
+
+/* The shapes of a node's outputs for a candidate count: output k has dtype
+ * dtype[k] and shape shape[k], whose dim count_axis[k] (-1: none) is the
+ * count. */
+typedef struct count_plan {
+  int n_out;
+  kn_dtype dtype[4];
+  kn_shape shape[4];
+  int count_axis[4];
+} count_plan;
+
+enum { MAX_COUNT_TRIES = 64 };
+
+static void cand_add(int64_t *cands, int *n, int64_t v, int64_t max) {
+  for (int i = 0; i < *n; i++)
+    if (cands[i] == v) return;
+  if (v >= 0 && v <= max && *n < MAX_COUNT_TRIES - 1) cands[(*n)++] = v; /* room for the probe */
+}
+
+/* The count in [0, max] for which shape inference gives every declared model
+ * output downstream of node b->node its declared shape, when the node's own
+ * outputs are not declared (NonZero -> Transpose -> output). Tries 0 and
+ * every dim the declared outputs mention (and one they do not, which must
+ * not fit), with the node removed and its outputs typed by plan p; then adds the node back (b->node is its new
+ * index; every other node index may have changed). Returns the count, or -1
+ * (*n_match: how many counts fit; 0 also when nothing declared is
+ * downstream). */
+static int64_t count_downstream(kn_dc *b, const count_plan *p, int64_t max, int *n_match) {
+  kn_graph *g = b->g;
+  kn_node saved = g->nodes[b->node];
+  *n_match = 0;
+  bool *tainted = calloc((size_t)g->n_values + 1, sizeof(bool));
+  KN_ASSERT(tainted, "out of memory");
+  for (int k = 0; k < saved.n_out; k++) tainted[saved.out[k]] = true;
+  for (int i = 0; i < g->n_nodes; i++) { /* toposorted */
+    const kn_node *n = &g->nodes[i];
+    bool hit = false;
+    for (int k = 0; k < n->n_in && !n->dead; k++) hit |= n->in[k] >= 0 && tainted[n->in[k]];
+    for (int k = 0; k < n->n_out && hit; k++) tainted[n->out[k]] = true;
+  }
+  int64_t cands[MAX_COUNT_TRIES];
+  int n_cands = 0;
+  cand_add(cands, &n_cands, 0, max);
+  bool any_below = false;
+  for (int o = 0; g->out_declared && o < g->n_outputs - g->n_checks; o++) {
+    if (g->out_declared[o].rank < 0 || !tainted[g->outputs[o]]) continue;
+    any_below = true;
+    for (int k = 0; k < g->out_declared[o].rank; k++) cand_add(cands, &n_cands, g->out_declared[o].dim[k], max);
+  }
+  /* and a count no declared dim mentions (beyond max): when that one fits
+   * too, the declared shapes do not decide the count (a ReduceSum of it) */
+  int64_t probe = max + 1;
+  for (int c = 0; c < n_cands; c++)
+    if (cands[c] >= probe) probe = cands[c] + 1;
+  cands[n_cands++] = probe;
+  int64_t found = -1;
+  if (any_below) {
+    kn_pass_kill_node(g, b->node);
+    /* its outputs stand as graph inputs meanwhile (toposort wants every
+     * value defined) */
+    int *inputs = g->inputs, n_inputs = g->n_inputs;
+    g->inputs = KN_NEW_ARRAY(&g->arena, int, n_inputs + saved.n_out);
+    memcpy(g->inputs, inputs, sizeof(int) * (size_t)n_inputs);
+    for (int k = 0; k < saved.n_out; k++) g->inputs[g->n_inputs++] = saved.out[k];
+    for (int c = 0; c < n_cands; c++) {
+      for (int k = 0; k < p->n_out && k < saved.n_out; k++) {
+        kn_value *v = &g->values[saved.out[k]];
+        v->dtype = p->dtype[k];
+        v->shape = p->shape[k];
+        if (p->count_axis[k] >= 0) v->shape.dim[p->count_axis[k]] = cands[c];
+        v->shape_known = true;
+      }
+      kn_diag quiet;
+      kn_diag_init(&quiet);
+      kn_infer_shapes(g, &quiet); /* drops the dead node: its outputs keep these shapes */
+      kn_diag_free(&quiet);
+      bool match = true;
+      for (int o = 0; o < g->n_outputs - g->n_checks && match; o++) {
+        const kn_value *v = &g->values[g->outputs[o]];
+        if (g->out_declared[o].rank < 0 || !tainted[g->outputs[o]]) continue;
+        match = v->shape_known && !v->shape.batch_mask && kn_shape_equal(&v->shape, &g->out_declared[o]);
+      }
+      if (match) {
+        found = cands[c];
+        ++*n_match;
+      }
+    }
+    g->inputs = inputs;
+    g->n_inputs = n_inputs;
+    b->node = kn_graph_add_node(g, saved.op, saved.name, saved.in, saved.n_in, saved.out, saved.n_out);
+    kn_node *n = &g->nodes[b->node];
+    n->op_type = saved.op_type;
+    n->domain = saved.domain;
+    n->n_attr = saved.n_attr;
+    n->attrs = saved.attrs;
+  }
+  free(tainted);
+  return *n_match == 1 ? found : -1;
+}
+
+/* The diagnostic for a count nothing decides. */
+static int count_undecided(kn_dc *b, int n_match, const char *what) {
+  if (n_match > 1)
+    return kn_dc_fail(b, "its output shape depends on input values, and the output shapes the model declares "
+                         "further down allow several counts: %s", what);
+  return kn_dc_fail(b, "its output shape depends on input values: %s", what);
+}
+
 /* ---- NonZero ---- */
 
 static int nonzero(kn_dc *b) {
@@ -146,8 +259,13 @@ static int nonzero(kn_dc *b) {
   } else if (declared) {
     k = decl.dim[1];
   } else {
-    return kn_dc_fail(b, "its output shape depends on input values: output '%s' must be a model output "
-                         "declaring a static shape [%d, count] (or 'X' a constant)", g->values[out].name, r);
+    count_plan p = {.n_out = 1, .dtype = {KN_DT_I64}, .shape = {{.rank = 2, .dim = {r, 0}}}, .count_axis = {1}};
+    int n_match;
+    k = count_downstream(b, &p, n, &n_match);
+    if (k < 0)
+      return count_undecided(b, n_match, kn_arena_printf(&g->arena, "output '%s' must be a model output declaring a "
+                                                         "static shape [%d, count] (or 'X' a constant)",
+                                                         g->values[out].name, r));
   }
   if (k > n) return kn_dc_fail(b, "output '%s' declares %lld nonzero elements; the input has only %lld",
                                g->values[out].name, (long long)k, (long long)n);
@@ -221,8 +339,13 @@ static int compress(kn_dc *b) {
   } else if (declared) {
     k = decl.dim[axis];
   } else {
-    return kn_dc_fail(b, "its output shape depends on input values: output '%s' must be a model output "
-                         "declaring a static shape (or 'condition' a constant)", g->values[out].name);
+    count_plan p = {.n_out = 1, .dtype = {kn_dc_val(b, x)->dtype}, .shape = {ys}, .count_axis = {axis}};
+    int n_match;
+    k = count_downstream(b, &p, c, &n_match);
+    if (k < 0)
+      return count_undecided(b, n_match, kn_arena_printf(&g->arena, "output '%s' must be a model output declaring a "
+                                                         "static shape (or 'condition' a constant)",
+                                                         g->values[out].name));
   }
   if ((double)k * (double)c > (double)MAX_SELECT_ELEMS)
     return kn_dc_fail(b, "%lld selected of %lld elements is too large to compile", (long long)k, (long long)c);
@@ -348,9 +471,19 @@ static int unique(kn_dc *b) {
                         axis_attr ? "slices" : "values", (long long)have);
     u = have;
   }
-  if (u < 0)
-    return kn_dc_fail(b, "its output shape depends on input values: output 'Y', 'indices' or 'counts' must be a "
-                         "model output declaring a static shape (or 'X' a constant)");
+  if (u < 0) {
+    kn_shape ys = xs, vec = {.rank = 1, .dim = {n}};
+    if (!axis_attr) ys = vec;
+    count_plan p = {.n_out = 4,
+                    .dtype = {t, KN_DT_I64, KN_DT_I64, KN_DT_I64},
+                    .shape = {ys, vec, vec, vec},
+                    .count_axis = {axis, 0, -1, 0}};
+    int n_match;
+    u = count_downstream(b, &p, n, &n_match);
+    if (u < 0)
+      return count_undecided(b, n_match, "output 'Y', 'indices' or 'counts' must be a model output declaring a static "
+                                         "shape (or 'X' a constant)");
+  }
   kn_pass_kill_node(g, b->node);
   /* x2: [n, m], row i = slice i (moved to the front) */
   int moved = x;
@@ -450,13 +583,27 @@ int kn_pass_data_dependent(kn_graph *g, kn_diag *d) {
   kn_diag_init(&quiet);
   kn_infer_shapes(g, &quiet); /* types the inputs; fails at these nodes */
   kn_diag_free(&quiet);
-  int rc = 0, n_nodes = g->n_nodes;
-  for (int i = 0; i < n_nodes; i++) {
-    if (g->nodes[i].dead || !is_data_dependent(g->nodes[i].op) || !ready(g, i, d, &rc)) continue;
+  /* one node at a time, from the start: count_downstream renumbers nodes;
+   * a node left in place (untyped inputs, refused) is passed over by its
+   * first output, which never changes */
+  bool *passed = calloc((size_t)g->n_values + 1, sizeof(bool));
+  KN_ASSERT(passed, "out of memory");
+  int rc = 0;
+  for (;;) {
+    int i = 0;
+    while (i < g->n_nodes && (g->nodes[i].dead || !is_data_dependent(g->nodes[i].op) || g->nodes[i].n_out < 1 ||
+                              passed[g->nodes[i].out[0]]))
+      i++;
+    if (i == g->n_nodes) break;
+    int first_out = g->nodes[i].out[0];
+    passed[first_out] = true;
+    if (!ready(g, i, d, &rc)) continue;
     kn_dc b = {.g = g, .d = d, .node = i, .name = g->nodes[i].name, .last = -1};
-    int r = g->nodes[i].op == KN_OP_NON_ZERO ? nonzero(&b) : g->nodes[i].op == KN_OP_COMPRESS ? compress(&b) : unique(&b);
+    kn_op op = g->nodes[i].op;
+    int r = op == KN_OP_NON_ZERO ? nonzero(&b) : op == KN_OP_COMPRESS ? compress(&b) : unique(&b);
     if (r < 0) rc = -1;
   }
+  free(passed);
   if (rc < 0) return -1;
   return kn_graph_toposort(g, d);
 }

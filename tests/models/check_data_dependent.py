@@ -112,6 +112,26 @@ def case_compress_const_condition():
     return m, good, []
 
 
+def case_nonzero_transposed():
+    """torch.nonzero's export: NonZero -> Transpose, the count declared on the Transpose's output [6, 2]."""
+    m = model([h.make_node("NonZero", ["x"], ["nz"], name="nz"), h.make_node("Transpose", ["nz"], ["y"], perm=[1, 0])],
+              [vi("x", T.FLOAT, [4, 5])], [vi("y", T.INT64, [6, 2])])
+    good = [{"x": with_nonzeros((4, 5), 6, np.float32)} for _ in range(3)]
+    bad = [{"x": with_nonzeros((4, 5), 5, np.float32)}]
+    return m, good, bad
+
+
+def case_compress_then_matmul():
+    """Compress rows, then a MatMul: the count declared only on the MatMul's output [3, 2]."""
+    w = h.make_tensor("w", T.FLOAT, [4, 2], rng.standard_normal(8).astype(np.float32).tolist())
+    m = model([h.make_node("Compress", ["x", "c"], ["s"], axis=0, name="cp"), h.make_node("MatMul", ["s", "w"], ["y"])],
+              [vi("x", T.FLOAT, [5, 4]), vi("c", T.BOOL, [5])], [vi("y", T.FLOAT, [3, 2])], inits=[w])
+    x = rng.standard_normal((5, 4)).astype(np.float32)
+    good = [{"x": x, "c": mask(5, 3)} for _ in range(3)]
+    bad = [{"x": x, "c": mask(5, 2)}]
+    return m, good, bad
+
+
 def unique_model(x_type, x_shape, n_unique, out_y_shape, n_slices, **attrs):
     return model([h.make_node("Unique", ["x"], ["y", "idx", "inv", "cnt"], name="uq", **attrs)],
                  [vi("x", x_type, x_shape)],
@@ -195,6 +215,12 @@ def refuse_compress_wrong_declared():
     m = model([h.make_node("Compress", ["x", "c"], ["y"], axis=0, name="cp_bad")],
               [vi("x", T.FLOAT, [4, 3]), vi("c", T.BOOL, [4])], [vi("y", T.FLOAT, [2, 2])])
     return m, ["cp_bad", "declares shape [2, 2]"]
+
+
+def refuse_nonzero_count_undecided():
+    m = model([h.make_node("NonZero", ["x"], ["nz"], name="nz_sum"), h.make_node("ReduceSum", ["nz"], ["y"], keepdims=0)],
+              [vi("x", T.FLOAT, [3, 4])], [vi("y", T.INT64, [])])
+    return m, ["nz_sum", "allow several counts"]
 
 
 def refuse_unique_too_large():
