@@ -93,6 +93,14 @@ def case_compress_short_condition():
     return m, good, bad
 
 
+def case_compress_none_selected():
+    """Compress declared [0, 3]: only an all-false condition is accepted (an empty output)."""
+    m = model([h.make_node("Compress", ["x", "c"], ["y"], axis=0, name="cp")],
+              [vi("x", T.FLOAT, [4, 3]), vi("c", T.BOOL, [4])], [vi("y", T.FLOAT, [0, 3])])
+    x = rng.standard_normal((4, 3)).astype(np.float32)
+    return m, [{"x": x, "c": mask(4, 0)}], [{"x": x, "c": mask(4, 1)}]
+
+
 def case_compress_flat_int():
     """Compress without an axis: the flattened [2,3] int64 input, 6-element condition, declared [4]."""
     m = model([h.make_node("Compress", ["x", "c"], ["y"], name="cp")],
