@@ -6,9 +6,9 @@
  * the shapes declared for the model outputs further down decide it (exactly
  * one count, among 0 and the dims they mention, makes shape inference give
  * them: NonZero -> Transpose -> output), the count K of selected elements
- * (NonZero, Compress) or of unique values U (Unique) is known, and the node is rewritten into primitive graph ops that
- * compute exactly that shape, plus a run-time check (kn_pass_add_check) that
- * the data really gives it: P_run returns KILN_ERR_VALUE, writing no output,
+ * (NonZero, Compress) or of unique values U (Unique) is known, and the node
+ * is rewritten into primitive graph ops that compute exactly that shape,
+ * plus a run-time check (kn_pass_add_check) that the data really gives it: P_run returns KILN_ERR_VALUE, writing no output,
  * when it does not. When the deciding input is a constant (NonZero's data,
  * Compress's condition, Unique's X), the count is taken here and no check is
  * needed (fold_constants folds what is left).
@@ -272,11 +272,11 @@ static int nonzero(kn_dc *b) {
   if ((double)k * (double)n > (double)MAX_SELECT_ELEMS)
     return kn_dc_fail(b, "%lld selected of %lld elements is too large to compile", (long long)k, (long long)n);
   kn_pass_kill_node(g, b->node);
+  int m = marks_of(b, kn_dc_reshape(b, x, &n, 1), kn_dc_val(b, x)->dtype);
   if (k == 0) {
     kn_shape empty = {.rank = 2, .dim = {r, 0}};
     kn_dc_output(b, 0, kn_dc_const(b, KN_DT_I64, &empty, NULL));
   } else {
-    int m = marks_of(b, kn_dc_reshape(b, x, &n, 1), kn_dc_val(b, x)->dtype);
     int pos = select_positions(b, m, k);
     kn_shape col = {.rank = 2, .dim = {r, 1}};
     int64_t strides[KN_MAX_RANK], dims[KN_MAX_RANK], acc = 1, zero = 0;
@@ -287,10 +287,8 @@ static int nonzero(kn_dc *b) {
     }
     int q = kn_dc_bin(b, KN_OP_DIV, kn_dc_unsqueeze(b, pos, &zero, 1), kn_dc_const(b, KN_DT_I64, &col, strides));
     kn_dc_output(b, 0, kn_dc_bin(b, KN_OP_MOD, q, kn_dc_const(b, KN_DT_I64, &col, dims)));
-    if (!is_const) kn_pass_add_check(g, count_is(b, m, k));
-    return 0;
   }
-  if (!is_const) kn_pass_add_check(g, count_is(b, marks_of(b, kn_dc_reshape(b, x, &n, 1), kn_dc_val(b, x)->dtype), 0));
+  if (!is_const && n > 0) kn_pass_add_check(g, count_is(b, m, k)); /* an empty input has no nonzeros */
   return 0;
 }
 
@@ -351,18 +349,17 @@ static int compress(kn_dc *b) {
     return kn_dc_fail(b, "%lld selected of %lld elements is too large to compile", (long long)k, (long long)c);
   kn_pass_kill_node(g, b->node);
   int src = axis_attr ? x : kn_dc_reshape(b, x, ys.dim, 1);
-  int m = k > 0 ? marks_of(b, cond, kn_dc_val(b, cond)->dtype) : -1;
+  int m = marks_of(b, cond, kn_dc_val(b, cond)->dtype);
   if (k == 0) {
     kn_shape empty = ys;
     empty.dim[axis] = 0;
     kn_dc_output(b, 0, kn_dc_const(b, kn_dc_val(b, x)->dtype, &empty, NULL));
-    if (!is_const && c > 0) kn_pass_add_check(g, count_is(b, marks_of(b, cond, kn_dc_val(b, cond)->dtype), 0));
-    return 0;
+  } else {
+    int y = kn_dc_bin(b, KN_OP_GATHER, src, select_positions(b, m, k));
+    kn_dc_attr_int(b, "axis", axis);
+    kn_dc_output(b, 0, y);
   }
-  int y = kn_dc_bin(b, KN_OP_GATHER, src, select_positions(b, m, k));
-  kn_dc_attr_int(b, "axis", axis);
-  kn_dc_output(b, 0, y);
-  if (!is_const) kn_pass_add_check(g, count_is(b, m, k));
+  if (!is_const && c > 0) kn_pass_add_check(g, count_is(b, m, k)); /* an empty condition selects nothing */
   return 0;
 }
 
