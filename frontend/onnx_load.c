@@ -205,7 +205,7 @@ static void import_outputs(kn_fe_ctx *cx, const Onnx__GraphProto *gp) {
 /* Why a default-domain op is not supported, when there is a reason beyond
  * "not implemented yet" (appended to its diagnostic), else "". */
 static const char *unsupported_reason(const char *op_type) {
-  static const char *const data_dependent[] = {"NonZero", "Unique", "Compress", "NonMaxSuppression"};
+  static const char *const data_dependent[] = {"NonMaxSuppression"};
   for (size_t i = 0; i < sizeof data_dependent / sizeof *data_dependent; i++)
     if (strcmp(op_type, data_dependent[i]) == 0)
       return ": its output shape depends on input values; Kiln compiles static shapes";

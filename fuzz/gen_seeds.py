@@ -211,16 +211,16 @@ def seeds():
                                   for i, op in enumerate(["Atan", "Asin", "Acos", "Atan", "Atan", "Acos"])],
                                  [vi("v0", [4])], [vi("v6", None)])
     # -- several unsupported ops: all named in one run
-    m = model([helper.make_node("Unique", ["x"], ["d"], name="unsup_det"),
+    m = model([helper.make_node("NonMaxSuppression", ["x"], ["d"], name="unsup_det"),
                helper.make_node("Frob", ["x"], ["f"], name="unsup_frob", domain="com.example"),
                helper.make_node("NoSuchOp", ["x"], ["z"], name="unsup_nosuch")],
               [vi("x", [3, 3])], [vi("d", None), vi("f", None), vi("z", None)])
     m.opset_import.append(helper.make_opsetid("com.example", 1))
     s["unsupported_three_ops"] = m
     # -- names that would break the one-line rule: a newline, a 100 KB name
-    s["name_with_newline"] = model([helper.make_node("Unique", ["x"], ["y"], name="line1\nline2\r\x1b[2J")],
+    s["name_with_newline"] = model([helper.make_node("NonMaxSuppression", ["x"], ["y"], name="line1\nline2\r\x1b[2J")],
                                    [vi("x", [3, 3])], [vi("y", None)])
-    s["name_100k"] = model([helper.make_node("Unique", ["x"], ["y"], name="n" * 100000)],
+    s["name_100k"] = model([helper.make_node("NonMaxSuppression", ["x"], ["y"], name="n" * 100000)],
                            [vi("x", [3, 3])], [vi("y", None)])
     return s
 

@@ -392,6 +392,10 @@ static int infer_node(kn_infer *c) {
   case KN_OP_IF: case KN_OP_LOOP: case KN_OP_SCAN: case KN_OP_RNN: case KN_OP_LSTM: case KN_OP_GRU:
   case KN_OP_DFT: case KN_OP_STFT:
     return kn_infer_fail(c, "could not be expanded into primitive ops (its inputs have no static shape)");
+  /* [data-dependent]: ir/pass_data_dependent.c rewrites them first */
+  case KN_OP_NON_ZERO: case KN_OP_COMPRESS: case KN_OP_UNIQUE:
+    return kn_infer_fail(c, "its output shape depends on input values; Kiln compiles it only when its outputs "
+                            "are model outputs declaring a static shape, or its data is a constant");
   default: break;
   }
   int max_in, max_out;

@@ -215,7 +215,7 @@ def make_unsupported(out):
         [helper.make_node("Identity", ["x"], ["o"])], name, [],
         [helper.make_tensor_value_info("o", TensorProto.FLOAT, [1, 4])])
     nodes = [
-        helper.make_node("Unique", ["x"], ["vals", "idx"], name="unique0"),
+        helper.make_node("NonMaxSuppression", ["x"], ["vals", "idx"], name="unique0"),
         helper.make_node("FancyOp", ["vals"], ["f"], name="fancy0", domain="com.example", alpha=1.0),
         helper.make_node("Relu", ["f"], ["r"], name="relu0"),
         helper.make_node("If", ["cond"], ["g"], name="if0", then_branch=branch("then"),
