@@ -288,6 +288,9 @@ int kn_expand_rnn(kn_graph *g, int node, kn_diag *diag) {
   r.hidden = kn_node_attr_int(n, "hidden_size", -1);
   if (r.hidden <= 0 && g->values[rr].shape.rank == 3) r.hidden = g->values[rr].shape.dim[2];
   if (r.hidden <= 0) return kn_diag_error(diag, "node '%s' (%s): hidden_size is required", n->name, n->op_type);
+  if (r.hidden > ((int64_t)1 << 24)) /* gates * hidden * 2 below must not overflow */
+    return kn_diag_error(diag, "node '%s' (%s): hidden_size %lld is larger than 2^24", n->name, n->op_type,
+                         (long long)r.hidden);
   r.clip = kn_node_attr_float(n, "clip", 0);
   const char *direction = kn_node_attr_string(n, "direction", "forward");
   int dirs = !strcmp(direction, "bidirectional") ? 2 : 1;

@@ -395,7 +395,11 @@ static int expand_scan(kn_expand *x, int node) {
   bool v8 = g->opset < 9;
   int first = v8 ? 1 : 0; /* opset 8: input 0 is sequence_lens */
   int n_formal = body->capture_base - first;
-  int m = (int)kn_node_attr_int(&n, "num_scan_inputs", -1);
+  int64_t m64 = kn_node_attr_int(&n, "num_scan_inputs", -1);
+  if (m64 < 1 || m64 > SCAN_MAX_IO)
+    return kn_diag_error(x->d, "node '%s' (Scan): num_scan_inputs %lld is outside [1, %d]", n.name, (long long)m64,
+                         SCAN_MAX_IO);
+  int m = (int)m64;
   scan_seq q = {.n_state = n_formal - m, .m = m, .n_out = n.n_out - (n_formal - m)};
   if (m > SCAN_MAX_IO || q.n_out > SCAN_MAX_IO)
     return kn_diag_error(x->d, "node '%s' (Scan): more than %d scan inputs or outputs", n.name, SCAN_MAX_IO);
