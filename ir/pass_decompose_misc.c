@@ -257,6 +257,8 @@ static int max_pool_indices(kn_dc *c) {
   int64_t batch = xv->shape.dim[0], chans = xv->shape.dim[1], in_sp[2] = {xv->shape.dim[2], xv->shape.dim[3]};
   kn_window w;
   if (kn_window_resolve(n, 2, in_sp, ks, true, &w, c->d) < 0) return -1;
+  if (ks[0] > 1024 || ks[1] > 1024 || w.out[0] > ((int64_t)1 << 24) || w.out[1] > ((int64_t)1 << 24))
+    return kn_dc_fail(c, "window or output too large for output Indices");
   int64_t taps = ks[0] * ks[1], plane = w.out[0] * w.out[1];
   if (taps > 1024 || plane > ((int64_t)1 << 24)) return kn_dc_fail(c, "window or output too large for output Indices");
   bool col_major = kn_node_attr_int(n, "storage_order", 0) != 0;

@@ -466,7 +466,8 @@ static bool collect(spec *s, const bool *needed, kn_dc *b) {
     if (!needed[v] || is_undecided(s, v)) continue;
     int64_t n = kn_value_numel(g, v);
     if (n == 0) {
-      int c = kn_dc_const(b, g->values[v].dtype, &g->values[v].shape, NULL);
+      kn_shape shape = g->values[v].shape; /* adding the constant may move g->values */
+      int c = kn_dc_const(b, g->values[v].dtype, &shape, NULL);
       kn_pass_replace_uses(g, v, c);
       continue;
     }
@@ -484,8 +485,8 @@ static bool collect(spec *s, const bool *needed, kn_dc *b) {
  * lie in a range: CumSum / CumProd's axis in [-rank, rank) (the kernel
  * otherwise sums nothing). */
 static bool runtime_cum_axis(const kn_graph *g, const kn_node *n) {
-  return !n->dead && (n->op == KN_OP_CUM_SUM || n->op == KN_OP_CUM_PROD) && n->n_in >= 2 && n->in[1] >= 0 &&
-         !g->values[n->in[1]].data;
+  return !n->dead && (n->op == KN_OP_CUM_SUM || n->op == KN_OP_CUM_PROD) && n->n_in >= 2 && n->in[0] >= 0 &&
+         n->in[1] >= 0 && !g->values[n->in[1]].data;
 }
 
 static void add_value_checks(kn_graph *g) {
