@@ -27,11 +27,17 @@ static int infer_resize(kn_infer *c) {
   kn_resize_inputs(n, c->g->opset, &ri, &si, &zi);
   bool bad = false;
   const kn_ref_tensor *roi = ri >= 0 ? known_or_fail(c, ri, "roi", &bad) : NULL;
-  const kn_ref_tensor *scales = si >= 0 ? known_or_fail(c, si, "scales", &bad) : NULL;
+  bool declared = n->op == KN_OP_RESIZE_DECLARED; /* its scales may be read at run time */
+  const kn_ref_tensor *scales = si < 0 ? NULL : declared ? kn_infer_known(c, si) : known_or_fail(c, si, "scales", &bad);
   const kn_ref_tensor *sizes = zi >= 0 ? known_or_fail(c, zi, "sizes", &bad) : NULL;
   if (bad) return -1;
   kn_resize_geom g;
   if (kn_resize_resolve(n, c->g->opset, &x->shape, roi, scales, sizes, &g, c->d) < 0) return -1;
+  const kn_value *sv = declared ? kn_infer_in(c, si) : NULL;
+  if (declared && !scales &&
+      (!sv || !kn_dtype_is_float(sv->dtype) || sv->shape.rank != 1 || sv->shape.batch_mask ||
+       sv->shape.dim[0] != g.n_axes))
+    return kn_infer_fail(c, "scales must be a float tensor of %d entries", g.n_axes);
   kn_shape s = x->shape;
   for (int a = 0; a < s.rank; a++) s.dim[a] = g.out[a];
   return kn_infer_set(c, 0, x->dtype, &s);
@@ -221,7 +227,8 @@ static int infer_roi_align(kn_infer *c) {
 int kn_infer_spatial(kn_infer *c) {
   switch (kn_infer_node(c)->op) {
   case KN_OP_RESIZE:
-  case KN_OP_UPSAMPLE: return infer_resize(c);
+  case KN_OP_UPSAMPLE:
+  case KN_OP_RESIZE_DECLARED: return infer_resize(c);
   case KN_OP_CONV_TRANSPOSE: return infer_convt(c);
   case KN_OP_DEPTH_TO_SPACE: return infer_depth_space(c, true);
   case KN_OP_SPACE_TO_DEPTH: return infer_depth_space(c, false);

@@ -73,7 +73,11 @@ typedef enum kn_resize_nearest {
  * (clamped: edge padding) with weight K((pos_j - x) * support[a]),
  * zeroed outside the input with exclude_outside and divided by their sum
  * when `normalize`. tf_crop_and_resize gives extrapolation_value where
- * x < 0 or x > in - 1 along any resized axis. Identity axes are copied. */
+ * x < 0 or x > in - 1 along any resized axis. Identity axes are copied.
+ * kiln.ResizeDeclared without concrete scales (shape inference, TE): each
+ * axis with `runtime` set reads its scale at run time, entry scale_index of
+ * the scales input (as float32, then float64: what the reference reads);
+ * scale[] is 0 there, out[] is the declared output_shape, support 1. */
 typedef struct kn_resize_geom {
   int rank;
   kn_resize_mode mode;
@@ -86,12 +90,19 @@ typedef struct kn_resize_geom {
   double support[KN_MAX_RANK]; /* min(scale, 1) with antialias, else 1 */
   int taps[KN_MAX_RANK];       /* linear/cubic taps along the axis */
   bool identity[KN_MAX_RANK];
+  bool runtime[KN_MAX_RANK]; /* scale read at run time (kiln.ResizeDeclared) */
+  int scale_index[KN_MAX_RANK];
+  int n_axes; /* entries of scales / sizes: axes listed, else rank */
 } kn_resize_geom;
 
 /* Resolves Resize (opset 10-19+) or Upsample (7-9) node n for input dims
  * x_dims[0..rank) (per batch unit; batch_mask: dims times N, which must stay
  * unresized). The optional inputs are given as concrete tensors, NULL when
- * absent (an empty tensor counts as absent). 0, or -1 with a diagnostic. */
+ * absent (an empty tensor counts as absent). kiln.ResizeDeclared (inputs X,
+ * roi, scales; attributes of Resize plus output_shape and legacy = 1 for
+ * Upsample / Resize-10) resolves without scales to the runtime axes above;
+ * with concrete scales as Resize, refusing scales that do not give
+ * output_shape. 0, or -1 with a diagnostic. */
 int kn_resize_resolve(const kn_node *n, int64_t opset, const kn_shape *x,
                       const kn_ref_tensor *roi, const kn_ref_tensor *scales,
                       const kn_ref_tensor *sizes, kn_resize_geom *g, kn_diag *d);

@@ -14,6 +14,7 @@ bool kn_spatial_op(kn_op op) {
   switch (op) {
   case KN_OP_RESIZE:
   case KN_OP_UPSAMPLE:
+  case KN_OP_RESIZE_DECLARED:
   case KN_OP_CONV_TRANSPOSE:
   case KN_OP_COL2IM:
   case KN_OP_GRID_SAMPLE:
@@ -33,8 +34,36 @@ static int fail(kn_diag *d, const kn_node *n, const char *what, long long v) {
 
 /* ---- Resize / Upsample ---- */
 
+/* kiln.ResizeDeclared: the declared output_shape. Without concrete scales,
+ * marks the listed axes as read at run time and takes their dims from it;
+ * with them (the reference), checks afterwards that they give it. */
+static int resolve_declared(const kn_node *n, const int *axes, int n_axes, bool antialias,
+                            const kn_ref_tensor *sc, kn_resize_geom *g, kn_diag *d) {
+  int nd;
+  const int64_t *os = kn_node_attr_ints(n, "output_shape", &nd);
+  if (!os || nd != g->rank) return fail(d, n, "output_shape must have one entry per input dim", os ? nd : 0);
+  if (sc) return 0;
+  if (antialias) return kn_diag_error(d, "node '%s' (%s): antialias needs constant scales", n->name, n->op_type);
+  for (int i = 0; i < n_axes; i++) {
+    int a = axes[i];
+    if (os[a] < 1 || os[a] > DIM_MAX) return fail(d, n, "output_shape entry out of range", os[a]);
+    g->runtime[a] = true;
+    g->scale_index[a] = i;
+    g->scale[a] = 0;
+    g->out[a] = os[a];
+  }
+  for (int a = 0; a < g->rank; a++)
+    if (!g->runtime[a] && os[a] != g->in[a]) return fail(d, n, "output_shape changes an axis not resized", a);
+  return 0;
+}
+
 void kn_resize_inputs(const kn_node *n, int64_t opset, int *roi, int *scales, int *sizes) {
   *roi = *scales = *sizes = -1;
+  if (n->op == KN_OP_RESIZE_DECLARED) {
+    *roi = 1;
+    *scales = 2;
+    return;
+  }
   if (n->op == KN_OP_UPSAMPLE || opset < 11) {
     *scales = 1;
     return;
@@ -62,7 +91,8 @@ int kn_resize_resolve(const kn_node *n, int64_t opset, const kn_shape *x,
                       const kn_ref_tensor *sizes, kn_resize_geom *g, kn_diag *d) {
   memset(g, 0, sizeof *g);
   int r = g->rank = x->rank;
-  bool upsample = n->op == KN_OP_UPSAMPLE, legacy = upsample || opset < 11;
+  bool upsample = n->op == KN_OP_UPSAMPLE, declared = n->op == KN_OP_RESIZE_DECLARED;
+  bool legacy = upsample || opset < 11 || (declared && kn_node_attr_int(n, "legacy", 0) != 0);
   static const char *const modes[] = {"nearest", "linear", "cubic"};
   static const char *const ctms[] = {"half_pixel",  "half_pixel_symmetric", "pytorch_half_pixel",
                                      "align_corners", "asymmetric",         "tf_crop_and_resize"};
@@ -103,6 +133,7 @@ int kn_resize_resolve(const kn_node *n, int64_t opset, const kn_shape *x,
     }
     n_axes = na;
   }
+  g->n_axes = n_axes;
   for (int a = 0; a < r; a++) {
     g->in[a] = g->out[a] = x->dim[a];
     g->scale[a] = 1;
@@ -119,7 +150,10 @@ int kn_resize_resolve(const kn_node *n, int64_t opset, const kn_shape *x,
     for (int i = 0; i < nf; i++) scale_attr[i] = sa->floats[i];
   }
   if (sc && sz) return kn_diag_error(d, "node '%s' (%s): both scales and sizes are given", n->name, n->op_type);
-  if (sz) {
+  if (declared && resolve_declared(n, axes, n_axes, antialias, sc, g, d) < 0) return -1;
+  if (declared && !sc) {
+    /* the scales are read at run time: out[] is the declared shape */
+  } else if (sz) {
     if (!kn_dtype_is_int(sz->dtype) || kn_ref_numel(&sz->shape) != n_axes)
       return fail(d, n, "sizes must hold one integer per resized axis", kn_ref_numel(&sz->shape));
     static const char *const policies[] = {"stretch", "not_larger", "not_smaller"};
@@ -157,6 +191,14 @@ int kn_resize_resolve(const kn_node *n, int64_t opset, const kn_shape *x,
   } else {
     return kn_diag_error(d, "node '%s' (%s): needs constant scales or sizes", n->name, n->op_type);
   }
+  if (declared && sc) {
+    int nd;
+    const int64_t *os = kn_node_attr_ints(n, "output_shape", &nd);
+    for (int a = 0; a < r; a++)
+      if (g->out[a] != os[a])
+        return kn_diag_error(d, "node '%s' (%s): scales give dim %d = %lld, the model declares %lld", n->name,
+                             n->op_type, a, (long long)g->out[a], (long long)os[a]);
+  }
   if (present(roi)) {
     int count = (int)kn_ref_numel(&roi->shape);
     if (!kn_dtype_is_float(roi->dtype) || count != 2 * n_axes)
@@ -170,6 +212,11 @@ int kn_resize_resolve(const kn_node *n, int64_t opset, const kn_shape *x,
     double s = g->scale[a];
     g->identity[a] = fabs(s - 1.0) <= 1e-9 && g->out[a] == g->in[a] && fabs(g->roi_start[a]) <= 1e-9 &&
                      fabs(g->roi_end[a] - 1.0) <= 1e-9;
+    /* a run-time scale on an axis of 1 element kept at 1 reads element 0
+     * whatever its value (the weights sum to 1), unless extrapolating */
+    if (g->runtime[a] && g->in[a] == 1 && g->out[a] == 1 && g->ctm != KN_CTM_TF_CROP_AND_RESIZE)
+      g->runtime[a] = false, g->identity[a] = true;
+    if (g->runtime[a]) s = 1; /* no antialias: the support stays 1 */
     if (!g->identity[a] && (x->batch_mask >> a) & 1)
       return kn_diag_error(d, "node '%s' (%s): resizing the batch dim %d", n->name, n->op_type, a);
     if (!g->identity[a] && g->in[a] < 1) return fail(d, n, "resizing an empty dim", a);
