@@ -2,7 +2,9 @@
  * (spatial.h). Geometry comes from spatial_geom.c; the inputs that decide a
  * shape (Resize scales/sizes/roi, CenterCropPad shape, Col2Im image and
  * block shapes, AffineGrid size, MaxUnpool output_shape) must be known at
- * compile time, else the node gets a diagnostic naming the input. */
+ * compile time, else the node gets a diagnostic naming the input; except
+ * kiln.ResizeDeclared's scales (its output_shape attribute is the shape,
+ * ir/pass_runtime_resize.c). */
 #include <string.h>
 
 #include "shape_infer_impl.h"

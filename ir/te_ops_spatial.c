@@ -10,6 +10,9 @@
  *      acc[o...] = sum_t prod_a w_a(o_a, t_a) * X[clamp(pos_a(o_a, t_a))...]
  *    with the (normalised) weights as float64 expressions cast to X's dtype,
  *    then the tf_crop_and_resize extrapolation select as an epilogue.
+ *    kiln.ResizeDeclared's run-time axes read their scale from the scales
+ *    tensor (float32 -> float64) in the same formulas; tests on scale * in
+ *    become selects.
  *  - ConvTranspose and Col2Im gather over the output: one reduction stage
  *    over (input channels of the group,) kernel taps, reading
  *      X[.., q / s ..] where q = o + pad - k * dilation, q % s == 0, in range
