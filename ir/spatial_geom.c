@@ -34,34 +34,12 @@ static int fail(kn_diag *d, const kn_node *n, const char *what, long long v) {
 
 /* ---- Resize / Upsample ---- */
 
-/* kiln.ResizeDeclared: the declared output_shape. Without concrete scales,
- * marks the listed axes as read at run time and takes their dims from it;
- * with them (the reference), checks afterwards that they give it. */
-static int resolve_declared(const kn_node *n, const int *axes, int n_axes, bool antialias,
-                            const kn_ref_tensor *sc, kn_resize_geom *g, kn_diag *d) {
-  int nd;
-  const int64_t *os = kn_node_attr_ints(n, "output_shape", &nd);
-  if (!os || nd != g->rank) return fail(d, n, "output_shape must have one entry per input dim", os ? nd : 0);
-  if (sc) return 0;
-  if (antialias) return kn_diag_error(d, "node '%s' (%s): antialias needs constant scales", n->name, n->op_type);
-  for (int i = 0; i < n_axes; i++) {
-    int a = axes[i];
-    if (os[a] < 1 || os[a] > DIM_MAX) return fail(d, n, "output_shape entry out of range", os[a]);
-    g->runtime[a] = true;
-    g->scale_index[a] = i;
-    g->scale[a] = 0;
-    g->out[a] = os[a];
-  }
-  for (int a = 0; a < g->rank; a++)
-    if (!g->runtime[a] && os[a] != g->in[a]) return fail(d, n, "output_shape changes an axis not resized", a);
-  return 0;
-}
-
 void kn_resize_inputs(const kn_node *n, int64_t opset, int *roi, int *scales, int *sizes) {
   *roi = *scales = *sizes = -1;
   if (n->op == KN_OP_RESIZE_DECLARED) {
     *roi = 1;
     *scales = 2;
+    *sizes = 3;
     return;
   }
   if (n->op == KN_OP_UPSAMPLE || opset < 11) {
@@ -84,6 +62,47 @@ static int parse_enum(const kn_node *n, const char *attr, const char *dflt, cons
       return 0;
     }
   return kn_diag_error(d, "node '%s' (%s): unknown %s '%s'", n->name, n->op_type, attr, s);
+}
+
+static bool has_input(const kn_node *n, int k) { return k < n->n_in && n->in[k] >= 0; }
+
+/* kiln.ResizeDeclared: the declared output_shape. Without concrete scales
+ * or sizes, takes the dims of the listed axes from it and marks how their
+ * scales are found at run time (spatial.h); with them (the reference),
+ * the caller checks afterwards that they give it. A roi input that is not
+ * concrete is read at run time. */
+static int resolve_declared(const kn_node *n, const int *axes, int n_axes, bool antialias,
+                            const kn_ref_tensor *roi, const kn_ref_tensor *sc, const kn_ref_tensor *sz,
+                            kn_resize_geom *g, kn_diag *d) {
+  int nd;
+  const int64_t *os = kn_node_attr_ints(n, "output_shape", &nd);
+  if (!os || nd != g->rank) return fail(d, n, "output_shape must have one entry per input dim", os ? nd : 0);
+  g->runtime_roi = has_input(n, 1) && !roi;
+  if (sc || sz) return 0;
+  bool scales = has_input(n, 2), sizes = has_input(n, 3);
+  if (scales == sizes)
+    return kn_diag_error(d, "node '%s' (%s): needs one of scales and sizes", n->name, n->op_type);
+  static const char *const policies[] = {"stretch", "not_larger", "not_smaller"};
+  int policy = 0;
+  if (sizes && parse_enum(n, "keep_aspect_ratio_policy", "stretch", policies, 3, &policy, d) < 0) return -1;
+  bool runtime = scales || policy != 0;
+  if (runtime && antialias)
+    return kn_diag_error(d, "node '%s' (%s): antialias needs constant scales", n->name, n->op_type);
+  g->runtime_sizes = sizes && runtime;
+  g->not_larger = policy == 1;
+  bool listed[KN_MAX_RANK] = {false};
+  for (int i = 0; i < n_axes; i++) {
+    int a = axes[i];
+    if (os[a] < 1 || os[a] > DIM_MAX) return fail(d, n, "output_shape entry out of range", os[a]);
+    if (g->in[a] < 1) return fail(d, n, "empty input dim", g->in[a]);
+    listed[a] = true;
+    g->runtime[a] = runtime;
+    g->scale[a] = runtime ? 0 : (double)os[a] / (double)g->in[a];
+    g->out[a] = os[a];
+  }
+  for (int a = 0; a < g->rank; a++)
+    if (!listed[a] && os[a] != g->in[a]) return fail(d, n, "output_shape changes an axis not resized", a);
+  return 0;
 }
 
 int kn_resize_resolve(const kn_node *n, int64_t opset, const kn_shape *x,
@@ -134,6 +153,8 @@ int kn_resize_resolve(const kn_node *n, int64_t opset, const kn_shape *x,
     n_axes = na;
   }
   g->n_axes = n_axes;
+  for (int a = 0; a < r; a++) g->scale_index[a] = -1;
+  for (int i = 0; i < n_axes; i++) g->axes[i] = axes[i], g->scale_index[axes[i]] = i;
   for (int a = 0; a < r; a++) {
     g->in[a] = g->out[a] = x->dim[a];
     g->scale[a] = 1;
@@ -150,9 +171,9 @@ int kn_resize_resolve(const kn_node *n, int64_t opset, const kn_shape *x,
     for (int i = 0; i < nf; i++) scale_attr[i] = sa->floats[i];
   }
   if (sc && sz) return kn_diag_error(d, "node '%s' (%s): both scales and sizes are given", n->name, n->op_type);
-  if (declared && resolve_declared(n, axes, n_axes, antialias, sc, g, d) < 0) return -1;
-  if (declared && !sc) {
-    /* the scales are read at run time: out[] is the declared shape */
+  if (declared && resolve_declared(n, axes, n_axes, antialias, roi, sc, sz, g, d) < 0) return -1;
+  if (declared && !sc && !sz) {
+    /* the scales are found at run time: out[] is the declared shape */
   } else if (sz) {
     if (!kn_dtype_is_int(sz->dtype) || kn_ref_numel(&sz->shape) != n_axes)
       return fail(d, n, "sizes must hold one integer per resized axis", kn_ref_numel(&sz->shape));
@@ -191,7 +212,7 @@ int kn_resize_resolve(const kn_node *n, int64_t opset, const kn_shape *x,
   } else {
     return kn_diag_error(d, "node '%s' (%s): needs constant scales or sizes", n->name, n->op_type);
   }
-  if (declared && sc) {
+  if (declared && (sc || sz)) {
     int nd;
     const int64_t *os = kn_node_attr_ints(n, "output_shape", &nd);
     for (int a = 0; a < r; a++)
@@ -216,6 +237,8 @@ int kn_resize_resolve(const kn_node *n, int64_t opset, const kn_shape *x,
      * whatever its value (the weights sum to 1), unless extrapolating */
     if (g->runtime[a] && g->in[a] == 1 && g->out[a] == 1 && g->ctm != KN_CTM_TF_CROP_AND_RESIZE)
       g->runtime[a] = false, g->identity[a] = true;
+    /* a run-time roi may crop a listed axis */
+    if (g->runtime_roi && g->ctm == KN_CTM_TF_CROP_AND_RESIZE && g->scale_index[a] >= 0) g->identity[a] = false;
     if (g->runtime[a]) s = 1; /* no antialias: the support stays 1 */
     if (!g->identity[a] && (x->batch_mask >> a) & 1)
       return kn_diag_error(d, "node '%s' (%s): resizing the batch dim %d", n->name, n->op_type, a);

@@ -1,20 +1,21 @@
 #!/usr/bin/env python3
-"""check_runtime_resize.py — Resize and Upsample whose scales are graph inputs
-read at run time (ir/pass_runtime_resize.c), against ONNX Runtime.
+"""check_runtime_resize.py — Resize and Upsample whose scales, sizes or roi are
+graph inputs read at run time (ir/pass_runtime_resize.c), against ONNX Runtime.
 
     check_runtime_resize.py [--case NAME ...] [--list] [--kiln PATH] [--keep DIR]
 
 Each case is a model whose Resize / Upsample output declares its static shape.
 Checks:
-  * `kiln compile` accepts it without --bind and the artifact keeps `scales`
-    as an input;
+  * `kiln compile` accepts it without --bind and the artifact keeps the
+    run-time inputs;
   * `kiln run` with several scales giving the declared shape (including
     scales that differ but floor to the same dims, and a scale != 1 on an axis
     whose length is kept) matches ONNX Runtime, or for the cases in ONNX_ORACLE
     the onnx package's reference (align_corners, pytorch_half_pixel and
     tf_crop_and_resize where scale * in is not an integer: Kiln follows the ONNX reference, which
     uses scale * in there, ONNX Runtime uses the integer output length);
-  * scales giving another shape, or invalid ones (zero, negative, NaN), make
+  * values giving another shape, or invalid ones (zero, negative, NaN scales,
+    sizes below 1, a NaN or huge roi), make
     `kiln run` fail with the KILN_ERR_VALUE diagnostic (status 5) and write
     no output file.
 """
@@ -150,6 +151,61 @@ def case_resize10_linear():
 # compared with onnx.reference (see the opening comment)
 ONNX_ORACLE = {"cubic_axes", "cubic_exclude_outside", "crop_and_resize"}
 
+def model_with(node, inputs, x_shape, y_shape, opset=19, initializers=()):
+    g = h.make_graph([node], "rtresize", [vi("x", T.FLOAT, x_shape)] + inputs, [vi("y", T.FLOAT, y_shape)],
+                     initializer=list(initializers))
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", opset)])
+    m.ir_version = 8
+    return m
+
+
+def i64(*v):
+    return np.array(v, np.int64)
+
+
+def case_sizes_not_larger():
+    """nearest, run-time sizes with keep_aspect_ratio_policy not_larger over axes [2, 3]: [1,2,4,6] -> [1,2,2,3]."""
+    node = h.make_node("Resize", ["x", "", "", "sizes"], ["y"], mode="nearest", axes=[2, 3],
+                       keep_aspect_ratio_policy="not_larger")
+    m = model_with(node, [vi("sizes", T.INT64, [2])], [1, 2, 4, 6], [1, 2, 2, 3])
+    x = rng.standard_normal((1, 2, 4, 6)).astype(np.float32)
+    f = lambda *v: {"x": x, "sizes": i64(*v)}  # noqa: E731
+    return m, [f(2, 3), f(2, 5), f(3, 3)], [f(3, 5), f(0, 3), f(2, -1), f(2, 2**50)]
+
+
+def case_sizes_not_smaller():
+    """linear, run-time sizes with not_smaller: [1,1,2,3] -> [1,1,6,9]."""
+    node = h.make_node("Resize", ["x", "", "", "sizes"], ["y"], mode="linear", axes=[2, 3],
+                       keep_aspect_ratio_policy="not_smaller")
+    m = model_with(node, [vi("sizes", T.INT64, [2])], [1, 1, 2, 3], [1, 1, 6, 9])
+    x = rng.standard_normal((1, 1, 2, 3)).astype(np.float32)
+    f = lambda *v: {"x": x, "sizes": i64(*v)}  # noqa: E731
+    return m, [f(6, 9), f(6, 2), f(1, 9)], [f(7, 9), f(6, 10)]
+
+
+def case_crop_roi_sizes():
+    """tf_crop_and_resize with run-time roi and sizes (stretch) over axes [3, 2], extrapolation 5."""
+    node = h.make_node("Resize", ["x", "roi", "", "sizes"], ["y"], mode="linear", axes=[3, 2],
+                       coordinate_transformation_mode="tf_crop_and_resize", extrapolation_value=5.0)
+    m = model_with(node, [vi("roi", T.FLOAT, [4]), vi("sizes", T.INT64, [2])], [1, 1, 4, 5], [1, 1, 3, 4])
+    x = rng.standard_normal((1, 1, 4, 5)).astype(np.float32)
+    f = lambda r, z: {"x": x, "roi": f32(*r), "sizes": i64(*z)}  # noqa: E731
+    good = [f((0.4, 0.6, 0.6, 0.8), (4, 3)), f((-0.3, 0, 1.2, 1), (4, 3)), f((1, 1, 0, 0), (4, 3))]
+    bad = [f((0.4, 0.6, 0.6, 0.8), (3, 4)), f((0.4, float("nan"), 0.6, 0.8), (4, 3)), f((0.4, 0.6, 2e6, 0.8), (4, 3))]
+    return m, good, bad
+
+
+def case_roi_constant_scales():
+    """cubic tf_crop_and_resize: run-time roi, constant scales [1,1,0.5,2]: [1,1,4,3] -> [1,1,2,6]."""
+    sc = h.make_tensor("scales", T.FLOAT, [4], [1, 1, 0.5, 2])
+    node = h.make_node("Resize", ["x", "roi", "scales"], ["y"], mode="cubic",
+                       coordinate_transformation_mode="tf_crop_and_resize")
+    m = model_with(node, [vi("roi", T.FLOAT, [8])], [1, 1, 4, 3], [1, 1, 2, 6], initializers=[sc])
+    x = rng.standard_normal((1, 1, 4, 3)).astype(np.float32)
+    f = lambda *r: {"x": x, "roi": f32(*r)}  # noqa: E731
+    return m, [f(0, 0, 0.1, 0.2, 1, 1, 0.9, 0.7), f(0, 0, -0.5, 0, 1, 1, 1.5, 1)], [f(0, 0, float("inf"), 0, 1, 1, 1, 1)]
+
+
 CASES = {name[5:]: fn for name, fn in list(globals().items()) if name.startswith("case_")}
 
 
@@ -163,7 +219,7 @@ def save_inputs(tmp, tag, feeds):
 
 
 def feeds_text(feeds):
-    return f"scales={feeds['scales'].tolist()}"
+    return ", ".join(f"{k}={v.tolist()}" for k, v in feeds.items() if k != "x")
 
 
 def onnx_reference(path, feeds):
@@ -182,8 +238,9 @@ def check(kiln, tmp, name):
     if proc.returncode != 0 or sanitizer_report(proc.stderr):
         raise CaseFailure(f"compile without --bind: {describe_failure(proc)}")
     header = open(os.path.join(tmp, name + ".h")).read()
-    if '"scales"' not in header:
-        raise CaseFailure("the header does not declare input 'scales'")
+    for k in good[0]:
+        if f'"{k}"' not in header:
+            raise CaseFailure(f"the header does not declare input '{k}'")
     for n, feeds in enumerate(good):
         odir = os.path.join(tmp, f"{name}_good{n}")
         proc = run([kiln, "run", out, *save_inputs(tmp, f"{name}_good{n}", feeds), "--output-dir", odir])

@@ -105,6 +105,9 @@ typedef struct declared_cfg {
   int64_t axes[2];
   int legacy, exclude_outside;
   float roi[8]; /* tf_crop_and_resize */
+  int64_t sizes[4]; /* run-time sizes instead of scales when sizes[0] != 0 */
+  const char *policy;
+  int roi_runtime;
 } declared_cfg;
 
 static void declared_case(const declared_cfg *k) {
@@ -112,9 +115,14 @@ static void declared_case(const declared_cfg *k) {
   th_init(&t, 19);
   int x = th_input(&t, "x", KN_DT_F32, 4, k->in, 0, -2, 2);
   int na = k->n_axes ? k->n_axes : 4;
-  int s = th_input_data(&t, "scales", KN_DT_F32, 1, TH_DIMS(na), 0, k->scales);
-  int roi = !strcmp(k->ctm, "tf_crop_and_resize") ? th_const(&t, "roi", KN_DT_F32, 1, TH_DIMS(2 * na), k->roi) : -1;
-  th_node(&t, KN_OP_RESIZE_DECLARED, "rd", TH_INS(x, roi, s), 3, 1);
+  int s = -1, z = -1, roi = -1;
+  if (k->sizes[0]) z = th_input_data(&t, "sizes", KN_DT_I64, 1, TH_DIMS(na), 0, k->sizes);
+  else s = th_input_data(&t, "scales", KN_DT_F32, 1, TH_DIMS(na), 0, k->scales);
+  if (!strcmp(k->ctm, "tf_crop_and_resize"))
+    roi = k->roi_runtime ? th_input_data(&t, "roi", KN_DT_F32, 1, TH_DIMS(2 * na), 0, k->roi)
+                         : th_const(&t, "roi", KN_DT_F32, 1, TH_DIMS(2 * na), k->roi);
+  th_node(&t, KN_OP_RESIZE_DECLARED, "rd", TH_INS(x, roi, s, z), 4, 1);
+  if (k->policy) th_attr_string(&t, "keep_aspect_ratio_policy", k->policy);
   th_attr_string(&t, "mode", k->mode);
   if (!k->legacy) th_attr_string(&t, "coordinate_transformation_mode", k->ctm);
   else th_attr_int(&t, "legacy", 1);
@@ -129,14 +137,23 @@ static void declared_case(const declared_cfg *k) {
 static void test_resize_declared(void **state) {
   (void)state;
   const declared_cfg cases[] = {
-      {"nearest", "half_pixel", {1, 2, 4, 5}, {1, 2, 8, 7}, {1, 1.2f, 2, 1.5f}, 0, {0}, 0, 0, {0}},
-      {"nearest", "asymmetric", {1, 2, 4, 5}, {1, 2, 9, 3}, {0}, 0, {0}, 1, 0, {0}}, /* legacy: scales below */
-      {"linear", "align_corners", {2, 1, 5, 4}, {2, 1, 9, 10}, {1, 1, 1.9f, 2.6f}, 0, {0}, 0, 0, {0}},
-      {"linear", "pytorch_half_pixel", {1, 1, 4, 6}, {1, 1, 1, 3}, {1, 1, 0.25f, 0.5f}, 0, {0}, 0, 0, {0}},
-      {"linear", "half_pixel_symmetric", {1, 3, 5, 4}, {1, 3, 8, 2}, {1.6f, 0.7f}, 2, {2, 3}, 0, 0, {0}},
-      {"cubic", "half_pixel", {1, 1, 6, 5}, {1, 1, 4, 11}, {2.3f, 0.7f}, 2, {3, 2}, 0, 1, {0}},
+      {"nearest", "half_pixel", {1, 2, 4, 5}, {1, 2, 8, 7}, {1, 1.2f, 2, 1.5f}, 0, {0}, 0, 0, {0}, {0}, NULL, 0},
+      /* legacy: scales below */
+      {"nearest", "asymmetric", {1, 2, 4, 5}, {1, 2, 9, 3}, {0}, 0, {0}, 1, 0, {0}, {0}, NULL, 0},
+      {"linear", "align_corners", {2, 1, 5, 4}, {2, 1, 9, 10}, {1, 1, 1.9f, 2.6f}, 0, {0}, 0, 0, {0}, {0}, NULL, 0},
+      {"linear", "pytorch_half_pixel", {1, 1, 4, 6}, {1, 1, 1, 3}, {1, 1, 0.25f, 0.5f}, 0, {0}, 0, 0, {0}, {0}, NULL,
+       0},
+      {"linear", "half_pixel_symmetric", {1, 3, 5, 4}, {1, 3, 8, 2}, {1.6f, 0.7f}, 2, {2, 3}, 0, 0, {0}, {0}, NULL, 0},
+      {"cubic", "half_pixel", {1, 1, 6, 5}, {1, 1, 4, 11}, {2.3f, 0.7f}, 2, {3, 2}, 0, 1, {0}, {0}, NULL, 0},
       {"linear", "tf_crop_and_resize", {1, 1, 5, 5}, {1, 1, 4, 4}, {1, 1, 0.8f, 0.95f}, 0, {0}, 0, 0,
-       {0, 0, 0.4f, -0.2f, 1, 1, 0.9f, 1.3f}},
+       {0, 0, 0.4f, -0.2f, 1, 1, 0.9f, 1.3f}, {0}, NULL, 0},
+      /* run-time sizes (keep_aspect_ratio_policy) and roi */
+      {"nearest", "half_pixel", {1, 2, 4, 6}, {1, 2, 2, 3}, {0}, 2, {2, 3}, 0, 0, {0}, {2, 5}, "not_larger", 0},
+      {"cubic", "align_corners", {1, 1, 2, 3}, {1, 1, 6, 9}, {0}, 2, {3, 2}, 0, 0, {0}, {2, 6}, "not_smaller", 0},
+      {"linear", "tf_crop_and_resize", {1, 1, 5, 5}, {1, 1, 4, 3}, {0}, 2, {2, 3}, 0, 0, {0.1f, -0.2f, 0.9f, 1.3f},
+       {4, 3}, NULL, 1},
+      {"cubic", "tf_crop_and_resize", {1, 1, 5, 5}, {1, 1, 4, 4}, {1, 1, 0.8f, 0.95f}, 0, {0}, 0, 1,
+       {0, 0, 0.4f, -0.2f, 1, 1, 0.9f, 1.3f}, {0}, NULL, 1},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     declared_cfg k = cases[i];
