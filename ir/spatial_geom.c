@@ -217,8 +217,8 @@ int kn_resize_resolve(const kn_node *n, int64_t opset, const kn_shape *x,
     const int64_t *os = kn_node_attr_ints(n, "output_shape", &nd);
     for (int a = 0; a < r; a++)
       if (g->out[a] != os[a])
-        return kn_diag_error(d, "node '%s' (%s): scales give dim %d = %lld, the model declares %lld", n->name,
-                             n->op_type, a, (long long)g->out[a], (long long)os[a]);
+        return kn_diag_error(d, "node '%s' (%s): scales / sizes give dim %d = %lld, the model declares %lld",
+                             n->name, n->op_type, a, (long long)g->out[a], (long long)os[a]);
   }
   if (present(roi)) {
     int count = (int)kn_ref_numel(&roi->shape);
