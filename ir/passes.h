@@ -66,6 +66,10 @@ int kn_pass_data_dependent(kn_graph *g, kn_diag *d);
  * whose outputs declare static shapes: gathers with run-time indices, with a
  * run-time check of the shapes (pass_runtime_slices.c). */
 int kn_pass_runtime_slices(kn_graph *g, kn_diag *d);
+/* Resize / Upsample whose scales are run-time values and whose outputs
+ * declare static shapes: kiln.ResizeDeclared reading the scales at run time,
+ * with a run-time check of the shapes (pass_runtime_resize.c). */
+int kn_pass_runtime_resize(kn_graph *g, kn_diag *d);
 
 /* ---- helpers shared by the pass files (pass_util.c) ---- */
 

@@ -292,7 +292,8 @@ int kn_ref_spatial(kn_ref_call *c) {
     return kn_ref_error(c, "missing input or output");
   switch (c->node->op) {
   case KN_OP_RESIZE:
-  case KN_OP_UPSAMPLE: return ref_resize(c);
+  case KN_OP_UPSAMPLE:
+  case KN_OP_RESIZE_DECLARED: return ref_resize(c);
   case KN_OP_CONV_TRANSPOSE:
     if (c->n_in < 2 || !c->in[1].data) return kn_ref_error(c, "missing weights");
     return ref_convt(c);

@@ -363,7 +363,7 @@ static void op_arity(kn_op op, int *max_in, int *max_out) {
   case KN_OP_SLICE: *max_in = 5; return;
   case KN_OP_PAD: *max_in = 4; return;
   /* spatial family (spatial.h) */
-  case KN_OP_RESIZE: *max_in = 4; return;
+  case KN_OP_RESIZE: case KN_OP_RESIZE_DECLARED: *max_in = 4; return;
   case KN_OP_CONV_TRANSPOSE: case KN_OP_COL2IM: case KN_OP_ROI_ALIGN: case KN_OP_MAX_UNPOOL:
     *max_in = 3; return;
   case KN_OP_UPSAMPLE: case KN_OP_CENTER_CROP_PAD: case KN_OP_GRID_SAMPLE: case KN_OP_AFFINE_GRID:

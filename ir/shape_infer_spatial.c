@@ -2,7 +2,9 @@
  * (spatial.h). Geometry comes from spatial_geom.c; the inputs that decide a
  * shape (Resize scales/sizes/roi, CenterCropPad shape, Col2Im image and
  * block shapes, AffineGrid size, MaxUnpool output_shape) must be known at
- * compile time, else the node gets a diagnostic naming the input. */
+ * compile time, else the node gets a diagnostic naming the input; except
+ * kiln.ResizeDeclared's scales / sizes / roi (its output_shape is the shape,
+ * ir/pass_runtime_resize.c). */
 #include <string.h>
 
 #include "shape_infer_impl.h"
@@ -19,19 +21,34 @@ static const kn_ref_tensor *known_or_fail(kn_infer *c, int k, const char *what, 
   return t;
 }
 
+/* kiln.ResizeDeclared's input k (roi, scales, sizes) read at run time: a
+ * vector of `count` entries of a float (or, for sizes, integer) dtype. */
+static bool runtime_vector_ok(kn_infer *c, int k, const kn_ref_tensor *known, bool integer, int64_t count) {
+  const kn_value *v = kn_infer_in(c, k);
+  if (!v || known) return true;
+  return (integer ? kn_dtype_is_int(v->dtype) : kn_dtype_is_float(v->dtype)) && v->shape.rank == 1 &&
+         !v->shape.batch_mask && v->shape.dim[0] == count;
+}
+
 static int infer_resize(kn_infer *c) {
   const kn_node *n = kn_infer_node(c);
   const kn_value *x = kn_infer_in(c, 0);
   if (!x) return kn_infer_fail(c, "missing input X");
   int ri, si, zi;
   kn_resize_inputs(n, c->g->opset, &ri, &si, &zi);
-  bool bad = false;
-  const kn_ref_tensor *roi = ri >= 0 ? known_or_fail(c, ri, "roi", &bad) : NULL;
-  const kn_ref_tensor *scales = si >= 0 ? known_or_fail(c, si, "scales", &bad) : NULL;
-  const kn_ref_tensor *sizes = zi >= 0 ? known_or_fail(c, zi, "sizes", &bad) : NULL;
+  bool bad = false, declared = n->op == KN_OP_RESIZE_DECLARED; /* its inputs may be read at run time */
+  const kn_ref_tensor *roi = ri < 0 ? NULL : declared ? kn_infer_known(c, ri) : known_or_fail(c, ri, "roi", &bad);
+  const kn_ref_tensor *scales = si < 0 ? NULL : declared ? kn_infer_known(c, si) : known_or_fail(c, si, "scales", &bad);
+  const kn_ref_tensor *sizes = zi < 0 ? NULL : declared ? kn_infer_known(c, zi) : known_or_fail(c, zi, "sizes", &bad);
   if (bad) return -1;
   kn_resize_geom g;
   if (kn_resize_resolve(n, c->g->opset, &x->shape, roi, scales, sizes, &g, c->d) < 0) return -1;
+  if (declared && !runtime_vector_ok(c, si, scales, false, g.n_axes))
+    return kn_infer_fail(c, "scales must be a float tensor of %d entries", g.n_axes);
+  if (declared && !runtime_vector_ok(c, zi, sizes, true, g.n_axes))
+    return kn_infer_fail(c, "sizes must be an integer tensor of %d entries", g.n_axes);
+  if (declared && !runtime_vector_ok(c, ri, roi, false, 2 * (int64_t)g.n_axes))
+    return kn_infer_fail(c, "roi must be a float tensor of %d entries", 2 * g.n_axes);
   kn_shape s = x->shape;
   for (int a = 0; a < s.rank; a++) s.dim[a] = g.out[a];
   return kn_infer_set(c, 0, x->dtype, &s);
@@ -221,7 +238,8 @@ static int infer_roi_align(kn_infer *c) {
 int kn_infer_spatial(kn_infer *c) {
   switch (kn_infer_node(c)->op) {
   case KN_OP_RESIZE:
-  case KN_OP_UPSAMPLE: return infer_resize(c);
+  case KN_OP_UPSAMPLE:
+  case KN_OP_RESIZE_DECLARED: return infer_resize(c);
   case KN_OP_CONV_TRANSPOSE: return infer_convt(c);
   case KN_OP_DEPTH_TO_SPACE: return infer_depth_space(c, true);
   case KN_OP_SPACE_TO_DEPTH: return infer_depth_space(c, false);

@@ -73,7 +73,16 @@ typedef enum kn_resize_nearest {
  * (clamped: edge padding) with weight K((pos_j - x) * support[a]),
  * zeroed outside the input with exclude_outside and divided by their sum
  * when `normalize`. tf_crop_and_resize gives extrapolation_value where
- * x < 0 or x > in - 1 along any resized axis. Identity axes are copied. */
+ * x < 0 or x > in - 1 along any resized axis. Identity axes are copied.
+ * kiln.ResizeDeclared without concrete scales / sizes (shape inference,
+ * TE): out[] is the declared output_shape; each axis with `runtime` set
+ * computes its scale at run time: entry scale_index of the scales input (as
+ * float32, then float64: what the reference reads), or with runtime_sizes
+ * the keep_aspect_ratio_policy ratio min / max over the listed axes i of
+ * sizes[i] / in[axes[i]] (not_larger / not_smaller); scale[] is 0 there,
+ * support 1. Run-time sizes with the stretch policy give constant scales
+ * out / in. With runtime_roi, the roi of listed axis axes[i] is read at
+ * run time (entries i and n_axes + i, as float64). */
 typedef struct kn_resize_geom {
   int rank;
   kn_resize_mode mode;
@@ -86,12 +95,22 @@ typedef struct kn_resize_geom {
   double support[KN_MAX_RANK]; /* min(scale, 1) with antialias, else 1 */
   int taps[KN_MAX_RANK];       /* linear/cubic taps along the axis */
   bool identity[KN_MAX_RANK];
+  bool runtime[KN_MAX_RANK]; /* scale read at run time (kiln.ResizeDeclared) */
+  int scale_index[KN_MAX_RANK]; /* entry of listed axis a in scales / sizes / roi; -1 */
+  int n_axes;                   /* entries of scales / sizes: axes listed, else rank */
+  int axes[KN_MAX_RANK];        /* the listed axes, in order */
+  bool runtime_sizes, runtime_roi;
+  bool not_larger;              /* runtime_sizes: min (else max) of the ratios */
 } kn_resize_geom;
 
 /* Resolves Resize (opset 10-19+) or Upsample (7-9) node n for input dims
  * x_dims[0..rank) (per batch unit; batch_mask: dims times N, which must stay
  * unresized). The optional inputs are given as concrete tensors, NULL when
- * absent (an empty tensor counts as absent). 0, or -1 with a diagnostic. */
+ * absent (an empty tensor counts as absent). kiln.ResizeDeclared (inputs X,
+ * roi, scales, sizes; attributes of Resize plus output_shape and legacy = 1
+ * for Upsample / Resize-10) resolves without concrete scales / sizes / roi
+ * to the run-time geometry above; with concrete values as Resize, refusing
+ * values that do not give output_shape. 0, or -1 with a diagnostic. */
 int kn_resize_resolve(const kn_node *n, int64_t opset, const kn_shape *x,
                       const kn_ref_tensor *roi, const kn_ref_tensor *scales,
                       const kn_ref_tensor *sizes, kn_resize_geom *g, kn_diag *d);

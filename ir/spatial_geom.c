@@ -14,6 +14,7 @@ bool kn_spatial_op(kn_op op) {
   switch (op) {
   case KN_OP_RESIZE:
   case KN_OP_UPSAMPLE:
+  case KN_OP_RESIZE_DECLARED:
   case KN_OP_CONV_TRANSPOSE:
   case KN_OP_COL2IM:
   case KN_OP_GRID_SAMPLE:
@@ -35,6 +36,12 @@ static int fail(kn_diag *d, const kn_node *n, const char *what, long long v) {
 
 void kn_resize_inputs(const kn_node *n, int64_t opset, int *roi, int *scales, int *sizes) {
   *roi = *scales = *sizes = -1;
+  if (n->op == KN_OP_RESIZE_DECLARED) {
+    *roi = 1;
+    *scales = 2;
+    *sizes = 3;
+    return;
+  }
   if (n->op == KN_OP_UPSAMPLE || opset < 11) {
     *scales = 1;
     return;
@@ -57,12 +64,54 @@ static int parse_enum(const kn_node *n, const char *attr, const char *dflt, cons
   return kn_diag_error(d, "node '%s' (%s): unknown %s '%s'", n->name, n->op_type, attr, s);
 }
 
+static bool has_input(const kn_node *n, int k) { return k < n->n_in && n->in[k] >= 0; }
+
+/* kiln.ResizeDeclared: the declared output_shape. Without concrete scales
+ * or sizes, takes the dims of the listed axes from it and marks how their
+ * scales are found at run time (spatial.h); with them (the reference),
+ * the caller checks afterwards that they give it. A roi input that is not
+ * concrete is read at run time. */
+static int resolve_declared(const kn_node *n, const int *axes, int n_axes, bool antialias,
+                            const kn_ref_tensor *roi, const kn_ref_tensor *sc, const kn_ref_tensor *sz,
+                            kn_resize_geom *g, kn_diag *d) {
+  int nd;
+  const int64_t *os = kn_node_attr_ints(n, "output_shape", &nd);
+  if (!os || nd != g->rank) return fail(d, n, "output_shape must have one entry per input dim", os ? nd : 0);
+  g->runtime_roi = has_input(n, 1) && !roi;
+  if (sc || sz) return 0;
+  bool scales = has_input(n, 2), sizes = has_input(n, 3);
+  if (scales == sizes)
+    return kn_diag_error(d, "node '%s' (%s): needs one of scales and sizes", n->name, n->op_type);
+  static const char *const policies[] = {"stretch", "not_larger", "not_smaller"};
+  int policy = 0;
+  if (sizes && parse_enum(n, "keep_aspect_ratio_policy", "stretch", policies, 3, &policy, d) < 0) return -1;
+  bool runtime = scales || policy != 0;
+  if (runtime && antialias)
+    return kn_diag_error(d, "node '%s' (%s): antialias needs constant scales", n->name, n->op_type);
+  g->runtime_sizes = sizes && runtime;
+  g->not_larger = policy == 1;
+  bool listed[KN_MAX_RANK] = {false};
+  for (int i = 0; i < n_axes; i++) {
+    int a = axes[i];
+    if (os[a] < 1 || os[a] > DIM_MAX) return fail(d, n, "output_shape entry out of range", os[a]);
+    if (g->in[a] < 1) return fail(d, n, "empty input dim", g->in[a]);
+    listed[a] = true;
+    g->runtime[a] = runtime;
+    g->scale[a] = runtime ? 0 : (double)os[a] / (double)g->in[a];
+    g->out[a] = os[a];
+  }
+  for (int a = 0; a < g->rank; a++)
+    if (!listed[a] && os[a] != g->in[a]) return fail(d, n, "output_shape changes an axis not resized", a);
+  return 0;
+}
+
 int kn_resize_resolve(const kn_node *n, int64_t opset, const kn_shape *x,
                       const kn_ref_tensor *roi, const kn_ref_tensor *scales,
                       const kn_ref_tensor *sizes, kn_resize_geom *g, kn_diag *d) {
   memset(g, 0, sizeof *g);
   int r = g->rank = x->rank;
-  bool upsample = n->op == KN_OP_UPSAMPLE, legacy = upsample || opset < 11;
+  bool upsample = n->op == KN_OP_UPSAMPLE, declared = n->op == KN_OP_RESIZE_DECLARED;
+  bool legacy = upsample || opset < 11 || (declared && kn_node_attr_int(n, "legacy", 0) != 0);
   static const char *const modes[] = {"nearest", "linear", "cubic"};
   static const char *const ctms[] = {"half_pixel",  "half_pixel_symmetric", "pytorch_half_pixel",
                                      "align_corners", "asymmetric",         "tf_crop_and_resize"};
@@ -103,6 +152,9 @@ int kn_resize_resolve(const kn_node *n, int64_t opset, const kn_shape *x,
     }
     n_axes = na;
   }
+  g->n_axes = n_axes;
+  for (int a = 0; a < r; a++) g->scale_index[a] = -1;
+  for (int i = 0; i < n_axes; i++) g->axes[i] = axes[i], g->scale_index[axes[i]] = i;
   for (int a = 0; a < r; a++) {
     g->in[a] = g->out[a] = x->dim[a];
     g->scale[a] = 1;
@@ -119,7 +171,10 @@ int kn_resize_resolve(const kn_node *n, int64_t opset, const kn_shape *x,
     for (int i = 0; i < nf; i++) scale_attr[i] = sa->floats[i];
   }
   if (sc && sz) return kn_diag_error(d, "node '%s' (%s): both scales and sizes are given", n->name, n->op_type);
-  if (sz) {
+  if (declared && resolve_declared(n, axes, n_axes, antialias, roi, sc, sz, g, d) < 0) return -1;
+  if (declared && !sc && !sz) {
+    /* the scales are found at run time: out[] is the declared shape */
+  } else if (sz) {
     if (!kn_dtype_is_int(sz->dtype) || kn_ref_numel(&sz->shape) != n_axes)
       return fail(d, n, "sizes must hold one integer per resized axis", kn_ref_numel(&sz->shape));
     static const char *const policies[] = {"stretch", "not_larger", "not_smaller"};
@@ -157,6 +212,14 @@ int kn_resize_resolve(const kn_node *n, int64_t opset, const kn_shape *x,
   } else {
     return kn_diag_error(d, "node '%s' (%s): needs constant scales or sizes", n->name, n->op_type);
   }
+  if (declared && (sc || sz)) {
+    int nd;
+    const int64_t *os = kn_node_attr_ints(n, "output_shape", &nd);
+    for (int a = 0; a < r; a++)
+      if (g->out[a] != os[a])
+        return kn_diag_error(d, "node '%s' (%s): scales / sizes give dim %d = %lld, the model declares %lld",
+                             n->name, n->op_type, a, (long long)g->out[a], (long long)os[a]);
+  }
   if (present(roi)) {
     int count = (int)kn_ref_numel(&roi->shape);
     if (!kn_dtype_is_float(roi->dtype) || count != 2 * n_axes)
@@ -170,6 +233,13 @@ int kn_resize_resolve(const kn_node *n, int64_t opset, const kn_shape *x,
     double s = g->scale[a];
     g->identity[a] = fabs(s - 1.0) <= 1e-9 && g->out[a] == g->in[a] && fabs(g->roi_start[a]) <= 1e-9 &&
                      fabs(g->roi_end[a] - 1.0) <= 1e-9;
+    /* a run-time scale on an axis of 1 element kept at 1 reads element 0
+     * whatever its value (the weights sum to 1), unless extrapolating */
+    if (g->runtime[a] && g->in[a] == 1 && g->out[a] == 1 && g->ctm != KN_CTM_TF_CROP_AND_RESIZE)
+      g->runtime[a] = false, g->identity[a] = true;
+    /* a run-time roi may crop a listed axis */
+    if (g->runtime_roi && g->ctm == KN_CTM_TF_CROP_AND_RESIZE && g->scale_index[a] >= 0) g->identity[a] = false;
+    if (g->runtime[a]) s = 1; /* no antialias: the support stays 1 */
     if (!g->identity[a] && (x->batch_mask >> a) & 1)
       return kn_diag_error(d, "node '%s' (%s): resizing the batch dim %d", n->name, n->op_type, a);
     if (!g->identity[a] && g->in[a] < 1) return fail(d, n, "resizing an empty dim", a);

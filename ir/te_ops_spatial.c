@@ -10,6 +10,9 @@
  *      acc[o...] = sum_t prod_a w_a(o_a, t_a) * X[clamp(pos_a(o_a, t_a))...]
  *    with the (normalised) weights as float64 expressions cast to X's dtype,
  *    then the tf_crop_and_resize extrapolation select as an epilogue.
+ *    kiln.ResizeDeclared's run-time axes compute their scale from the scales
+ *    (float32 -> float64) or sizes tensors, and read a run-time roi, in the
+ *    same formulas; tests on scale * in become selects.
  *  - ConvTranspose and Col2Im gather over the output: one reduction stage
  *    over (input channels of the group,) kernel taps, reading
  *      X[.., q / s ..] where q = o + pad - k * dilation, q % s == 0, in range
@@ -44,31 +47,102 @@ static bool const_ref(kn_te_ctx *c, int v, kn_ref_tensor *t, const kn_ref_tensor
 
 /* ---- Resize ---- */
 
+/* The scale of axis a and the output length it implies (scale * in), as
+ * float64 expressions, and its roi: constants, or what kiln.ResizeDeclared
+ * reads at run time (spatial.h): entry scale_index of the scales tensor read
+ * as float32 then float64 (what the reference reads), or the
+ * keep_aspect_ratio_policy ratio of the sizes; roi entries as float64.
+ * ow1 is the test ow == 1 (NULL when constant). */
+typedef struct resize_scale {
+  kn_expr *s, *ow, *ow_m1, *ow1;
+  bool ow_is_1;     /* constant ow == 1 */
+  kn_expr *r0, *r1; /* run-time roi start / end (NULL: g's constants) */
+} resize_scale;
+
+/* The run-time inputs of kiln.ResizeDeclared (NULL: constant or absent). */
+typedef struct resize_runtime {
+  kn_te_tensor *roi, *scales, *sizes;
+} resize_runtime;
+
+static kn_expr *load1(kn_te_ctx *c, kn_te_tensor *t, int64_t i) {
+  kn_expr *idx[1] = {kn_te_ix(c, i)};
+  return kn_te_at(c, t, idx);
+}
+
+static resize_scale resize_scale_of(kn_te_ctx *c, const kn_resize_geom *g, int a, const resize_runtime *rt) {
+  kn_expr_ctx *ec = c->ec;
+  double in = (double)g->in[a];
+  resize_scale r = {0};
+  if (g->runtime_roi && g->scale_index[a] >= 0) {
+    KN_ASSERT(rt->roi, "run-time roi without a roi tensor");
+    r.r0 = to_f64(c, load1(c, rt->roi, g->scale_index[a]));
+    r.r1 = to_f64(c, load1(c, rt->roi, g->n_axes + g->scale_index[a]));
+  }
+  if (!g->runtime[a]) {
+    double s = g->scale[a], ow = s * in;
+    r.s = f64(c, s), r.ow = f64(c, ow), r.ow_m1 = f64(c, ow - 1), r.ow_is_1 = ow == 1;
+    return r;
+  }
+  if (g->runtime_sizes) { /* min / max over the listed axes of sizes[i] / in */
+    KN_ASSERT(rt->sizes, "run-time sizes without a sizes tensor");
+    for (int i = 0; i < g->n_axes; i++) {
+      kn_expr *ratio = kn_e_div(ec, to_f64(c, load1(c, rt->sizes, i)), f64(c, (double)g->in[g->axes[i]]));
+      r.s = !r.s ? ratio : g->not_larger ? kn_e_min(ec, r.s, ratio) : kn_e_max(ec, r.s, ratio);
+    }
+  } else {
+    KN_ASSERT(rt->scales, "run-time scale without a scales tensor");
+    r.s = to_f64(c, kn_e_cast(ec, KN_DT_F32, load1(c, rt->scales, g->scale_index[a])));
+  }
+  r.ow = kn_e_mul(ec, r.s, f64(c, in));
+  r.ow_m1 = kn_e_sub(ec, r.ow, f64(c, 1));
+  r.ow1 = kn_e_bin(ec, KN_E_EQ, r.ow, f64(c, 1));
+  return r;
+}
+
+/* `one` where ow == 1, else `other`. */
+static kn_expr *if_ow1(kn_te_ctx *c, const resize_scale *r, kn_expr *one, kn_expr *other) {
+  if (r->ow1) return kn_e_select(c->ec, r->ow1, one, other);
+  return r->ow_is_1 ? one : other;
+}
+
 /* Source coordinate (float64) of output index o along axis a; sets *extrap
  * to the tf_crop_and_resize out-of-range test (else leaves it NULL). */
-static kn_expr *resize_coord(kn_te_ctx *c, const kn_resize_geom *g, int a, kn_expr *o,
+static kn_expr *resize_coord(kn_te_ctx *c, const kn_resize_geom *g, int a, const resize_scale *r, kn_expr *o,
                              kn_expr **extrap) {
   kn_expr_ctx *ec = c->ec;
   kn_expr *y = to_f64(c, o);
-  double s = g->scale[a], in = (double)g->in[a], ow = s * in;
-  kn_expr *half_pixel = kn_e_sub(ec, kn_e_div(ec, kn_e_add(ec, y, f64(c, 0.5)), f64(c, s)), f64(c, 0.5));
+  double in = (double)g->in[a];
+  kn_expr *half_pixel = kn_e_sub(ec, kn_e_div(ec, kn_e_add(ec, y, f64(c, 0.5)), r->s), f64(c, 0.5));
   switch (g->ctm) {
   case KN_CTM_ALIGN_CORNERS:
-    return ow == 1 ? f64(c, 0) : kn_e_div(ec, kn_e_mul(ec, y, f64(c, in - 1)), f64(c, ow - 1));
-  case KN_CTM_ASYMMETRIC: return kn_e_div(ec, y, f64(c, s));
+    return if_ow1(c, r, f64(c, 0), kn_e_div(ec, kn_e_mul(ec, y, f64(c, in - 1)), r->ow_m1));
+  case KN_CTM_ASYMMETRIC: return kn_e_div(ec, y, r->s);
   case KN_CTM_TF_CROP_AND_RESIZE: {
-    double r0 = g->roi_start[a], r1 = g->roi_end[a];
-    kn_expr *x = ow == 1 ? f64(c, (r1 - r0) * (in - 1) / 2)
-                         : kn_e_div(ec, kn_e_mul(ec, kn_e_mul(ec, y, f64(c, r1 - r0)), f64(c, in - 1)),
-                                    f64(c, ow - 1));
-    x = kn_e_add(ec, x, f64(c, r0 * (in - 1)));
+    kn_expr *x;
+    if (r->r0) { /* as below, in the reference's operation order */
+      kn_expr *span = kn_e_sub(ec, r->r1, r->r0);
+      x = if_ow1(c, r, kn_e_div(ec, kn_e_mul(ec, span, f64(c, in - 1)), f64(c, 2)),
+                 kn_e_div(ec, kn_e_mul(ec, kn_e_mul(ec, y, span), f64(c, in - 1)), r->ow_m1));
+      x = kn_e_add(ec, x, kn_e_mul(ec, r->r0, f64(c, in - 1)));
+    } else {
+      double r0 = g->roi_start[a], r1 = g->roi_end[a];
+      x = if_ow1(c, r, f64(c, (r1 - r0) * (in - 1) / 2),
+                 kn_e_div(ec, kn_e_mul(ec, kn_e_mul(ec, y, f64(c, r1 - r0)), f64(c, in - 1)), r->ow_m1));
+      x = kn_e_add(ec, x, f64(c, r0 * (in - 1)));
+    }
     *extrap = kn_e_bin(ec, KN_E_OR, lt(c, x, f64(c, 0)), lt(c, f64(c, in - 1), x));
     return x;
   }
-  case KN_CTM_PYTORCH_HALF_PIXEL: return ow == 1 ? f64(c, -0.5) : half_pixel;
+  case KN_CTM_PYTORCH_HALF_PIXEL: return if_ow1(c, r, f64(c, -0.5), half_pixel);
   case KN_CTM_HALF_PIXEL_SYMMETRIC: {
-    double adjustment = (double)g->out[a] / ow, center = in / 2, offset = center * (1 - adjustment);
-    return kn_e_add(ec, f64(c, offset), half_pixel);
+    double center = in / 2;
+    if (!r->ow1) {
+      double ow = g->scale[a] * in, adjustment = (double)g->out[a] / ow, offset = center * (1 - adjustment);
+      return kn_e_add(ec, f64(c, offset), half_pixel);
+    }
+    kn_expr *adjustment = kn_e_div(ec, f64(c, (double)g->out[a]), r->ow);
+    kn_expr *offset = kn_e_mul(ec, f64(c, center), kn_e_sub(ec, f64(c, 1), adjustment));
+    return kn_e_add(ec, offset, half_pixel);
   }
   default: return half_pixel;
   }
@@ -112,9 +186,13 @@ static kn_te_tensor *resize_def(kn_te_ctx *c, const kn_node *n, kn_te_tensor **i
   kn_ref_tensor buf[3];
   const kn_ref_tensor *opt[3];
   int idx_in[3] = {ri, si, zi};
+  kn_te_tensor *runtime[3] = {NULL, NULL, NULL}; /* read at run time (kiln.ResizeDeclared) */
   for (int k = 0; k < 3; k++)
-    if (!const_ref(c, idx_in[k] >= 0 ? kn_te_in_value(n, idx_in[k]) : -1, &buf[k], &opt[k]))
-      return kn_te_unsupported(d, n, "non-constant input %d", idx_in[k]);
+    if (!const_ref(c, idx_in[k] >= 0 ? kn_te_in_value(n, idx_in[k]) : -1, &buf[k], &opt[k])) {
+      if (n->op != KN_OP_RESIZE_DECLARED) return kn_te_unsupported(d, n, "non-constant input %d", idx_in[k]);
+      runtime[k] = in[idx_in[k]];
+    }
+  resize_runtime rt = {runtime[0], runtime[1], runtime[2]};
   kn_resize_geom g;
   if (kn_resize_resolve(n, c->g->opset, &c->g->values[n->in[0]].shape, opt[0], opt[1], opt[2], &g, d) < 0)
     return NULL;
@@ -139,7 +217,8 @@ static kn_te_tensor *resize_def(kn_te_ctx *c, const kn_node *n, kn_te_tensor **i
       continue;
     }
     kn_expr *ex = NULL;
-    kn_expr *xc = resize_coord(c, &g, a, oi[a], &ex);
+    resize_scale rs = resize_scale_of(c, &g, a, &rt);
+    kn_expr *xc = resize_coord(c, &g, a, &rs, oi[a], &ex);
     extrap = or_(c, extrap, ex);
     kn_expr *f = kn_e_sub(ec, kn_e_call1(ec, KN_FN_CEIL, xc), f64(c, 1)); /* x - f in (0, 1] */
     kn_expr *in_dim = kn_te_ix(c, g.in[a]);
@@ -336,7 +415,8 @@ kn_te_tensor *kn_te_spatial(kn_te_ctx *c, const kn_node *n, int out, kn_te_tenso
   if (!in[0]) return kn_te_unsupported(d, n, "missing input 0");
   switch (n->op) {
   case KN_OP_RESIZE:
-  case KN_OP_UPSAMPLE: return resize_def(c, n, in, d);
+  case KN_OP_UPSAMPLE:
+  case KN_OP_RESIZE_DECLARED: return resize_def(c, n, in, d);
   case KN_OP_CONV_TRANSPOSE: return convt_def(c, n, in, d);
   case KN_OP_COL2IM: return col2im_def(c, n, d, in[0]);
   case KN_OP_DEPTH_TO_SPACE: return depth_space_def(c, n, in[0], true);

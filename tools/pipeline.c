@@ -60,6 +60,7 @@ static int finish_load(int64_t max_batch, kn_graph *g, kn_diag *d) {
    * them: rewritten for run-time values (each pass checks its own) */
   if (kn_pass_data_dependent(g, d) < 0) return -1;
   if (kn_pass_runtime_slices(g, d) < 0) return -1;
+  if (kn_pass_runtime_resize(g, d) < 0) return -1;
   if (kn_pass_specialize(g, d) < 0) return -1;
   if (kn_infer_shapes(g, d) < 0) return -1;
   return 0;

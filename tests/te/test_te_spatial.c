@@ -6,7 +6,8 @@
  * DepthToSpace (DCR, CRD); SpaceToDepth; CenterCropPad; GridSample (all modes
  * and paddings, 2-D and 3-D); AffineGrid. Oracle: the reference interpreter
  * (ir/ref_eval_spatial*.c), on random inputs. Plus bad inputs that must be
- * diagnosed. */
+ * diagnosed. kiln.ResizeDeclared (scales read at run time) against the
+ * reference reading the same scales. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -90,6 +91,74 @@ static void test_upsample(void **state) {
     th_attr_string(&t, "mode", modes[m]);
     th_check(&t, 2);
     th_free(&t);
+  }
+}
+
+/* kiln.ResizeDeclared (ir/pass_runtime_resize.c): the scales are a graph
+ * input read by the compute definition at run time, the output shape is the
+ * output_shape attribute; the reference reads the concrete scales. */
+typedef struct declared_cfg {
+  const char *mode, *ctm;
+  int64_t in[4], out[4];
+  float scales[4];
+  int n_axes; /* 0: all four */
+  int64_t axes[2];
+  int legacy, exclude_outside;
+  float roi[8]; /* tf_crop_and_resize */
+  int64_t sizes[4]; /* run-time sizes instead of scales when sizes[0] != 0 */
+  const char *policy;
+  int roi_runtime;
+} declared_cfg;
+
+static void declared_case(const declared_cfg *k) {
+  th t;
+  th_init(&t, 19);
+  int x = th_input(&t, "x", KN_DT_F32, 4, k->in, 0, -2, 2);
+  int na = k->n_axes ? k->n_axes : 4;
+  int s = -1, z = -1, roi = -1;
+  if (k->sizes[0]) z = th_input_data(&t, "sizes", KN_DT_I64, 1, TH_DIMS(na), 0, k->sizes);
+  else s = th_input_data(&t, "scales", KN_DT_F32, 1, TH_DIMS(na), 0, k->scales);
+  if (!strcmp(k->ctm, "tf_crop_and_resize"))
+    roi = k->roi_runtime ? th_input_data(&t, "roi", KN_DT_F32, 1, TH_DIMS(2 * na), 0, k->roi)
+                         : th_const(&t, "roi", KN_DT_F32, 1, TH_DIMS(2 * na), k->roi);
+  th_node(&t, KN_OP_RESIZE_DECLARED, "rd", TH_INS(x, roi, s, z), 4, 1);
+  if (k->policy) th_attr_string(&t, "keep_aspect_ratio_policy", k->policy);
+  th_attr_string(&t, "mode", k->mode);
+  if (!k->legacy) th_attr_string(&t, "coordinate_transformation_mode", k->ctm);
+  else th_attr_int(&t, "legacy", 1);
+  if (k->n_axes) th_attr_ints(&t, "axes", k->n_axes, k->axes);
+  if (k->exclude_outside) th_attr_int(&t, "exclude_outside", 1);
+  if (roi >= 0) th_attr_float(&t, "extrapolation_value", -3.5f);
+  th_attr_ints(&t, "output_shape", 4, k->out);
+  th_check(&t, 1);
+  th_free(&t);
+}
+
+static void test_resize_declared(void **state) {
+  (void)state;
+  const declared_cfg cases[] = {
+      {"nearest", "half_pixel", {1, 2, 4, 5}, {1, 2, 8, 7}, {1, 1.2f, 2, 1.5f}, 0, {0}, 0, 0, {0}, {0}, NULL, 0},
+      /* legacy: scales below */
+      {"nearest", "asymmetric", {1, 2, 4, 5}, {1, 2, 9, 3}, {0}, 0, {0}, 1, 0, {0}, {0}, NULL, 0},
+      {"linear", "align_corners", {2, 1, 5, 4}, {2, 1, 9, 10}, {1, 1, 1.9f, 2.6f}, 0, {0}, 0, 0, {0}, {0}, NULL, 0},
+      {"linear", "pytorch_half_pixel", {1, 1, 4, 6}, {1, 1, 1, 3}, {1, 1, 0.25f, 0.5f}, 0, {0}, 0, 0, {0}, {0}, NULL,
+       0},
+      {"linear", "half_pixel_symmetric", {1, 3, 5, 4}, {1, 3, 8, 2}, {1.6f, 0.7f}, 2, {2, 3}, 0, 0, {0}, {0}, NULL, 0},
+      {"cubic", "half_pixel", {1, 1, 6, 5}, {1, 1, 4, 11}, {2.3f, 0.7f}, 2, {3, 2}, 0, 1, {0}, {0}, NULL, 0},
+      {"linear", "tf_crop_and_resize", {1, 1, 5, 5}, {1, 1, 4, 4}, {1, 1, 0.8f, 0.95f}, 0, {0}, 0, 0,
+       {0, 0, 0.4f, -0.2f, 1, 1, 0.9f, 1.3f}, {0}, NULL, 0},
+      /* run-time sizes (keep_aspect_ratio_policy) and roi */
+      {"nearest", "half_pixel", {1, 2, 4, 6}, {1, 2, 2, 3}, {0}, 2, {2, 3}, 0, 0, {0}, {2, 5}, "not_larger", 0},
+      {"cubic", "align_corners", {1, 1, 2, 3}, {1, 1, 6, 9}, {0}, 2, {3, 2}, 0, 0, {0}, {2, 6}, "not_smaller", 0},
+      {"linear", "tf_crop_and_resize", {1, 1, 5, 5}, {1, 1, 4, 3}, {0}, 2, {2, 3}, 0, 0, {0.1f, -0.2f, 0.9f, 1.3f},
+       {4, 3}, NULL, 1},
+      {"cubic", "tf_crop_and_resize", {1, 1, 5, 5}, {1, 1, 4, 4}, {1, 1, 0.8f, 0.95f}, 0, {0}, 0, 1,
+       {0, 0, 0.4f, -0.2f, 1, 1, 0.9f, 1.3f}, {0}, NULL, 1},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    declared_cfg k = cases[i];
+    if (k.legacy) memcpy(k.scales, (const float[]){1, 1, 2.3f, 0.7f}, sizeof k.scales);
+    declared_case(&k);
   }
 }
 
@@ -231,6 +300,33 @@ static void test_bad_inputs(void **state) {
   expect_infer_error(&t, "scales) must be a constant");
   th_free(&t);
 
+  th_init(&t, 19); /* kiln.ResizeDeclared: output_shape changes an axis scales do not list */
+  x = th_input(&t, "x", KN_DT_F32, 4, TH_DIMS(1, 1, 2, 2), 0, -1, 1);
+  s = th_input(&t, "s", KN_DT_F32, 1, TH_DIMS(2), 0, 1, 2);
+  th_node(&t, KN_OP_RESIZE_DECLARED, "rd", TH_INS(x, -1, s), 3, 1);
+  th_attr_ints(&t, "axes", 2, (const int64_t[]){2, 3});
+  th_attr_ints(&t, "output_shape", 4, (const int64_t[]){1, 2, 4, 4});
+  expect_infer_error(&t, "node 'rd' (kiln.ResizeDeclared): output_shape changes an axis not resized (1)");
+  th_free(&t);
+
+  th_init(&t, 19); /* kiln.ResizeDeclared: antialias needs the scale at compile time */
+  x = th_input(&t, "x", KN_DT_F32, 4, TH_DIMS(1, 1, 2, 2), 0, -1, 1);
+  s = th_input(&t, "s", KN_DT_F32, 1, TH_DIMS(4), 0, 1, 2);
+  th_node(&t, KN_OP_RESIZE_DECLARED, "rd", TH_INS(x, -1, s), 3, 1);
+  th_attr_string(&t, "mode", "linear");
+  th_attr_int(&t, "antialias", 1);
+  th_attr_ints(&t, "output_shape", 4, (const int64_t[]){1, 1, 4, 4});
+  expect_infer_error(&t, "antialias needs constant scales");
+  th_free(&t);
+
+  th_init(&t, 19); /* kiln.ResizeDeclared: scales of the wrong count */
+  x = th_input(&t, "x", KN_DT_F32, 4, TH_DIMS(1, 1, 2, 2), 0, -1, 1);
+  s = th_input(&t, "s", KN_DT_F32, 1, TH_DIMS(3), 0, 1, 2);
+  th_node(&t, KN_OP_RESIZE_DECLARED, "rd", TH_INS(x, -1, s), 3, 1);
+  th_attr_ints(&t, "output_shape", 4, (const int64_t[]){1, 1, 4, 4});
+  expect_infer_error(&t, "scales must be a float tensor of 4 entries");
+  th_free(&t);
+
   th_init(&t, 19); /* unknown mode */
   x = th_input(&t, "x", KN_DT_F32, 4, TH_DIMS(1, 1, 2, 2), 0, -1, 1);
   s = th_const(&t, "s", KN_DT_F32, 1, TH_DIMS(4), (const float[]){1, 1, 2, 2});
@@ -280,6 +376,7 @@ static void test_bad_inputs(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_resize),       cmocka_unit_test(test_upsample),
+      cmocka_unit_test(test_resize_declared),
       cmocka_unit_test(test_conv_transpose), cmocka_unit_test(test_col2im),
       cmocka_unit_test(test_rearrange),    cmocka_unit_test(test_grid_sample),
       cmocka_unit_test(test_affine_grid),  cmocka_unit_test(test_bad_inputs),
