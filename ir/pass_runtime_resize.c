@@ -52,34 +52,6 @@
 #define SIZE_MAX_DIM ((int64_t)1 << 40) /* sizes accepted (spatial_geom.c's limit) */
 #define ROI_LIMIT 1e6                   /* |roi| accepted: keeps coordinates finite and small */
 
-/* Whether v's value is only known when the model runs: not a constant, and
- * computed from a graph input (Shape / Size read shapes, not values). */
-static bool is_runtime(const kn_graph *g, int v) {
-  if (v < 0 || g->values[v].data) return false;
-  bool *seen = calloc((size_t)g->n_values + 1, sizeof(bool));
-  int *stack = malloc(sizeof(int) * (size_t)(g->n_values + 1));
-  KN_ASSERT(seen && stack, "out of memory");
-  int top = 0;
-  bool found = false;
-  seen[v] = true;
-  stack[top++] = v;
-  while (top > 0 && !found) {
-    int u = stack[--top];
-    if (g->values[u].data) continue;
-    int p = g->values[u].producer;
-    if (p < 0) {
-      found = kn_pass_is_graph_input(g, u);
-      continue;
-    }
-    const kn_node *n = &g->nodes[p];
-    if (n->op == KN_OP_SHAPE || n->op == KN_OP_SIZE) continue;
-    for (int k = 0; k < n->n_in; k++)
-      if (n->in[k] >= 0 && !seen[n->in[k]]) seen[n->in[k]] = true, stack[top++] = n->in[k];
-  }
-  free(stack);
-  free(seen);
-  return found;
-}
 
 /* Input k of n, or -1 when absent or an empty constant (ONNX's "unset"). */
 static int optional_in(const kn_graph *g, const kn_node *n, int k) {
@@ -129,7 +101,7 @@ static bool applies(const kn_graph *g, int i, kn_shape *out, resize_inputs *ri) 
   int opt[3] = {ri->roi, ri->scales, ri->sizes};
   for (int k = 0; k < 3; k++) {
     if (opt[k] < 0 || g->values[opt[k]].data) continue;
-    if (!is_runtime(g, opt[k])) return false; /* neither constant nor a run-time value yet */
+    if (!kn_pass_is_runtime_value(g, opt[k])) return false; /* neither constant nor a run-time value yet */
     runtime = true;
   }
   if (!runtime) return false;

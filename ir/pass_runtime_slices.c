@@ -378,35 +378,6 @@ static void rewrite_pad(rs *s, const kn_shape *out) {
 
 /* ---- driver ---- */
 
-/* Whether v's value is only known when the model runs: not a constant, and
- * computed from a graph input (Shape / Size read shapes, not values). A walk
- * over producers with an explicit stack (models may be deep). */
-static bool is_runtime(const kn_graph *g, int v) {
-  if (v < 0 || g->values[v].data) return false;
-  bool *seen = calloc((size_t)g->n_values + 1, sizeof(bool));
-  int *stack = malloc(sizeof(int) * (size_t)(g->n_values + 1));
-  KN_ASSERT(seen && stack, "out of memory");
-  int top = 0;
-  bool found = false;
-  seen[v] = true;
-  stack[top++] = v;
-  while (top > 0 && !found) {
-    int u = stack[--top];
-    if (g->values[u].data) continue;
-    int p = g->values[u].producer;
-    if (p < 0) {
-      found = kn_pass_is_graph_input(g, u);
-      continue;
-    }
-    const kn_node *n = &g->nodes[p];
-    if (n->op == KN_OP_SHAPE || n->op == KN_OP_SIZE) continue;
-    for (int k = 0; k < n->n_in; k++)
-      if (n->in[k] >= 0 && !seen[n->in[k]]) seen[n->in[k]] = true, stack[top++] = n->in[k];
-  }
-  free(stack);
-  free(seen);
-  return found;
-}
 
 static bool typed(const kn_graph *g, int v) {
   if (v < 0) return true;
@@ -436,7 +407,7 @@ static bool applies(const kn_graph *g, int i, kn_shape *out) {
   bool runtime = false;
   for (int k = first; k <= last && k < n->n_in && !runtime; k++)
     if (!(n->op == KN_OP_PAD && k == 2)) /* constant_value decides no shape */
-      runtime = is_runtime(g, n->in[k]);
+      runtime = kn_pass_is_runtime_value(g, n->in[k]);
   if (!runtime) return false;
   if (n->op == KN_OP_RANGE) {
     if (n->n_in != 3 || out->rank != 1) return false;

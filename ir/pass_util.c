@@ -148,3 +148,30 @@ kn_attr kn_pass_attr_ints(kn_graph *g, const char *name, const int64_t *v, int n
   if (n) memcpy(copy, v, sizeof(int64_t) * (size_t)n);
   return (kn_attr){.name = name, .kind = KN_ATTR_INTS, .n = n, .ints = copy, .value = -1};
 }
+
+bool kn_pass_is_runtime_value(const kn_graph *g, int v) {
+  if (v < 0 || g->values[v].data) return false;
+  bool *seen = calloc((size_t)g->n_values + 1, sizeof(bool));
+  int *stack = malloc(sizeof(int) * (size_t)(g->n_values + 1));
+  KN_ASSERT(seen && stack, "out of memory");
+  int top = 0;
+  bool found = false;
+  seen[v] = true;
+  stack[top++] = v;
+  while (top > 0 && !found) {
+    int u = stack[--top];
+    if (g->values[u].data) continue;
+    int p = g->values[u].producer;
+    if (p < 0) {
+      found = kn_pass_is_graph_input(g, u);
+      continue;
+    }
+    const kn_node *n = &g->nodes[p];
+    if (n->op == KN_OP_SHAPE || n->op == KN_OP_SIZE) continue;
+    for (int k = 0; k < n->n_in; k++)
+      if (n->in[k] >= 0 && !seen[n->in[k]]) seen[n->in[k]] = true, stack[top++] = n->in[k];
+  }
+  free(stack);
+  free(seen);
+  return found;
+}

@@ -78,6 +78,10 @@ bool kn_pass_is_graph_output(const kn_graph *g, int v);
 /* The static shape the ONNX graph declares for v when v is a model output
  * that declares one (kn_graph.out_declared); false otherwise. */
 bool kn_pass_declared_shape(const kn_graph *g, int v, kn_shape *s);
+/* Whether v's value is only known when the model runs: not a constant, and
+ * computed from a graph input (Shape / Size read shapes, not values). A walk
+ * over producers with an explicit stack (models may be deep). */
+bool kn_pass_is_runtime_value(const kn_graph *g, int v);
 /* Appends bool scalar v as a run-time check (kn_graph.n_checks): P_run
  * returns KILN_ERR_VALUE, writing no output, when it is false. */
 void kn_pass_add_check(kn_graph *g, int v);
