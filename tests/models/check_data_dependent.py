@@ -14,7 +14,6 @@ with a declared static shape (or whose deciding input is a constant). Checks:
 Refusal cases: a model Kiln cannot compile this way gives one diagnostic line
 naming the node and no artifact.
 """
-import argparse
 import os
 import sys
 
@@ -23,11 +22,8 @@ import onnx
 from onnx import TensorProto as T
 from onnx import helper as h
 
-from common import TempDir, compare, default_kiln, describe_failure, ort_reference, run, sanitizer_report
-
-
-class CaseFailure(Exception):
-    pass
+from common import describe_failure, run, sanitizer_report
+from value_checks import CaseFailure, cases_main, check_case
 
 
 def model(nodes, inputs, outputs, inits=(), opset=13):
@@ -239,49 +235,15 @@ def refuse_unique_too_large():
 REFUSALS = {name[7:]: fn for name, fn in list(globals().items()) if name.startswith("refuse_")}
 
 
-def save_inputs(tmp, tag, feeds):
-    args = []
-    for k, v in feeds.items():
-        f = os.path.join(tmp, f"{tag}_{k}.npy")
-        np.save(f, v)
-        args += ["--input", f"{k}={f}"]
-    return args
-
-
 def feeds_text(feeds):
     return ", ".join(f"{k}={np.array2string(v.reshape(-1), max_line_width=200)}" for k, v in feeds.items())
 
 
 def check(kiln, tmp, name):
+    if name.startswith("refuse_"):
+        return check_refusal(kiln, tmp, name[7:])
     m, good, bad = CASES[name]()
-    path = os.path.join(tmp, name + ".onnx")
-    onnx.save(m, path)
-    out = os.path.join(tmp, name + ".so")
-    proc = run([kiln, "compile", path, "-o", out])
-    if proc.returncode != 0 or sanitizer_report(proc.stderr):
-        raise CaseFailure(f"compile: {describe_failure(proc)}")
-    for n, feeds in enumerate(good):
-        odir = os.path.join(tmp, f"{name}_good{n}")
-        proc = run([kiln, "run", out, *save_inputs(tmp, f"{name}_good{n}", feeds), "--output-dir", odir])
-        if proc.returncode != 0 or sanitizer_report(proc.stderr):
-            raise CaseFailure(f"kiln run with {feeds_text(feeds)}: {describe_failure(proc)}")
-        for oname, w in ort_reference(path, feeds).items():
-            got = np.load(os.path.join(odir, oname + ".npy"))
-            if got.shape != w.shape:
-                raise CaseFailure(f"{feeds_text(feeds)}: output '{oname}': shape {got.shape}, ORT {w.shape}")
-            ok, err, tol, why = compare(got, w)
-            if not ok:
-                raise CaseFailure(f"{feeds_text(feeds)}: output '{oname}': {why or f'max error {err:.3g} > {tol:.3g}'}"
-                                  f"\n  kiln {got.tolist()}\n  ort  {w.tolist()}")
-        print(f"  good input {n}: outputs match ONNX Runtime")
-    for n, feeds in enumerate(bad):
-        odir = os.path.join(tmp, f"{name}_bad{n}")
-        proc = run([kiln, "run", out, *save_inputs(tmp, f"{name}_bad{n}", feeds), "--output-dir", odir])
-        if proc.returncode == 0 or "status 5" not in proc.stderr or sanitizer_report(proc.stderr):
-            raise CaseFailure(f"kiln run with {feeds_text(feeds)}: expected KILN_ERR_VALUE, got {describe_failure(proc)}")
-        if os.path.isdir(odir) and os.listdir(odir):
-            raise CaseFailure(f"kiln run with {feeds_text(feeds)} failed but wrote {os.listdir(odir)}")
-        print(f"  bad input {n}: refused: {proc.stderr.strip().splitlines()[-1]}")
+    check_case(kiln, tmp, name, m, good, bad, feeds_text)
 
 
 def check_refusal(kiln, tmp, name):
@@ -303,33 +265,9 @@ def check_refusal(kiln, tmp, name):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description="NonZero / Compress / Unique with declared shapes vs ONNX Runtime.")
     names = list(CASES) + ["refuse_" + r for r in REFUSALS]
-    ap.add_argument("--case", action="append", choices=names)
-    ap.add_argument("--list", action="store_true")
-    ap.add_argument("--kiln", default=default_kiln())
-    ap.add_argument("--models", default=None, help="ignored (the models are generated)")
-    ap.add_argument("--keep", default=None)
-    args = ap.parse_args(argv)
-    if args.list:
-        print("\n".join(names))
-        return 0
-    passed = failed = 0
-    with TempDir(args.keep, prefix="kiln-datadep-") as tmp:
-        for name in args.case or names:
-            print(f"{name}:")
-            try:
-                if name.startswith("refuse_"):
-                    check_refusal(args.kiln, tmp, name[7:])
-                else:
-                    check(args.kiln, tmp, name)
-                print(f"PASS {name}")
-                passed += 1
-            except CaseFailure as e:
-                print(f"FAIL {name}: {e}")
-                failed += 1
-    print(f"check_data_dependent: {passed} passed, {failed} failed")
-    return 1 if failed else 0
+    return cases_main("check_data_dependent", "NonZero / Compress / Unique with declared shapes vs ONNX Runtime.",
+                      names, check, argv)
 
 
 if __name__ == "__main__":

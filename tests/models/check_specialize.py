@@ -15,20 +15,13 @@ declared. Checks:
   * a value the declared shapes do not allow makes `kiln run` fail with the
     KILN_ERR_VALUE diagnostic (status 5) and write no output file.
 """
-import argparse
-import os
 import sys
 
 import numpy as np
-import onnx
 from onnx import TensorProto as T
 from onnx import helper as h
 
-from common import TempDir, compare, default_kiln, describe_failure, ort_reference, run, sanitizer_report
-
-
-class CaseFailure(Exception):
-    pass
+from value_checks import cases_main, check_case
 
 
 def model(nodes, inputs, outputs, opset=18):
@@ -113,75 +106,17 @@ def case_dft_axis():
 CASES = {name[5:]: fn for name, fn in list(globals().items()) if name.startswith("case_")}
 
 
-def save_inputs(tmp, tag, feeds):
-    args = []
-    for k, v in feeds.items():
-        f = os.path.join(tmp, f"{tag}_{k}.npy")
-        np.save(f, v)
-        args += ["--input", f"{k}={f}"]
-    return args
-
-
-def check(kiln, tmp, name):
-    m, good, bad = CASES[name]()
-    path = os.path.join(tmp, name + ".onnx")
-    onnx.save(m, path)
-    out = os.path.join(tmp, name + ".so")
-    proc = run([kiln, "compile", path, "-o", out])
-    if proc.returncode != 0 or sanitizer_report(proc.stderr):
-        raise CaseFailure(f"compile without --bind: {describe_failure(proc)}")
-    header = open(os.path.join(tmp, name + ".h")).read()
-    for k in good[0]:
-        if f'"{k}"' not in header:
-            raise CaseFailure(f"the header does not declare input '{k}'")
-    for n, feeds in enumerate(good):
-        odir = os.path.join(tmp, f"{name}_good{n}")
-        proc = run([kiln, "run", out, *save_inputs(tmp, f"{name}_good{n}", feeds), "--output-dir", odir])
-        if proc.returncode != 0 or sanitizer_report(proc.stderr):
-            raise CaseFailure(f"kiln run with {feeds_text(feeds)}: {describe_failure(proc)}")
-        for oname, w in ort_reference(path, feeds).items():
-            ok, err, tol, why = compare(np.load(os.path.join(odir, oname + ".npy")), w)
-            if not ok:
-                raise CaseFailure(f"{feeds_text(feeds)}: output '{oname}': {why or f'max error {err:.3g} > {tol:.3g}'}")
-        print(f"  {feeds_text(feeds)}: outputs match ONNX Runtime")
-    for n, feeds in enumerate(bad):
-        odir = os.path.join(tmp, f"{name}_bad{n}")
-        proc = run([kiln, "run", out, *save_inputs(tmp, f"{name}_bad{n}", feeds), "--output-dir", odir])
-        if proc.returncode == 0 or "status 5" not in proc.stderr or sanitizer_report(proc.stderr):
-            raise CaseFailure(f"kiln run with {feeds_text(feeds)}: expected KILN_ERR_VALUE, got {describe_failure(proc)}")
-        if os.path.isdir(odir) and os.listdir(odir):
-            raise CaseFailure(f"kiln run with {feeds_text(feeds)} failed but wrote {os.listdir(odir)}")
-        print(f"  {feeds_text(feeds)}: refused: {proc.stderr.strip().splitlines()[-1]}")
-
-
 def feeds_text(feeds):
     return ", ".join(f"{k}={v.tolist()}" for k, v in feeds.items() if v.dtype == np.int64)
 
 
+def check(kiln, tmp, name):
+    m, good, bad = CASES[name]()
+    check_case(kiln, tmp, name, m, good, bad, feeds_text)
+
+
 def main(argv=None):
-    ap = argparse.ArgumentParser(description="shape-deciding inputs read at run time vs ONNX Runtime.")
-    ap.add_argument("--case", action="append", choices=list(CASES))
-    ap.add_argument("--list", action="store_true")
-    ap.add_argument("--kiln", default=default_kiln())
-    ap.add_argument("--models", default=None, help="ignored (the models are generated)")
-    ap.add_argument("--keep", default=None)
-    args = ap.parse_args(argv)
-    if args.list:
-        print("\n".join(CASES))
-        return 0
-    passed = failed = 0
-    with TempDir(args.keep, prefix="kiln-spec-") as tmp:
-        for name in args.case or list(CASES):
-            print(f"{name}:")
-            try:
-                check(args.kiln, tmp, name)
-                print(f"PASS {name}")
-                passed += 1
-            except CaseFailure as e:
-                print(f"FAIL {name}: {e}")
-                failed += 1
-    print(f"check_specialize: {passed} passed, {failed} failed")
-    return 1 if failed else 0
+    return cases_main("check_specialize", "shape-deciding inputs read at run time vs ONNX Runtime.", CASES, check, argv)
 
 
 if __name__ == "__main__":
