@@ -52,7 +52,6 @@
 #define SIZE_MAX_DIM ((int64_t)1 << 40) /* sizes accepted (spatial_geom.c's limit) */
 #define ROI_LIMIT 1e6                   /* |roi| accepted: keeps coordinates finite and small */
 
-
 /* Input k of n, or -1 when absent or an empty constant (ONNX's "unset"). */
 static int optional_in(const kn_graph *g, const kn_node *n, int k) {
   if (k < 0 || k >= n->n_in || n->in[k] < 0) return -1;

@@ -396,6 +396,7 @@ static bool applies(const kn_graph *g, int i, kn_shape *out) {
   const kn_node *n = &g->nodes[i];
   if (n->dead || n->n_out < 1 || n->out[0] < 0) return false;
   if (n->op != KN_OP_SLICE && n->op != KN_OP_PAD && n->op != KN_OP_RANGE) return false;
+  if (n->n_in < 1 || n->in[0] < 0) return false; /* omitted data / start: shape inference says so */
   int y = n->out[0];
   if (g->values[y].shape_known || !kn_pass_declared_shape(g, y, out) || out->batch_mask) return false;
   for (int a = 0; a < out->rank; a++)
