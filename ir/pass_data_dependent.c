@@ -200,10 +200,7 @@ static int64_t count_downstream(kn_dc *b, const count_plan *p, int64_t max, int 
         if (p->count_axis[k] >= 0) v->shape.dim[p->count_axis[k]] = cands[c];
         v->shape_known = true;
       }
-      kn_diag quiet;
-      kn_diag_init(&quiet);
-      kn_infer_shapes(g, &quiet); /* drops the dead node: its outputs keep these shapes */
-      kn_diag_free(&quiet);
+      kn_infer_shapes_quiet(g); /* drops the dead node: its outputs keep these shapes */
       bool match = true;
       for (int o = 0; o < g->n_outputs - g->n_checks && match; o++) {
         const kn_value *v = &g->values[g->outputs[o]];
@@ -576,10 +573,7 @@ int kn_pass_data_dependent(kn_graph *g, kn_diag *d) {
   bool any = false;
   for (int i = 0; i < g->n_nodes && !any; i++) any = !g->nodes[i].dead && is_data_dependent(g->nodes[i].op);
   if (!any) return 0;
-  kn_diag quiet;
-  kn_diag_init(&quiet);
-  kn_infer_shapes(g, &quiet); /* types the inputs; fails at these nodes */
-  kn_diag_free(&quiet);
+  kn_infer_shapes_quiet(g); /* types the inputs; fails at these nodes */
   /* one node at a time, from the start: count_downstream renumbers nodes;
    * a node left in place (untyped inputs, refused) is passed over by its
    * first output, which never changes */

@@ -213,10 +213,7 @@ int kn_pass_runtime_resize(kn_graph *g, kn_diag *d) {
   for (int i = 0; i < g->n_nodes && !any; i++)
     any = !g->nodes[i].dead && (g->nodes[i].op == KN_OP_RESIZE || g->nodes[i].op == KN_OP_UPSAMPLE);
   if (!any) return 0;
-  kn_diag quiet;
-  kn_diag_init(&quiet);
-  int rc = kn_infer_shapes(g, &quiet);
-  kn_diag_free(&quiet);
+  int rc = kn_infer_shapes_quiet(g);
   if (rc == 0) return 0; /* every shape is known: nothing to do */
   int n_nodes = g->n_nodes, rewritten = 0;
   for (int i = 0; i < n_nodes; i++) {

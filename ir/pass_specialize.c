@@ -489,14 +489,11 @@ static bool runtime_cum_axis(const kn_graph *g, const kn_node *n) {
          n->in[1] >= 0 && !g->values[n->in[1]].data;
 }
 
-static void add_value_checks(kn_graph *g) {
+static bool add_value_checks(kn_graph *g) {
   bool any = false;
   for (int i = 0; i < g->n_nodes; i++) any |= runtime_cum_axis(g, &g->nodes[i]);
-  if (!any) return;
-  kn_diag quiet; /* types of the axes; failures are reported later */
-  kn_diag_init(&quiet);
-  kn_infer_shapes(g, &quiet);
-  kn_diag_free(&quiet);
+  if (!any) return false;
+  kn_infer_shapes_quiet(g); /* types of the axes; failures are reported later */
   int n_nodes = g->n_nodes;
   for (int i = 0; i < n_nodes; i++) {
     const kn_node *n = &g->nodes[i];
@@ -512,10 +509,10 @@ static void add_value_checks(kn_graph *g) {
     int hi = kn_dc_bin(&b, KN_OP_LESS, a, kn_dc_scalar(&b, KN_DT_I64, (double)r));
     kn_pass_add_check(g, kn_dc_bin(&b, KN_OP_AND, lo, hi));
   }
+  return true;
 }
 
 int kn_pass_specialize(kn_graph *g, kn_diag *d) {
-  add_value_checks(g);
   if (!g->out_declared) return 0;
   for (int o = 0; o < g->n_outputs - g->n_checks; o++)
     if (g->out_declared[o].rank < 0) return 0;
@@ -567,4 +564,14 @@ int kn_pass_specialize(kn_graph *g, kn_diag *d) {
   free(s.cands);
   free(s.cls);
   return 0;
+}
+
+int kn_pass_runtime_values(kn_graph *g, kn_diag *d) {
+  int rc = kn_infer_shapes_quiet(g); /* shapes that infer (every real model) skip the rewrites */
+  if (rc < 0 && (kn_pass_data_dependent(g, d) < 0 || kn_pass_runtime_slices(g, d) < 0 ||
+                 kn_pass_runtime_resize(g, d) < 0 || kn_pass_specialize(g, d) < 0))
+    return -1;
+  bool checked = add_value_checks(g);
+  if (rc == 0 && !checked) return 0; /* typed above, unchanged since */
+  return kn_infer_shapes(g, d);
 }

@@ -70,6 +70,12 @@ int kn_pass_runtime_slices(kn_graph *g, kn_diag *d);
  * declare static shapes: kiln.ResizeDeclared reading the scales at run time,
  * with a run-time check of the shapes (pass_runtime_resize.c). */
 int kn_pass_runtime_resize(kn_graph *g, kn_diag *d);
+/* The front of every pipeline after kn_pass_expand_composites: when shapes
+ * do not infer, the four passes above (data_dependent, runtime_slices,
+ * runtime_resize, specialize) in that order; then the run-time range checks
+ * of values kernels read at run time (CumSum's axis); then shape inference,
+ * reporting what still fails. Returns 0 with every value typed, or -1. */
+int kn_pass_runtime_values(kn_graph *g, kn_diag *d);
 
 /* ---- helpers shared by the pass files (pass_util.c) ---- */
 

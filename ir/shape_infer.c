@@ -516,4 +516,12 @@ static int infer_all(kn_graph *g, bool *needed, kn_diag *d) {
 
 int kn_infer_shapes(kn_graph *g, kn_diag *d) { return infer_all(g, NULL, d); }
 
+int kn_infer_shapes_quiet(kn_graph *g) {
+  kn_diag quiet;
+  kn_diag_init(&quiet);
+  int rc = infer_all(g, NULL, &quiet);
+  kn_diag_free(&quiet);
+  return rc;
+}
+
 int kn_infer_shapes_needs(kn_graph *g, bool *needed, kn_diag *d) { return infer_all(g, needed, d); }

@@ -20,6 +20,10 @@
  * Nodes are toposorted first. Reports every failing node; returns 0 or -1. */
 int kn_infer_shapes(kn_graph *g, kn_diag *d);
 
+/* kn_infer_shapes with the diagnostics dropped: for passes that infer on
+ * the side and leave the reporting to a later inference. */
+int kn_infer_shapes_quiet(kn_graph *g);
+
 /* kn_infer_shapes, and also sets needed[v] (g->n_values entries, zeroed by
  * the caller) for each graph input v whose *data* some node needs at compile
  * time (Reshape's shape, Reduce*'s axes, Pad's pads, Range's bounds...,

@@ -92,7 +92,7 @@ int kn_cmd_inspect(int argc, char **argv) {
   /* the census above lists the model's own ops; shapes and FLOPs are
    * those of the graph kn_compile sees, composites rewritten */
   if (unsupported == 0 && kn_pass_expand_composites(&g, &shape_diag) == 0 &&
-      kn_pass_data_dependent(&g, &shape_diag) == 0 && kn_infer_shapes(&g, &shape_diag) == 0) {
+      kn_pass_runtime_values(&g, &shape_diag) == 0) {
     double flops = 0;
     for (int i = 0; i < g.n_nodes; i++) flops += kn_node_flops(&g, i);
     printf("flops: %.3f GFLOP (batch 1)\n", flops / 1e9);

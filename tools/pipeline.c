@@ -56,14 +56,9 @@ static int finish_load(int64_t max_batch, kn_graph *g, kn_diag *d) {
   if (max_batch < 1) return kn_diag_error(d, "--max-batch must be at least 1");
   g->max_batch = max_batch;
   if (kn_pass_expand_composites(g, d) < 0) return -1;
-  /* ops whose output shapes depend on input values, where the model declares
-   * them: rewritten for run-time values (each pass checks its own) */
-  if (kn_pass_data_dependent(g, d) < 0) return -1;
-  if (kn_pass_runtime_slices(g, d) < 0) return -1;
-  if (kn_pass_runtime_resize(g, d) < 0) return -1;
-  if (kn_pass_specialize(g, d) < 0) return -1;
-  if (kn_infer_shapes(g, d) < 0) return -1;
-  return 0;
+  /* shapes that depend on input values, compiled for the declared ones with
+   * run-time checks; then shape inference */
+  return kn_pass_runtime_values(g, d);
 }
 
 int kn_pipeline_load_bound(const kn_compile_opts *o, kn_graph *g, kn_diag *d) {
