@@ -13,7 +13,6 @@ shape, ReduceSum's axes, Pad's pads, Range's bounds) are graph inputs, and check
   * `kiln tune` accepts the same --bind, and the compile replaying its log matches too;
   * `kiln run` given a bound input as well refuses it (the artifact has no such input).
 """
-import argparse
 import os
 import sys
 
@@ -23,11 +22,8 @@ from onnx import TensorProto as T
 from onnx import helper as h
 from onnx import numpy_helper
 
-from common import TempDir, compare, default_kiln, describe_failure, ort_reference, run, sanitizer_report
-
-
-class CaseFailure(Exception):
-    pass
+from common import compare, describe_failure, ort_reference, run, sanitizer_report
+from value_checks import CaseFailure, cases_main
 
 
 def vi(name, shape, dtype=T.FLOAT):
@@ -177,29 +173,7 @@ def check(kiln, tmp, name):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description="kiln compile --bind vs ONNX Runtime.")
-    ap.add_argument("--case", action="append", choices=list(CASES))
-    ap.add_argument("--list", action="store_true")
-    ap.add_argument("--kiln", default=default_kiln())
-    ap.add_argument("--models", default=None, help="ignored (the models are generated)")
-    ap.add_argument("--keep", default=None)
-    args = ap.parse_args(argv)
-    if args.list:
-        print("\n".join(CASES))
-        return 0
-    passed = failed = 0
-    with TempDir(args.keep, prefix="kiln-bind-") as tmp:
-        for name in args.case or list(CASES):
-            print(f"{name}:")
-            try:
-                check(args.kiln, tmp, name)
-                print(f"PASS {name}")
-                passed += 1
-            except CaseFailure as e:
-                print(f"FAIL {name}: {e}")
-                failed += 1
-    print(f"check_bind: {passed} passed, {failed} failed")
-    return 1 if failed else 0
+    return cases_main("check_bind", "kiln compile --bind vs ONNX Runtime.", CASES, check, argv)
 
 
 if __name__ == "__main__":

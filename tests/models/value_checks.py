@@ -1,6 +1,6 @@
 """value_checks.py — shared by the drivers of models compiled for declared output shapes with
 run-time checks (check_specialize.py, check_runtime_slices.py, check_runtime_resize.py,
-check_data_dependent.py).
+check_data_dependent.py); check_bind.py uses its command line (cases_main) too.
 
 A case is (model, good, bad): `good` feeds must run and match the oracle, `bad` feeds must make
 `kiln run` fail with KILN_ERR_VALUE ("status 5") and write no output file.
