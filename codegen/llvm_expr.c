@@ -839,6 +839,29 @@ static LLVMValueRef emit_compare(kn_cg_fn *f, const kn_expr *e) {
   return LLVMBuildICmp(f->b, (is_unsigned(t) ? up : sp)[e->kind - KN_E_EQ], a, b, "");
 }
 
+/* f64 -> f32 rounded to odd: truncated toward zero, with the lowest bit set
+ * when the value was inexact. Rounding that once more to f16 (11 bits <= 24
+ * - 2) gives the correctly rounded f64 -> f16, with no double-rounding error
+ * and without LLVM's fptrunc double -> half, which is a call to
+ * __truncdfhf2 on x86 without AVX512-FP16 (LLVM 14 and libgcc disagree on
+ * how it returns: the result read back was 0 on znver3). */
+static LLVMValueRef f64_to_f32_odd(kn_cg_fn *f, LLVMValueRef v, int lanes) {
+  LLVMTypeRef f32 = kn_cg_reg_type(f->m, KN_DT_F32, lanes), i32 = kn_cg_reg_type(f->m, KN_DT_I32, lanes);
+  LLVMValueRef t = LLVMBuildFPTrunc(f->b, v, f32, "");
+  LLVMValueRef back = LLVMBuildFPExt(f->b, t, LLVMTypeOf(v), "");
+  LLVMValueRef zero = LLVMConstNull(LLVMTypeOf(v));
+  LLVMValueRef inexact = LLVMBuildFCmp(f->b, LLVMRealONE, back, v, "");
+  LLVMValueRef up = LLVMBuildAnd(f->b, LLVMBuildFCmp(f->b, LLVMRealOGT, v, zero, ""),
+                                 LLVMBuildFCmp(f->b, LLVMRealOGT, back, v, ""), "");
+  LLVMValueRef down = LLVMBuildAnd(f->b, LLVMBuildFCmp(f->b, LLVMRealOLT, v, zero, ""),
+                                   LLVMBuildFCmp(f->b, LLVMRealOLT, back, v, ""), "");
+  LLVMValueRef away = LLVMBuildOr(f->b, up, down, ""); /* rounded away from zero */
+  LLVMValueRef bits = LLVMBuildBitCast(f->b, t, i32, "");
+  bits = LLVMBuildSub(f->b, bits, LLVMBuildZExt(f->b, away, i32, ""), ""); /* one step toward zero */
+  bits = LLVMBuildOr(f->b, bits, LLVMBuildZExt(f->b, inexact, i32, ""), "");
+  return LLVMBuildBitCast(f->b, bits, f32, "");
+}
+
 static LLVMValueRef emit_cast(kn_cg_fn *f, LLVMValueRef v, kn_dtype from, kn_dtype to, int lanes) {
   if (from == to) return v;
   LLVMTypeRef dst = kn_cg_reg_type(f->m, to, lanes);
@@ -853,11 +876,7 @@ static LLVMValueRef emit_cast(kn_cg_fn *f, LLVMValueRef v, kn_dtype from, kn_dty
     if (kn_dtype_is_int(to))
       return is_unsigned(to) ? LLVMBuildFPToUI(f->b, v, dst, "") : LLVMBuildFPToSI(f->b, v, dst, "");
     if (to == KN_DT_F64) return from == KN_DT_F64 ? v : LLVMBuildFPExt(f->b, v, dst, "");
-    if (from == KN_DT_F64 && to == KN_DT_F16) {
-      LLVMTypeRef half = LLVMHalfTypeInContext(f->m->ctx);
-      if (lanes > 1) half = LLVMVectorType(half, (unsigned)lanes);
-      return LLVMBuildFPExt(f->b, LLVMBuildFPTrunc(f->b, v, half, ""), dst, "");
-    }
+    if (from == KN_DT_F64 && to == KN_DT_F16) return round_to(f, f64_to_f32_odd(f, v, lanes), to);
     if (from == KN_DT_F64) v = LLVMBuildFPTrunc(f->b, v, dst, "");
     return round_to(f, v, to); /* to f32 / f16 / bf16 */
   }
