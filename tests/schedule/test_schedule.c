@@ -324,6 +324,62 @@ static void test_cnn_block(void **state) {
   kn_graph_free(&g);
 }
 
+/* conv + SiLU (x * Sigmoid(x)): the Sigmoid and the Mul join the conv's
+ * kernel (the conv output has two uses, both inside the group); a SiLU whose
+ * input is also a graph output stays apart; both match the reference */
+/* The ops in the kernel of the convolution, as "Op,Op,..." */
+static void conv_kernel_ops(kn_graph *g, char *buf, size_t cap) {
+  kn_diag d;
+  kn_diag_init(&d);
+  kn_compile_opts o = {0};
+  assert_int_equal(kn_infer_shapes(g, &d), 0);
+  assert_int_equal(kn_pipeline_optimize(&o, g, &d), 0);
+  kn_arena arena;
+  kn_arena_init(&arena);
+  kn_groups groups = {0};
+  assert_int_equal(kn_sched_fuse(g, &arena, &groups, &d), 0);
+  buf[0] = 0;
+  for (int i = 0; i < groups.n; i++) {
+    const kn_group *grp = &groups.groups[i];
+    if (g->nodes[grp->anchor].op != KN_OP_CONV_NHWC) continue;
+    for (int m = 0; m < grp->n_nodes; m++)
+      snprintf(buf + strlen(buf), cap - strlen(buf), "%s%s", m ? "," : "", g->nodes[grp->nodes[m]].op_type);
+  }
+  kn_arena_free(&arena);
+  kn_diag_free(&d);
+}
+
+static void build_conv_silu(kn_graph *g, bool conv_is_output) {
+  kn_graph_init(g);
+  int x = input(g, "x", 4, (int64_t[]){1, 8, 7, 9}, 1);
+  int w = weight(g, "w", 4, (int64_t[]){16, 8, 1, 1}), b = weight(g, "b", 1, (int64_t[]){16});
+  int c = node(g, KN_OP_CONV, "conv", (int[]){x, w, b}, 3);
+  int sg = node(g, KN_OP_SIGMOID, "sig", (int[]){c}, 1);
+  int silu = node(g, KN_OP_MUL, "silu", (int[]){c, sg}, 2);
+  output(g, silu);
+  if (conv_is_output) output(g, c);
+}
+
+static void test_conv_silu_fused(void **state) {
+  (void)state;
+  kn_graph g;
+  build_conv_silu(&g, false);
+  char fused[128], apart[128];
+  conv_kernel_ops(&g, fused, sizeof fused);
+  kn_graph_free(&g);
+  build_conv_silu(&g, true);
+  conv_kernel_ops(&g, apart, sizeof apart);
+  kn_graph_free(&g);
+  assert_string_equal(fused, "kiln.ConvNHWC,Sigmoid,Mul");
+  assert_string_equal(apart, "kiln.ConvNHWC");
+  build_conv_silu(&g, false);
+  check(&g, 2, 1e-5);
+  kn_graph_free(&g);
+  build_conv_silu(&g, true);
+  check(&g, 2, 1e-5);
+  kn_graph_free(&g);
+}
+
 /* matmul + bias + relu; gemm with transB; softmax; layer norm */
 static void test_dense_block(void **state) {
   (void)state;
@@ -367,6 +423,7 @@ static void test_gemm_transpose_reshape(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_cnn_block),
+      cmocka_unit_test(test_conv_silu_fused),
       cmocka_unit_test(test_dense_block),
       cmocka_unit_test(test_gemm_transpose_reshape),
       cmocka_unit_test(test_blocked_matmul),
