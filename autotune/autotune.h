@@ -86,6 +86,7 @@ typedef struct kn_at_record {
   double seconds;                   /* median; meaningful when status is OK */
   kn_at_status status;
   bool is_default;
+  bool warm; /* "cache":"warm" (or no "cache": logs before cold timing), else "cold" */
 } kn_at_record;
 
 typedef struct kn_at_log {
@@ -102,7 +103,9 @@ typedef struct kn_at_log {
 int kn_at_log_load(const char *path, const char *target, bool missing_ok, FILE *warn, kn_at_log *log,
                    kn_diag *d);
 void kn_at_log_free(kn_at_log *log);
-/* Best OK record for a key, or NULL. */
+/* Best OK record for a key, or NULL: the fastest cold-timed one, else
+ * (a key with only warm-timed records) the fastest warm one; the two are
+ * never compared, warm times being the faster for the same schedule. */
 const kn_at_record *kn_at_log_best(const kn_at_log *log, const char *key);
 /* Whether (key, trace) has a record (any status). */
 bool kn_at_log_has(const kn_at_log *log, const char *key, const char *trace);
@@ -127,6 +130,13 @@ typedef struct kn_at_measure_opts {
   double run_timeout;   /* seconds */
   double min_repeat_s;  /* each timing sample lasts at least this long */
   int samples;          /* samples whose median is the result */
+  bool warm;            /* true (kiln tune's default): repeated runs, the caches as the last run
+                           left them; false: cold, each timed run after the constants were
+                           evicted (measure.c) */
+  const unsigned char *sweep; /* cold: a buffer of twice the last-level cache, read through
+                                 to empty the caches; made by the session before the children
+                                 fork, so they share its pages and fault none in */
+  size_t sweep_bytes;
   const char *workdir;  /* temporary files */
   const char *runner;       /* "HOST:PORT": run candidates on a kiln-runner (runner/), or NULL: here */
   const char *runner_token; /* its shared token */

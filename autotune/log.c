@@ -2,7 +2,11 @@
  *
  *   {"v":1,"kiln":"0.1.0","target":"x86_64-... -mcpu=... -mattr=...",
  *    "key":"<workload key>","trace":[...primitives...],"seconds":1.2e-05,
- *    "status":"ok","default":false,"time":"2025-01-01T12:00:00Z"}
+ *    "status":"ok","default":false,"cache":"cold","time":"2025-01-01T12:00:00Z"}
+ *
+ * "cache" says how the time was taken: "warm" (repeated runs, the default;
+ * also every record written before the field existed) or "cold" (each run
+ * after the constants were evicted, --cache cold).
  *
  * Files merge with `cat`. Loading keeps the records of one target; a line
  * that is not such an object (bad JSON, a missing field, a trace that does
@@ -47,10 +51,14 @@ static bool parse_line(const char *line, kn_arena *scratch, kn_at_record *r, cha
   if (v != KN_AT_FORMAT_VERSION)
     return snprintf(why, cap, "format version %lld, this kiln reads %d", (long long)v, KN_AT_FORMAT_VERSION), false;
   const kn_json *target = kn_json_get(j, "target"), *key = kn_json_get(j, "key"), *status = kn_json_get(j, "status"),
-                *seconds = kn_json_get(j, "seconds"), *dflt = kn_json_get(j, "default");
+                *seconds = kn_json_get(j, "seconds"), *dflt = kn_json_get(j, "default"),
+                *cache = kn_json_get(j, "cache");
   if (!target || target->kind != KN_JSON_STR) return snprintf(why, cap, "no \"target\" string"), false;
   if (!key || key->kind != KN_JSON_STR || !*key->str) return snprintf(why, cap, "no \"key\" string"), false;
   if (!status || status->kind != KN_JSON_STR) return snprintf(why, cap, "no \"status\" string"), false;
+  if (cache && (cache->kind != KN_JSON_STR || (strcmp(cache->str, "cold") && strcmp(cache->str, "warm"))))
+    return snprintf(why, cap, "\"cache\" is neither \"cold\" nor \"warm\""), false;
+  r->warm = !cache || !strcmp(cache->str, "warm");
   r->status = KN_AT_STATUS_COUNT;
   for (int i = 0; i < KN_AT_STATUS_COUNT; i++)
     if (!strcmp(status->str, status_names[i])) r->status = (kn_at_status)i;
@@ -121,10 +129,12 @@ void kn_at_log_free(kn_at_log *log) {
 
 const kn_at_record *kn_at_log_best(const kn_at_log *log, const char *key) {
   const kn_at_record *best = NULL;
-  for (int i = 0; i < log->n; i++) {
-    const kn_at_record *r = &log->records[i];
-    if (r->status == KN_AT_OK && !strcmp(r->key, key) && (!best || r->seconds < best->seconds)) best = r;
-  }
+  for (int warm = 0; warm < 2 && !best; warm++)
+    for (int i = 0; i < log->n; i++) {
+      const kn_at_record *r = &log->records[i];
+      if (r->status == KN_AT_OK && r->warm == warm && !strcmp(r->key, key) && (!best || r->seconds < best->seconds))
+        best = r;
+    }
   return best;
 }
 
@@ -149,9 +159,10 @@ int kn_at_log_append(FILE *f, const kn_at_record *r, kn_diag *d) {
   struct tm tm;
   gmtime_r(&now, &tm);
   strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  n += (size_t)snprintf(buf + n, cap - n, ",\"trace\":%s,\"seconds\":%.6g,\"status\":\"%s\",\"default\":%s,\"time\":\"%s\"}\n",
+  n += (size_t)snprintf(buf + n, cap - n,
+                        ",\"trace\":%s,\"seconds\":%.6g,\"status\":\"%s\",\"default\":%s,\"cache\":\"%s\",\"time\":\"%s\"}\n",
                         r->trace, r->status == KN_AT_OK ? r->seconds : -1.0, kn_at_status_name(r->status),
-                        r->is_default ? "true" : "false", stamp);
+                        r->is_default ? "true" : "false", r->warm ? "warm" : "cold", stamp);
   KN_ASSERT(n < cap, "record buffer too small");
   int rc = fputs(buf, f) < 0 || fflush(f) != 0 ? kn_diag_error(d, "tuning log: write failed") : 0;
   free(buf);

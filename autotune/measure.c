@@ -6,8 +6,9 @@
  * assert or signal is a CRASH. Run child: dlopen through the loader, seeded
  * random inputs (floats in [-1, 1), integers 0), one checked run against
  * the default schedule's output (WRONG beyond 1e-4 x max(1, max|ref|)),
- * then `samples` timing samples of at least `min_repeat_s` each; the median
- * per run is the result. Each child reports one fixed-size message through a
+ * then the timing. Warm (the default): `samples` samples of at least
+ * `min_repeat_s` each, the median per run. Cold: 3 x `samples` single
+ * runs, each after the constants were evicted (cold_caches), the median. Each child reports one fixed-size message through a
  * pipe and leaves with _exit, never touching the parent's stdio buffers. */
 #include "measure.h"
 
@@ -192,6 +193,59 @@ static _Noreturn void run_remote(int fd, const char *so_path, const char *ref_pa
   child_exit(fd, m);
 }
 
+/* Cold timing (--cache cold): what a kernel meets inside a model whose
+ * weights outgrow the last-level cache: its weights were last read a whole
+ * inference ago, its activations were just written. Before each timed run a
+ * buffer of twice the last-level cache is read through (evicting the
+ * constants), then the inputs are read back in. */
+typedef struct cold_caches {
+  const unsigned char *sweep;
+  size_t sweep_bytes;
+  int n;
+  const void *ptr[65];
+  size_t bytes[65];
+} cold_caches;
+
+static void cold_caches_add(cold_caches *c, const void *p, size_t bytes) {
+  if (c->n < 65) {
+    c->ptr[c->n] = p;
+    c->bytes[c->n++] = bytes;
+  }
+}
+
+static void cold_caches_empty(const cold_caches *c) {
+  volatile unsigned char sink = 0;
+  unsigned char acc = 0;
+  for (size_t off = 0; off < c->sweep_bytes; off += 64) acc ^= c->sweep[off];
+  for (int i = 0; i < c->n; i++)
+    for (size_t off = 0; off < c->bytes[i]; off += 64) acc ^= ((const unsigned char *)c->ptr[i])[off];
+  sink = acc;
+  (void)sink;
+}
+
+/* The last-level cache of cpu0 as sysfs describes it (lscpu's source);
+ * glibc's sysconf reports the host's whole L3 inside a VM here (256 MiB for
+ * a 32 MiB L3), which made every cold sweep 16x too long. */
+long kn_at_llc_bytes(void) {
+  long best = 0;
+  for (int i = 0; i < 8; i++) {
+    char path[96], buf[32];
+    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+    FILE *f = fopen(path, "r");
+    if (!f) break;
+    bool ok = fgets(buf, sizeof buf, f) != NULL;
+    fclose(f);
+    char *end = NULL;
+    long v = ok ? strtol(buf, &end, 10) : 0;
+    if (end && (*end == 'K' || *end == 'k')) v <<= 10;
+    else if (end && (*end == 'M' || *end == 'm')) v <<= 20;
+    if (v > best) best = v;
+  }
+  if (best <= 0) best = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  if (best <= 0 || best > (64l << 20)) best = best <= 0 ? 32l << 20 : 64l << 20;
+  return best;
+}
+
 static void run_child(int fd, const char *so_path, const char *ref_path, bool write_ref, const kn_at_measure_opts *o,
                       kn_at_fault fault) {
   message m;
@@ -200,6 +254,10 @@ static void run_child(int fd, const char *so_path, const char *ref_path, bool wr
   if (o->runner) run_remote(fd, so_path, ref_path, write_ref, o, fault, &m);
   kn_diag d;
   kn_diag_init(&d);
+  /* cold timing sweeps the caches between runs: the pool's workers would
+   * fall asleep meanwhile and each timed run would pay their wake-up, which
+   * a kernel inside a model, started right after the last, does not */
+  if (!o->warm) setenv("KILN_SPIN", "always", 1);
   kn_loader l;
   if (kn_loader_open(so_path, &l, &d) < 0) {
     set_detail(&m.result, &d, "cannot load the artifact");
@@ -261,13 +319,28 @@ static void run_child(int fd, const char *so_path, const char *ref_path, bool wr
       child_exit(fd, &m);
     }
   }
-  /* timing: calibrate the repeats per sample, then the median sample */
+  double samples[64];
+  if (!o->warm) {
+    cold_caches cc = {.sweep = o->sweep, .sweep_bytes = o->sweep ? o->sweep_bytes : 0};
+    for (int i = 0; i < a->n_inputs; i++) cold_caches_add(&cc, ins[i], (size_t)kn_loader_bytes(&a->inputs[i], batch));
+    int ns = o->samples < 1 ? 3 : 3 * o->samples > 64 ? 64 : 3 * o->samples;
+    for (int s = 0; s < ns; s++) {
+      cold_caches_empty(&cc);
+      double start = kn_at_now();
+      kn_loader_run(&l, (const void *const *)ins, outs, ws, batch, &d);
+      samples[s] = kn_at_now() - start;
+    }
+    qsort(samples, (size_t)ns, sizeof(double), kn_at_cmp_double);
+    m.result.seconds = samples[ns / 2];
+    m.result.status = KN_AT_OK;
+    child_exit(fd, &m);
+  }
+  /* warm timing: calibrate the repeats per sample, then the median sample */
   double t0 = kn_at_now();
   kn_loader_run(&l, (const void *const *)ins, outs, ws, batch, &d);
   double once = kn_at_now() - t0;
   long reps = once > 0 ? (long)(o->min_repeat_s / once) + 1 : 1000;
   if (reps > 100000) reps = 100000;
-  double samples[64];
   int ns = o->samples < 1 ? 1 : o->samples > 64 ? 64 : o->samples;
   for (int s = 0; s < ns; s++) {
     double start = kn_at_now();

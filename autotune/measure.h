@@ -35,6 +35,8 @@ void kn_at_run_start(kn_at_job *job, const char *so_path, const char *ref_path, 
  * stopped by *stop); at most `max_running` run at once is the caller's
  * business. Returns when every job has ended. */
 void kn_at_jobs_wait(kn_at_job *jobs, int n, volatile sig_atomic_t *stop);
+/* Bytes of the last-level cache (sysconf; 32 MiB when it does not say). */
+long kn_at_llc_bytes(void);
 /* Seconds on the monotonic clock. */
 double kn_at_now(void);
 

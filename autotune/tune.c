@@ -66,6 +66,8 @@ typedef struct session {
   int last_improved; /* `done` when some task last improved by > 1% */
   double start, last_progress;
   bool tty;
+  bool warm; /* how this session times: warm (--cache warm, or on a runner) or cold */
+  kn_at_measure_opts measure; /* the options', with the cold sweep buffer */
 } session;
 
 /* ---- the random strategy ---- */
@@ -139,7 +141,7 @@ static int record(session *S, task *T, const kn_schedule *s, const kn_at_result 
   char trace[4096];
   kn_at_trace_write(s, trace, sizeof trace);
   kn_at_record rec = {.target = S->target, .key = T->key, .trace = trace, .seconds = r->seconds,
-                      .status = r->status, .is_default = is_default};
+                      .status = r->status, .is_default = is_default, .warm = S->warm};
   kn_at_log_add(&S->log, &rec);
   if (!is_default) S->sum->by_status[r->status]++;
   FILE *f = fopen(S->o->log_path, "a");
@@ -190,7 +192,7 @@ static int run_defaults(session *S, kn_arena *A, kn_diag *d) {
     path_of(S, i, 0, "so", so, sizeof so);
     path_of(S, i, 0, "ref", ref, sizeof ref);
     kn_at_job run;
-    kn_at_run_start(&run, so, ref, true, &S->o->measure, KN_AT_FAULT_NONE);
+    kn_at_run_start(&run, so, ref, true, &S->measure, KN_AT_FAULT_NONE);
     kn_at_jobs_wait(&run, 1, S->o->stop);
     unlink(so);
     if ((int)run.result.status == KN_AT_INTERRUPTED) return 0;
@@ -406,7 +408,7 @@ static int search(session *S, kn_arena *A, kn_diag *d) {
         kn_at_fault fault = fault_index < S->o->n_plant ? S->o->plant[fault_index] : KN_AT_FAULT_NONE;
         fault_index++;
         kn_at_job run;
-        kn_at_run_start(&run, so, ref, false, &S->o->measure, fault);
+        kn_at_run_start(&run, so, ref, false, &S->measure, fault);
         kn_at_jobs_wait(&run, 1, S->o->stop);
         res = run.result;
       } else if (res.status == KN_AT_OK) {
@@ -453,6 +455,18 @@ int kn_at_tune(const kn_graph *g, const kn_groups *groups, const kn_target *t, c
   if (S.log.other_target && S.out)
     fprintf(S.out, "kiln: note: %s: %d records for other targets ignored (this target: %s)\n", o->log_path,
             S.log.other_target, S.target);
+  /* times taken with warm and with cold caches do not compare: the
+   * session resumes only from records timed its own way */
+  S.warm = o->measure.warm || o->measure.runner;
+  int kept = 0, other_cache = 0;
+  for (int i = 0; i < S.log.n; i++) {
+    if (S.log.records[i].warm == S.warm) S.log.records[kept++] = S.log.records[i];
+    else other_cache++;
+  }
+  S.log.n = kept;
+  if (other_cache && S.out)
+    fprintf(S.out, "kiln: note: %s: %d records timed with %s caches ignored (this session times with %s caches)\n",
+            o->log_path, other_cache, S.warm ? "cold" : "warm", S.warm ? "warm" : "cold");
   FILE *probe = fopen(o->log_path, "a");
   if (!probe) {
     kn_at_log_free(&S.log);
@@ -464,6 +478,14 @@ int kn_at_tune(const kn_graph *g, const kn_groups *groups, const kn_target *t, c
   if (!mkdtemp(S.dir)) {
     kn_at_log_free(&S.log);
     return kn_diag_error(d, "tune: cannot create a temporary folder under %s", tmp && *tmp ? tmp : "/tmp");
+  }
+  S.measure = o->measure;
+  unsigned char *sweep = NULL;
+  if (!S.warm) {
+    S.measure.sweep_bytes = 2 * (size_t)kn_at_llc_bytes();
+    sweep = malloc(S.measure.sweep_bytes);
+    if (sweep) memset(sweep, 1, S.measure.sweep_bytes); /* fault every page in before the children fork */
+    S.measure.sweep = sweep;
   }
   kn_arena A;
   kn_arena_init(&A);
@@ -486,5 +508,6 @@ int kn_at_tune(const kn_graph *g, const kn_groups *groups, const kn_target *t, c
   rmdir(S.dir);
   kn_arena_free(&A);
   kn_at_log_free(&S.log);
+  free(sweep);
   return rc;
 }

@@ -12,7 +12,10 @@
  * by set_threads. Default size: $KILN_NUM_THREADS, else the CPUs this process
  * may run on, at most 64. A step is published by bumping `generation`;
  * workers spin briefly, then sleep on a condition variable; the caller waits
- * for `pending` to reach zero the same way. `run_lock` serialises runs and
+ * for `pending` to reach zero the same way. $KILN_SPIN=always (read when the
+ * pool starts) keeps them spinning: no wake-up latency after an idle gap, at
+ * the price of busy cores (kiln tune's cold timing sets it: a worker woken
+ * after each cache sweep cost a small kernel more than the kernel did). `run_lock` serialises runs and
  * resizes, so concurrent P_run calls (with distinct workspaces) are safe.
  *
  * Profiling (P_run_profiled): the same executor with an event buffer from the
@@ -41,6 +44,7 @@ typedef struct pool {
   int nthreads; /* including the calling thread; 0 = not started */
   int nworkers;
   pid_t pid; /* process that started the workers (a fork child has none) */
+  int spin_rounds; /* before sleeping; -1: never sleep ($KILN_SPIN=always) */
   pthread_t workers[KN_RT_MAX_THREADS];
   unsigned start_generation;
   atomic_uint generation;
@@ -98,7 +102,7 @@ static void *worker_main(void *arg) {
     unsigned g;
     int spins = 0;
     while ((g = atomic_load(&p->generation)) == seen && !atomic_load(&p->stop)) {
-      if (++spins < SPIN_ROUNDS) {
+      if (p->spin_rounds < 0 || ++spins < p->spin_rounds) {
         cpu_relax();
         continue;
       }
@@ -141,6 +145,8 @@ static int pool_start(pool *p, int n) {
   if (have_attr) pthread_attr_setstacksize(&attr, (size_t)8 << 20);
   p->start_generation = atomic_load(&p->generation);
   p->pid = getpid();
+  const char *spin = getenv("KILN_SPIN");
+  p->spin_rounds = spin && !strcmp(spin, "always") ? -1 : SPIN_ROUNDS;
   p->nworkers = 0;
   for (int i = 1; i < n; i++) {
     if (pthread_create(&p->workers[p->nworkers], have_attr ? &attr : NULL, worker_main,
@@ -190,7 +196,7 @@ static void run_parallel(pool *p, kiln_kernel_fn fn, void *const *args, int64_t 
   run_task(p, 0);
   int spins = 0;
   while (atomic_load(&p->pending) != 0) {
-    if (++spins < SPIN_ROUNDS) {
+    if (p->spin_rounds < 0 || ++spins < p->spin_rounds) {
       cpu_relax();
       continue;
     }

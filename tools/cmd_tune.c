@@ -42,6 +42,9 @@ static void usage(FILE *out) {
           "                         (default 5; on a terminal one line is refreshed in place)\n"
           "  --seed S               seed of the search (default 1)\n"
           "  --run-timeout S        a candidate running longer counts as 'timeout' (default 20)\n"
+          "  --cache warm|cold      warm (default): repeated runs; cold: each run after the\n"
+          "                         constants were evicted from the caches, as in a model whose\n"
+          "                         weights outgrow them (a --runner always times warm)\n"
           "  then: kiln compile MODEL.onnx -o OUT.so --tuning-log LOG.jsonl\n");
 }
 
@@ -86,7 +89,8 @@ int kn_cmd_tune(int argc, char **argv) {
   int64_t max_batch = 1;
   bool evolve = true;
   kn_at_options o = {.trials = 100, .build_workers = 2, .stop = &stop_requested, .progress = stderr,
-                     .measure = {.build_timeout = 120, .run_timeout = 20, .min_repeat_s = 0.01, .samples = 5}};
+                     .measure = {.build_timeout = 120, .run_timeout = 20, .min_repeat_s = 0.01, .samples = 5,
+                                 .warm = true}};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *val = NULL;
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -103,9 +107,9 @@ int kn_cmd_tune(int argc, char **argv) {
       static const char *const flags[] = {"--log", "--trials", "--time-budget", "--target", "--max-batch",
                                           "--threads", "--workers", "--seed", "--plant-faults", "--run-timeout",
                                           "--runner", "--token", "--search", "--early-stop",
-                                          "--progress-interval", "--bind"};
+                                          "--progress-interval", "--bind", "--cache"};
       int f = -1;
-      for (int k = 0; k < 16; k++)
+      for (int k = 0; k < 17; k++)
         if (strlen(flags[k]) == n && !strncmp(a, flags[k], n)) f = k;
       if (f < 0) {
         fprintf(stderr, "kiln: error: tune: unknown option '%s' (see 'kiln tune --help')\n", a);
@@ -139,6 +143,7 @@ int kn_cmd_tune(int argc, char **argv) {
         ok = n_bind_args < KN_TUNE_MAX_BINDS;
         if (ok) bind_args[n_bind_args++] = val;
         break;
+      case 16: ok = !strcmp(val, "cold") || !strcmp(val, "warm"); o.measure.warm = !strcmp(val, "warm"); break;
       }
       if (!ok) {
         fprintf(stderr, "kiln: error: tune: bad value '%s' for %s (see 'kiln tune --help')\n", val, flags[f]);

@@ -38,7 +38,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "models"))
 from common import TempDir, compare, make_inputs, model_inputs, ort_reference, run  # noqa: E402
 
-FIELDS = {"v", "kiln", "target", "key", "trace", "seconds", "status", "default", "time"}
+FIELDS = {"v", "kiln", "target", "key", "trace", "seconds", "status", "default", "cache", "time"}
 
 
 def records(path):
@@ -172,6 +172,58 @@ def case_other(a, tmp):
     assert proc.returncode == 0 and "0 of 3 kernels use tuned schedules" in proc.stderr, proc.stderr
 
 
+def case_cache(a, tmp):
+    """--cache cold writes "cache":"cold" records; a warm session (the default) on the same log
+    ignores them with one note and measures its own; compile prefers the cold record of a key
+    and takes a warm one only for keys without; a bad "cache" value is a skipped line."""
+    log = os.path.join(tmp, "t.jsonl")
+    model = os.path.join(a.models, "tiny_mlp.onnx")
+    tune(a.kiln, model, log, 2, "--cache", "cold")
+    cold = records(log)
+    check_records(cold)
+    assert cold and all(r["cache"] == "cold" for r in cold), cold
+    proc = tune(a.kiln, model, log, 2)
+    notes = [l for l in proc.stderr.splitlines() if "note" in l]
+    assert len(notes) == 1 and f"{len(cold)} records timed with cold caches ignored" in notes[0], proc.stderr
+    warm = records(log)[len(cold):]
+    check_records(warm)
+    assert warm and all(r["cache"] == "warm" for r in warm), warm
+    # warm records made the fastest by far, each with a schedule other than its key's best cold
+    # one: compile must still take the cold records, as every key has one
+    best_cold = {}
+    for r in cold:
+        if r["status"] == "ok" and (r["key"] not in best_cold or r["seconds"] < best_cold[r["key"]]["seconds"]):
+            best_cold[r["key"]] = r
+    fake = [dict(r, seconds=1e-12) for r in warm if r["status"] == "ok" and r["key"] in best_cold
+            and r["trace"] != best_cold[r["key"]]["trace"]]
+    assert fake, "no warm record with another schedule than the best cold one"
+    with open(log, "a") as f:
+        for r in fake:
+            f.write(json.dumps(r) + "\n")
+        f.write(json.dumps(dict(cold[0], cache="lukewarm")) + "\n")
+    out = os.path.join(tmp, "m.so")
+    proc = run([a.kiln, "compile", model, "-o", out, "--tuning-log", log, "-v"])
+    assert proc.returncode == 0, proc.stderr
+    assert "neither \"cold\" nor \"warm\"" in proc.stderr, proc.stderr
+    # the tuned artifact uses the cold records' schedules: replay them alone and compare the kernels
+    only_cold = os.path.join(tmp, "cold.jsonl")
+    with open(only_cold, "w") as f:
+        for r in cold:
+            f.write(json.dumps(r) + "\n")
+    out2 = os.path.join(tmp, "c.so")
+    proc2 = run([a.kiln, "compile", model, "-o", out2, "--tuning-log", only_cold, "-v", "--dump-after=te"])
+    proc1 = run([a.kiln, "compile", model, "-o", out, "--tuning-log", log, "-v", "--dump-after=te"])
+    assert proc1.returncode == 0 and proc2.returncode == 0, proc1.stderr + proc2.stderr
+    assert proc1.stdout == proc2.stdout, "a warm record won over a cold one"
+    # the comparison can tell: the fake warm records alone give other kernels
+    only_fake = os.path.join(tmp, "fake.jsonl")
+    with open(only_fake, "w") as f:
+        for r in fake:
+            f.write(json.dumps(r) + "\n")
+    proc3 = run([a.kiln, "compile", model, "-o", out2, "--tuning-log", only_fake, "-v", "--dump-after=te"])
+    assert proc3.returncode == 0 and proc3.stdout != proc2.stdout, proc3.stderr
+
+
 def run_artifact(a, so, feeds, tmp, tag):
     outdir = os.path.join(tmp, tag)
     os.makedirs(outdir, exist_ok=True)
@@ -290,7 +342,7 @@ def case_random(a, tmp):
 
 CASES = {"records": case_records, "resume": case_resume, "interrupt": case_interrupt, "corrupt": case_corrupt,
          "other": case_other, "numerics": case_numerics, "budget": case_budget, "earlystop": case_earlystop,
-         "progress": case_progress, "random": case_random}
+         "progress": case_progress, "random": case_random, "cache": case_cache}
 
 
 def main():
