@@ -215,6 +215,9 @@ def main(argv=None):
     ap.add_argument("--kiln", default=os.environ.get("KILN") or os.path.join(REPO, "build", "kiln"))
     ap.add_argument("--models-dir", default=os.path.join(REPO, "models"))
     ap.add_argument("--compile-flags", default="", help="extra kiln compile flags, e.g. \"--target ...\"")
+    ap.add_argument("--tuning-dir", default=None,
+                    help="also compile each model with --tuning-log DIR/MODEL.jsonl (when present) and "
+                         "time that artifact in the same run: columns tuned ms, tuned/ort")
     ap.add_argument("--json", default=None, help="also write the results to this file")
     ap.add_argument("--kiln-peak", default=None,
                     help="the peak benchmark (default: kiln-peak beside --kiln)")
@@ -266,6 +269,23 @@ def main(argv=None):
             compiles.append({"model": name, "compile_s": compile_s,
                              "size_mb": os.path.getsize(so) / 1e6})
             print(f"{name}: compiled in {compile_s:.2f} s", file=sys.stderr)
+            tuned_so = None
+            log = os.path.join(args.tuning_dir, name + ".jsonl") if args.tuning_dir else None
+            if log and os.path.isfile(log):
+                tuned_so = os.path.join(tmp, name + ".tuned.so")
+                proc = subprocess.run([args.kiln, "compile", path, "-o", tuned_so, "--tuning-log", log, "-v",
+                                       *args.compile_flags.split()],
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                if proc.returncode != 0:
+                    print(f"bench: kiln compile {name} --tuning-log {log} failed:\n{proc.stderr.strip()[-2000:]}",
+                          file=sys.stderr)
+                    failures.append(name)
+                    tuned_so = None
+                else:
+                    used = [l for l in proc.stderr.splitlines() if "tuned schedules" in l]
+                    compiles[-1]["tuned"] = used[-1].split(": ")[-1].replace(" use tuned schedules", "") if used else "?"
+            elif log:
+                print(f"bench: {name}: no {log}, no tuned column", file=sys.stderr)
             feeds = make_inputs(model_inputs(path), batch=1, seed=0)
             flops = Artifact(so).flops  # per batch unit; batch 1 here
             tvm_lib = None
@@ -301,6 +321,9 @@ def main(argv=None):
                     print(f"bench: {name}: running the artifact failed: {e}", file=sys.stderr)
                     failures.append(name)
                     break
+                tuned = None
+                if tuned_so:
+                    tuned = bench_kiln_ctypes(Artifact(tuned_so), feeds, t, args.warmup, args.repeats)
                 o_med, o_p90, o_outs = bench_ort(path, feeds, t, args.warmup, args.repeats)
                 gflops = flops / (k_med * 1e6) if k_med > 0 else float("nan")
                 peak = peaks.get(t, (None, None))[0]
@@ -309,6 +332,10 @@ def main(argv=None):
                        "max_err": max_err(k_outs, o_outs), "gflop": flops * 1e-9,
                        "kiln_gflops": gflops, "ort_gflops": flops / (o_med * 1e6),
                        "peak_frac": gflops / peak if peak else None}
+                if tuned:
+                    row.update(tuned_ms=tuned[0], tuned_p90_ms=tuned[1], tuned_ratio=tuned[0] / o_med,
+                               tuned_err=max_err(tuned[2], o_outs),
+                               tuned_peak_frac=flops / (tuned[0] * 1e6) / peak if peak else None)
                 if tvm_lib:
                     try:
                         t_med, t_p90, t_n, t_outs = bench_tvm(args.tvm_python, tvm_lib, feeds, t,
@@ -321,6 +348,7 @@ def main(argv=None):
                 rows.append(row)
                 print(f"{name} threads {t}: kiln {k_med:.3f} ms, ort {o_med:.3f} ms, "
                       f"ratio {row['ratio']:.2f}"
+                      + (f", tuned {row['tuned_ms']:.3f} ms ({row['tuned_ratio']:.2f})" if tuned else "")
                       + (f", tvm {row['tvm_ms']:.3f} ms" if "tvm_ms" in row else ""),
                       file=sys.stderr)
 
@@ -334,6 +362,18 @@ def main(argv=None):
         print(f"| {r['model']} | {r['threads']} | {r['kiln_ms']:.3f} | {r['ort_ms']:.3f} | "
               f"{r['ratio']:.2f} | {r['kiln_p90_ms']:.3f} | {r['ort_p90_ms']:.3f} | {r['max_err']:.2g} "
               f"| {r['gflop']:.3g} | {r['kiln_gflops']:.1f} | {frac} | {r['ort_gflops']:.1f} |")
+    if any("tuned_ms" in r for r in rows):
+        print(f"\nKiln compiled with the tuning logs in {args.tuning_dir} (kernels using a tuned schedule per "
+              "model in the last table), timed in the same run\n")
+        print("| model | threads | default ms | tuned ms | ort ms | default/ort | tuned/ort | tuned/default "
+              "| tuned % peak | tuned err |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for r in rows:
+            if "tuned_ms" in r:
+                frac = f"{100 * r['tuned_peak_frac']:.1f}%" if r["tuned_peak_frac"] is not None else "-"
+                print(f"| {r['model']} | {r['threads']} | {r['kiln_ms']:.3f} | {r['tuned_ms']:.3f} | "
+                      f"{r['ort_ms']:.3f} | {r['ratio']:.2f} | {r['tuned_ratio']:.2f} | "
+                      f"{r['tuned_ms'] / r['kiln_ms']:.2f} | {frac} | {r['tuned_err']:.2g} |")
     if tvm_version:
         untuned = " (UNTUNED: not a fair peer)" if args.tvm_trials == 0 else ""
         budget = (f"MetaSchedule {args.tvm_trials} trials (at most {args.tvm_trials_per_task} per "
@@ -354,14 +394,17 @@ def main(argv=None):
         print("|---:|---:|")
         for t in sorted(peaks):
             print(f"| {t} | {peaks[t][0]:.1f} ({peaks[t][1]}) |")
-    print("\n| model | kiln compile s | artifact MB |" + (
+    any_tuned = any("tuned" in c for c in compiles)
+    print("\n| model | kiln compile s | artifact MB |" + (" tuned kernels |" if any_tuned else "") + (
         " tvm tasks | tvm tune s | tvm compile s |" if tvm_version else ""))
-    print("|---|---:|---:|" + ("---:|---:|---:|" if tvm_version else ""))
+    print("|---|---:|---:|" + ("---|" if any_tuned else "") + ("---:|---:|---:|" if tvm_version else ""))
     for c in compiles:
         if c["compile_s"] is None:
             line = f"| {c['model']} | failed | - |"
         else:
             line = f"| {c['model']} | {c['compile_s']:.2f} | {c['size_mb']:.1f} |"
+        if any_tuned:
+            line += f" {c.get('tuned', '-')} |"
         if tvm_version and "tvm_tune_s" in c:
             cached = " (cached)" if c["tvm_cached"] else ""
             line += (f" {c['tvm_tasks'] if c['tvm_tasks'] is not None else '-'} | "
