@@ -8,8 +8,9 @@
  * the default schedule's output (WRONG beyond 1e-4 x max(1, max|ref|)),
  * then the timing. Warm (the default): `samples` samples of at least
  * `min_repeat_s` each, the median per run. Cold: 3 x `samples` single
- * runs, each after the constants were evicted (cold_caches), the median. Each child reports one fixed-size message through a
- * pipe and leaves with _exit, never touching the parent's stdio buffers. */
+ * runs, each after the constants were evicted (cold_caches), the median.
+ * Each child reports one fixed-size message through a pipe and leaves with
+ * _exit, never touching the parent's stdio buffers. */
 #include "measure.h"
 
 #include <errno.h>

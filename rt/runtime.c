@@ -15,8 +15,9 @@
  * for `pending` to reach zero the same way. $KILN_SPIN=always (read when the
  * pool starts) keeps them spinning: no wake-up latency after an idle gap, at
  * the price of busy cores (kiln tune's cold timing sets it: a worker woken
- * after each cache sweep cost a small kernel more than the kernel did). `run_lock` serialises runs and
- * resizes, so concurrent P_run calls (with distinct workspaces) are safe.
+ * after each cache sweep cost a small kernel more than the kernel did).
+ * `run_lock` serialises runs and resizes, so concurrent P_run calls (with
+ * distinct workspaces) are safe.
  *
  * Profiling (P_run_profiled): the same executor with an event buffer from the
  * caller. The normal path pays one predictable branch per step (and per task
