@@ -243,8 +243,8 @@ long kn_at_llc_bytes(void) {
     if (v > best) best = v;
   }
   if (best <= 0) best = sysconf(_SC_LEVEL3_CACHE_SIZE);
-  if (best <= 0 || best > (64l << 20)) best = best <= 0 ? 32l << 20 : 64l << 20;
-  return best;
+  if (best <= 0) return 32l << 20;
+  return best < (64l << 20) ? best : 64l << 20; /* the sweep is read before every timed run */
 }
 
 static void run_child(int fd, const char *so_path, const char *ref_path, bool write_ref, const kn_at_measure_opts *o,
@@ -320,30 +320,26 @@ static void run_child(int fd, const char *so_path, const char *ref_path, bool wr
       child_exit(fd, &m);
     }
   }
-  double samples[64];
-  if (!o->warm) {
-    cold_caches cc = {.sweep = o->sweep, .sweep_bytes = o->sweep ? o->sweep_bytes : 0};
+  /* timing: `ns` samples of `reps` runs each, the median per run. Warm:
+   * reps calibrated to last min_repeat_s. Cold: single runs, each after the
+   * constants were evicted (cold_caches), and three times the samples */
+  cold_caches cc = {.sweep = o->sweep, .sweep_bytes = o->sweep ? o->sweep_bytes : 0};
+  long reps = 1;
+  int ns;
+  if (o->warm) {
+    double t0 = kn_at_now();
+    kn_loader_run(&l, (const void *const *)ins, outs, ws, batch, &d);
+    double once = kn_at_now() - t0;
+    reps = once > 0 ? (long)(o->min_repeat_s / once) + 1 : 1000;
+    if (reps > 100000) reps = 100000;
+    ns = o->samples < 1 ? 1 : o->samples > 64 ? 64 : o->samples;
+  } else {
     for (int i = 0; i < a->n_inputs; i++) cold_caches_add(&cc, ins[i], (size_t)kn_loader_bytes(&a->inputs[i], batch));
-    int ns = o->samples < 1 ? 3 : 3 * o->samples > 64 ? 64 : 3 * o->samples;
-    for (int s = 0; s < ns; s++) {
-      cold_caches_empty(&cc);
-      double start = kn_at_now();
-      kn_loader_run(&l, (const void *const *)ins, outs, ws, batch, &d);
-      samples[s] = kn_at_now() - start;
-    }
-    qsort(samples, (size_t)ns, sizeof(double), kn_at_cmp_double);
-    m.result.seconds = samples[ns / 2];
-    m.result.status = KN_AT_OK;
-    child_exit(fd, &m);
+    ns = o->samples < 1 ? 3 : 3 * o->samples > 64 ? 64 : 3 * o->samples;
   }
-  /* warm timing: calibrate the repeats per sample, then the median sample */
-  double t0 = kn_at_now();
-  kn_loader_run(&l, (const void *const *)ins, outs, ws, batch, &d);
-  double once = kn_at_now() - t0;
-  long reps = once > 0 ? (long)(o->min_repeat_s / once) + 1 : 1000;
-  if (reps > 100000) reps = 100000;
-  int ns = o->samples < 1 ? 1 : o->samples > 64 ? 64 : o->samples;
+  double samples[64];
   for (int s = 0; s < ns; s++) {
+    if (!o->warm) cold_caches_empty(&cc);
     double start = kn_at_now();
     for (long r = 0; r < reps; r++) kn_loader_run(&l, (const void *const *)ins, outs, ws, batch, &d);
     samples[s] = (kn_at_now() - start) / (double)reps;

@@ -308,22 +308,20 @@ def main(argv=None):
                           file=sys.stderr)
                 except RuntimeError as e:
                     print(f"bench: {name}: TVM build failed: {e}", file=sys.stderr)
+            def time_kiln(artifact, t):
+                if args.mode == "ctypes":
+                    return bench_kiln_ctypes(Artifact(artifact), feeds, t, args.warmup, args.repeats)
+                out_names = [o.name for o in ort_session(path).get_outputs()]
+                return bench_kiln_cli(args.kiln, artifact, feeds, out_names, t, args.warmup, args.repeats, tmp)
+
             for t in threads:
                 try:
-                    if args.mode == "ctypes":
-                        k_med, k_p90, k_outs = bench_kiln_ctypes(Artifact(so), feeds, t,
-                                                                 args.warmup, args.repeats)
-                    else:
-                        out_names = [o.name for o in ort_session(path).get_outputs()]
-                        k_med, k_p90, k_outs = bench_kiln_cli(args.kiln, so, feeds, out_names, t,
-                                                              args.warmup, args.repeats, tmp)
+                    k_med, k_p90, k_outs = time_kiln(so, t)
+                    tuned = time_kiln(tuned_so, t) if tuned_so else None
                 except (OSError, ValueError, RuntimeError) as e:
                     print(f"bench: {name}: running the artifact failed: {e}", file=sys.stderr)
                     failures.append(name)
                     break
-                tuned = None
-                if tuned_so:
-                    tuned = bench_kiln_ctypes(Artifact(tuned_so), feeds, t, args.warmup, args.repeats)
                 o_med, o_p90, o_outs = bench_ort(path, feeds, t, args.warmup, args.repeats)
                 gflops = flops / (k_med * 1e6) if k_med > 0 else float("nan")
                 peak = peaks.get(t, (None, None))[0]

@@ -3,8 +3,9 @@
  *
  * Requires: shapes inferred, toposorted, kiln.ConvNHWC with explicit pads.
  * Guarantees: every kiln.ConvNHWC with a window larger than 1x1 and at
- * least 8 input or 8 output channels per group has all pads 0 and reads a zero-bordered copy of its input made by a Pad node; shapes of
- * new values are set; results are unchanged.
+ * least 8 input or 8 output channels per group has all pads 0 and reads a
+ * zero-bordered copy of its input made by a Pad node; shapes of new values
+ * are set; results are unchanged.
  *
  * Why: a padded read in the conv's inner loop is a masked scalar load that
  * cannot be folded into the FMA's broadcast operand and costs an extra

@@ -58,20 +58,25 @@ static bool can_inline_producer(fuse *F, int value) {
          F->uses[value] == 1 && !F->is_output[value] && F->inline_into[p] < 0;
 }
 
+/* Is node c, reading v, a free elementwise node whose first output has
+ * v's shape: one that may join the group whose output is v? */
+static bool joinable(const fuse *F, int v, int c) {
+  const kn_node *n = &F->g->nodes[c];
+  if (F->group_of[c] >= 0 || F->inline_into[c] >= 0 || n->dead || kn_op_class_of(n->op) != KN_CLASS_ELEMWISE)
+    return false;
+  return n->out[0] >= 0 && kn_shape_equal(&F->g->values[n->out[0]].shape, &F->g->values[v].shape);
+}
+
 /* Can node c (the only consumer of v) join the group whose output is v? */
 static bool can_absorb(fuse *F, int v, int c) {
-  const kn_graph *g = F->g;
-  const kn_node *n = &g->nodes[c];
-  if (F->uses[v] < 1 || F->is_output[v] || F->group_of[c] >= 0 || F->inline_into[c] >= 0) return false;
-  if (kn_op_class_of(n->op) != KN_CLASS_ELEMWISE || n->dead) return false;
-  int out = n->out[0];
+  const kn_node *n = &F->g->nodes[c];
+  if (F->uses[v] < 1 || F->is_output[v] || !joinable(F, v, c)) return false;
   for (int i = 1; i < n->n_out; i++)
     if (n->out[i] >= 0 && (F->uses[n->out[i]] > 0 || F->is_output[n->out[i]])) return false;
   /* every use of v must be by c */
   int uses_by_c = 0;
   for (int i = 0; i < n->n_in; i++) uses_by_c += n->in[i] == v;
-  if (uses_by_c != F->uses[v]) return false;
-  return kn_shape_equal(&g->values[out].shape, &g->values[v].shape);
+  return uses_by_c == F->uses[v];
 }
 
 /* Can the two consumers of v join the group whose output is v, as in
@@ -84,20 +89,15 @@ static bool can_absorb_diamond(fuse *F, int v, int *a_out, int *b_out) {
   if (F->uses[v] != 2 || F->is_output[v]) return false;
   int a = F->first_consumer[v], b = F->consumer[v];
   if (a == b || a < 0 || b < 0) return false;
-  const kn_node *na = &g->nodes[a], *nb = &g->nodes[b];
-  if (na->n_out != 1 || nb->n_out != 1 || na->out[0] < 0 || nb->out[0] < 0) return false;
-  int av = na->out[0];
-  if (F->uses[av] != 1 || F->consumer[av] != b || F->is_output[av]) return false;
-  const kn_node *ns[2] = {na, nb};
   for (int i = 0; i < 2; i++) {
-    int node = i ? b : a;
-    if (F->group_of[node] >= 0 || F->inline_into[node] >= 0 || ns[i]->dead) return false;
-    if (kn_op_class_of(ns[i]->op) != KN_CLASS_ELEMWISE || expr_heavy(ns[i]->op)) return false;
-    if (!kn_shape_equal(&g->values[ns[i]->out[0]].shape, &g->values[v].shape)) return false;
+    const kn_node *n = &g->nodes[i ? b : a];
+    if (n->n_out != 1 || !joinable(F, v, i ? b : a) || expr_heavy(n->op)) return false;
     int reads = 0;
-    for (int k = 0; k < ns[i]->n_in; k++) reads += ns[i]->in[k] == v;
+    for (int k = 0; k < n->n_in; k++) reads += n->in[k] == v;
     if (reads != 1) return false;
   }
+  int av = g->nodes[a].out[0];
+  if (F->uses[av] != 1 || F->consumer[av] != b || F->is_output[av]) return false;
   *a_out = a;
   *b_out = b;
   return true;
