@@ -113,13 +113,23 @@ static int find_loop(const kn_schedule *s, int axis, int piece) {
   return -1;
 }
 
+/* ts with the extents s's axes run over (fuse_spatial views a conv's
+ * pixels as one axis; idempotent on such a view). */
+static const kn_at_task_shape *axes_of(const kn_schedule *s, const kn_at_task_shape *ts, kn_at_task_shape *buf) {
+  if (!s->fuse_spatial) return ts;
+  *buf = *ts;
+  return kn_sched_axis_extents(s, ts->rank, ts->extent, buf->extent) ? buf : ts;
+}
+
 /* Valid for the shape, and unrolling stays small enough to lower quickly. */
-static bool acceptable(const kn_schedule *s, const kn_at_task_shape *ts) {
+static bool acceptable(const kn_schedule *s, const kn_at_task_shape *task) {
   kn_diag d;
   kn_diag_init(&d);
-  int rc = kn_at_sched_validate(s, ts, &d);
+  int rc = kn_at_sched_validate(s, task, &d);
   kn_diag_free(&d);
   if (rc < 0) return false;
+  kn_at_task_shape buf;
+  const kn_at_task_shape *ts = axes_of(s, task, &buf);
   int64_t unrolled = 1;
   for (int i = 0; i < s->n_loops; i++)
     if (s->loops[i].kind != KN_FOR_SERIAL) unrolled *= piece_extent(s, ts, s->loops[i].axis, s->loops[i].piece);
@@ -155,8 +165,13 @@ static int64_t pick_factor(const kn_target *t, const kn_at_task_shape *ts, int a
 }
 
 /* One decision of s changed at random. */
-static void mutate_once(kn_schedule *s, const kn_at_task_shape *ts, const kn_target *t, uint64_t *rng) {
-  switch (rnd_int(rng, 7)) {
+static void mutate_once(kn_schedule *s, const kn_at_task_shape *task, const kn_target *t, uint64_t *rng) {
+  kn_at_task_shape buf;
+  const kn_at_task_shape *ts = axes_of(s, task, &buf);
+  switch (rnd_int(rng, 8)) {
+  case 7: /* a dense conv's pixels as one axis, or not */
+    if (ts->hints.spatial) s->fuse_spatial = !s->fuse_spatial;
+    return;
   case 0: { /* a split factor */
     int a = rnd_int(rng, s->n_axes);
     if (!s->n_factors[a]) return;

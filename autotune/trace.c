@@ -27,6 +27,7 @@ void kn_at_trace_write(const kn_schedule *s, char *buf, size_t cap) {
   bool first = true;
 #define SEP() (first ? (first = false, "") : ",")
   put(buf, cap, &n, "[");
+  if (s->fuse_spatial) put(buf, cap, &n, "%s{\"p\":\"fuse_spatial\"}", SEP());
   for (int a = 0; a < s->n_axes; a++)
     for (int k = 0; k < s->n_factors[a]; k++)
       put(buf, cap, &n, "%s{\"p\":\"split\",\"axis\":%d,\"factor\":%lld}", SEP(), a, (long long)s->factors[a][k]);
@@ -92,6 +93,8 @@ int kn_at_trace_from_json(const kn_json *trace, kn_schedule *s, kn_diag *d) {
         l->kind = KN_FOR_SERIAL;
         if (l->axis + 1 > s->n_axes) s->n_axes = l->axis + 1;
       }
+    } else if (!strcmp(nm, "fuse_spatial")) {
+      s->fuse_spatial = true;
     } else if (!strcmp(nm, "fuse_parallel")) {
       if (!get_int(p, "loops", 0, KN_SCHED_MAX_LOOPS, &v)) return kn_diag_error(d, "trace: fuse_parallel: bad loop count");
       s->n_parallel = (int)v;
@@ -167,8 +170,18 @@ static int64_t piece_extent(const kn_schedule *s, const kn_at_task_shape *ts, in
   return e < 0 ? -1 : (e + total - 1) / total;
 }
 
-int kn_at_sched_validate(const kn_schedule *s, const kn_at_task_shape *ts, kn_diag *d) {
-  if (s->n_axes != ts->rank) return kn_diag_error(d, "schedule has %d axes, the kernel %d", s->n_axes, ts->rank);
+int kn_at_sched_validate(const kn_schedule *s, const kn_at_task_shape *task, kn_diag *d) {
+  if (s->n_axes != task->rank) return kn_diag_error(d, "schedule has %d axes, the kernel %d", s->n_axes, task->rank);
+  /* under fuse_spatial the loops run over [.., 1, oh*ow, c] */
+  kn_at_task_shape fused = *task;
+  const kn_at_task_shape *ts = &fused;
+  if (s->fuse_spatial) {
+    int r = task->rank;
+    if (!task->hints.spatial || !kn_sched_axis_extents(s, r, task->extent, fused.extent))
+      return kn_diag_error(d, "fuse_spatial: the kernel is not a convolution with constant rows and columns");
+    if (s->rsplit_factor > 0) return kn_diag_error(d, "fuse_spatial: not with split_reduction");
+    if ((fused.hints.stage_axes >> (r - 3)) & 1u) fused.hints.stage_axes |= 1u << (r - 2);
+  }
   int want_loops = 0;
   for (int a = 0; a < s->n_axes; a++) {
     if (s->n_factors[a] < 0 || s->n_factors[a] > KN_SCHED_MAX_SPLIT) return kn_diag_error(d, "axis %d: bad split count", a);

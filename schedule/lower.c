@@ -36,6 +36,7 @@ typedef struct lower {
   kn_var *block_var; /* reduction block loop (s->rsplit_factor > 0), else NULL */
   kn_stmt *pack_copy; /* s->rsplit_pack: fills pack_buf, run first in each block */
   kn_buffer *pack_buf;
+  kn_expr *extent[KN_MAX_RANK]; /* of the schedule's axes (kn_sched_axis_extents) */
   kn_var *piece_var[KN_SCHED_MAX_LOOPS]; /* per schedule loop */
   kn_expr *piece_extent[KN_SCHED_MAX_LOOPS];
   kn_expr *axis_value[KN_MAX_RANK]; /* O axis value over piece vars */
@@ -194,7 +195,38 @@ static void collect_stages(lower *L, kn_expr *e, bool in_out) {
 
 /* ---- loop pieces ---- */
 
-static kn_expr *axis_extent(lower *L, int axis) { return L->out->shape[axis]; }
+static kn_expr *axis_extent(lower *L, int axis) { return L->extent[axis]; }
+
+/* The schedule axis that runs over O axis a. */
+static int sched_axis(const lower *L, int a) {
+  return L->s->fuse_spatial && a == L->out->rank - 3 ? a + 1 : a;
+}
+
+bool kn_sched_axis_extents(const kn_schedule *s, int rank, const int64_t *o_extent, int64_t *out) {
+  for (int a = 0; a < rank; a++) out[a] = o_extent[a];
+  if (!s->fuse_spatial) return true;
+  if (rank < 3 || o_extent[rank - 3] < 1 || o_extent[rank - 2] < 1) return false;
+  out[rank - 3] = 1;
+  out[rank - 2] = o_extent[rank - 3] * o_extent[rank - 2];
+  return true;
+}
+
+/* L->extent from O's shape; false when fuse_spatial does not fit. */
+static bool set_extents(lower *L) {
+  int rank = L->out->rank;
+  for (int a = 0; a < rank; a++) L->extent[a] = L->out->shape[a];
+  if (!L->s->fuse_spatial) return true;
+  int64_t e[KN_MAX_RANK], fused[KN_MAX_RANK];
+  for (int a = 0; a < rank; a++)
+    if (!kn_e_is_const_int(L->out->shape[a], &e[a])) e[a] = -1;
+  if (!kn_sched_axis_extents(L->s, rank, e, fused)) {
+    kn_diag_error(L->d, "kernel '%s': fuse_spatial needs constant rows and columns", L->out->name);
+    return false;
+  }
+  L->extent[rank - 3] = kn_e_int(L->ec, 1);
+  L->extent[rank - 2] = kn_e_int(L->ec, fused[rank - 2]);
+  return true;
+}
 
 static int64_t inner_product(const kn_schedule *s, int axis, int from_piece) {
   int64_t p = 1;
@@ -247,6 +279,13 @@ static void make_pieces(lower *L) {
       base = kn_e_min(ec, base, kn_e_int(ec, e - total));
     }
     L->axis_value[a] = kn_e_add(ec, base, inner);
+  }
+  if (s->fuse_spatial) {
+    /* pixel p of the fused axis is (p / ow, p % ow); the unit axis adds 0 */
+    int r = L->out->rank;
+    kn_expr *p = L->axis_value[r - 2], *ow = L->out->shape[r - 2];
+    L->axis_value[r - 3] = kn_e_div(ec, p, ow);
+    L->axis_value[r - 2] = kn_e_mod(ec, p, ow);
   }
 }
 
@@ -687,8 +726,12 @@ kn_stmt *kn_sched_lower(kn_expr_ctx *ec, kn_te_tensor *out, const kn_schedule *s
                         kn_buffer *out_buf, const kn_lower_params *params, kn_diag *d) {
   lower L = {.ec = ec, .d = d, .s = s, .out = out, .params = params, .out_buf = out_buf};
   KN_ASSERT(out->kind == KN_TE_COMPUTE && s->n_axes == out->rank, "schedule does not fit O");
+  if (s->fuse_spatial && s->rsplit_factor > 0) {
+    kn_diag_error(d, "kernel '%s': fuse_spatial with split_reduction", out->name);
+    return NULL;
+  }
   kn_expr *body = prepare(&L);
-  if (!body) return NULL;
+  if (!body || !set_extents(&L)) return NULL;
   make_pieces(&L);
   int64_t n_blocks = 0;
   if (s->rsplit_factor > 0 && !(n_blocks = check_blocking(&L))) return NULL;
@@ -699,7 +742,7 @@ kn_stmt *kn_sched_lower(kn_expr_ctx *ec, kn_te_tensor *out, const kn_schedule *s
     int64_t size = 1;
     for (int li = attach; li < s->n_loops; li++) {
       bool mapped = false;
-      for (int a = 0; a < st->t->rank; a++) mapped |= st->map[a] == s->loops[li].axis;
+      for (int a = 0; a < st->t->rank; a++) mapped |= st->map[a] >= 0 && sched_axis(&L, st->map[a]) == s->loops[li].axis;
       if (!mapped) continue;
       int64_t e;
       if (!kn_e_is_const_int(L.piece_extent[li], &e)) {

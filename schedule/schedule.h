@@ -27,7 +27,14 @@
  * block and from O's partial sums in the others, stay in registers over the
  * block, and go back to O after it (cache-write); the epilogue runs in the
  * last block only. O axes must then be split without overlap (factors that
- * divide the extent): an overlapped tile would add its block twice. */
+ * divide the extent): an overlapped tile would add its block twice.
+ *
+ * Spatial fusion (`fuse_spatial`, convolutions: O = [.., oh, ow, channels]):
+ * the schedule's axes are those of O viewed as [.., 1, oh*ow, channels], so
+ * a row tile runs over consecutive output pixels across image rows, and
+ * oh = p / ow, ow = p % ow are recovered per row of the tile, outside the
+ * reduction loops (implicit GEMM: a 7x7 layer tiles 49 rows, not 7). The
+ * output buffer is laid out the same either way. */
 #ifndef KN_SCHEDULE_H
 #define KN_SCHEDULE_H
 
@@ -61,7 +68,14 @@ typedef struct kn_schedule {
   bool rsplit_pack;      /* copy the block's slice of the broadcast operand (the
                             input the vectorized loop does not index) into a
                             local buffer in the order the tiles read it */
+  bool fuse_spatial;     /* axes rank-3 and rank-2 as one (see above); not
+                            with split_reduction */
 } kn_schedule;
+
+/* The extents the schedule's axes run over: O's, or with fuse_spatial
+ * [.., 1, oh*ow, c]. Returns false when fuse_spatial does not fit O (rank
+ * below 3, or a symbolic oh / ow). */
+bool kn_sched_axis_extents(const kn_schedule *s, int rank, const int64_t *o_extent, int64_t *out);
 
 /* Prints the schedule as a replayable trace of primitives. */
 void kn_sched_print(const kn_schedule *s, FILE *out);
@@ -104,6 +118,8 @@ typedef struct kn_sched_hints {
   uint32_t stage_axes;  /* O axes the reduction stages keep (kn_sched_analyze) */
   bool has_stages;
   bool is_contraction;  /* conv / matmul: register-tile the last two axes */
+  bool spatial;         /* dense conv (group 1): O is [n, oh, ow, channels], and
+                           fuse_spatial fits */
   bool weights_heavy;   /* contraction whose constant operand outweighs its
                            activation: iterate column tiles outermost so each
                            weight tile stays in cache across rows */

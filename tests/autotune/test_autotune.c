@@ -261,6 +261,7 @@ static void test_trace_roundtrip(void **state) {
       assert_int_equal(back.rsplit_axis, space[i].rsplit_axis);
       assert_int_equal(back.rsplit_depth, space[i].rsplit_depth);
       assert_int_equal(back.rsplit_pack, space[i].rsplit_pack);
+      assert_int_equal(back.fuse_spatial, space[i].fuse_spatial);
       n_blocked += space[i].rsplit_factor > 0;
       assert_memory_equal(back.loops, space[i].loops, sizeof(kn_sched_loop) * (size_t)back.n_loops);
     }
@@ -284,8 +285,9 @@ static void test_trace_roundtrip(void **state) {
   }
 }
 
-/* every candidate of each workload computes the reference's values */
-static void check_space(void (*make)(kn_graph *), const kn_target *t, int min_candidates) {
+/* every candidate of each workload (with fused_only, those with
+ * fuse_spatial) computes the reference's values */
+static void check_space_of(void (*make)(kn_graph *), const kn_target *t, int min_candidates, bool fused_only) {
   fixture fx;
   setup(&fx, make);
   force probe = {.grp = fx.target};
@@ -296,6 +298,7 @@ static void check_space(void (*make)(kn_graph *), const kn_target *t, int min_ca
   int n = kn_at_space_generate(&probe.shape, t, &A, &space);
   assert_true(n >= min_candidates);
   for (int i = 0; i < n; i++) {
+    if (fused_only && !space[i].fuse_spatial) continue;
     force f = {.grp = fx.target, .use = &space[i]};
     double err = compile_run(&fx, t, &f, NULL);
     if (!(err >= 0 && err <= 1e-5)) {
@@ -309,9 +312,38 @@ static void check_space(void (*make)(kn_graph *), const kn_target *t, int min_ca
   teardown(&fx);
 }
 
+static void check_space(void (*make)(kn_graph *), const kn_target *t, int min_candidates) {
+  check_space_of(make, t, min_candidates, false);
+}
+
 static void test_space_conv(void **state) {
   (void)state;
   check_space(make_conv_small, &avx512, 20);
+}
+/* a 7x7 conv on AVX2: the default tiles the 49 pixels as one axis
+ * (fuse_spatial); the space has fused and unfused tiles, and every one
+ * computes the reference's values */
+static void make_conv_7x7(kn_graph *g) { make_conv(g, "", 8, 16, 7); }
+static void test_space_conv_spatial(void **state) {
+  (void)state;
+  check_space_of(make_conv_7x7, &avx2, 40, true);
+  fixture fx;
+  setup(&fx, make_conv_7x7);
+  for (int wide = 0; wide < 2; wide++) {
+    force probe = {.grp = fx.target};
+    assert_true(compile_run(&fx, wide ? &avx512 : &avx2, &probe, NULL) <= 1e-5);
+    assert_true(probe.shape.hints.spatial);
+    /* the 32-register rule keeps its measured tiles */
+    assert_int_equal(probe.shape.dflt.fuse_spatial, !wide);
+    kn_arena A;
+    kn_arena_init(&A);
+    kn_schedule *space;
+    int n = kn_at_space_generate(&probe.shape, wide ? &avx512 : &avx2, &A, &space), fused = 0;
+    for (int i = 0; i < n; i++) fused += space[i].fuse_spatial;
+    assert_true(fused > 0 && fused < n);
+    kn_arena_free(&A);
+  }
+  teardown(&fx);
 }
 static void test_space_matmul(void **state) {
   (void)state;
@@ -483,7 +515,8 @@ int main(int argc, char **argv) {
     return kn_test_search_rank_log(argv[4], argv[2]);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_trace_roundtrip), cmocka_unit_test(test_validate),    cmocka_unit_test(test_workload_key),
-      cmocka_unit_test(test_log),             cmocka_unit_test(test_space_conv),  cmocka_unit_test(test_space_matmul),
+      cmocka_unit_test(test_log),             cmocka_unit_test(test_space_conv),
+      cmocka_unit_test(test_space_conv_spatial),  cmocka_unit_test(test_space_matmul),
       cmocka_unit_test(test_space_softmax),
   };
   int failed = cmocka_run_group_tests(tests, NULL, NULL);
