@@ -144,6 +144,27 @@ static bool split_multiple(const simp *S, kn_expr *e, int64_t k, kn_expr **x, kn
   return false;
 }
 
+static kn_expr *simplify_bin(simp *S, kn_expr *e, kn_expr *a, kn_expr *b);
+
+/* (q + x/k)*k + x%k -> q*k + x, and (x/k)*k + x%k -> x (k > 0; exact for
+ * floor division): the flat index of a pixel p split as (p / ow, p % ow)
+ * (fuse_spatial) becomes p again. NULL when a + b is not of that form. */
+static kn_expr *recombine(simp *S, kn_expr *a, kn_expr *b) {
+  int64_t k, k2;
+  if (b->kind != KN_E_MOD || !cint(b->u.bin.b, &k) || k <= 0 || a->kind != KN_E_MUL ||
+      !cint(a->u.bin.b, &k2) || k2 != k)
+    return NULL;
+  kn_expr *x = b->u.bin.a, *m = a->u.bin.a, *q = NULL, *div = m;
+  if (m->kind == KN_E_ADD) {
+    q = m->u.bin.a;
+    div = m->u.bin.b;
+  }
+  if (div->kind != KN_E_DIV || !cint(div->u.bin.b, &k2) || k2 != k || !kn_e_equal(div->u.bin.a, x)) return NULL;
+  if (!q) return x;
+  kn_expr add = {.kind = KN_E_ADD}, mul = {.kind = KN_E_MUL};
+  return simplify_bin(S, &add, simplify_bin(S, &mul, q, a->u.bin.b), x);
+}
+
 static kn_expr *simplify_bin(simp *S, kn_expr *e, kn_expr *a, kn_expr *b) {
   kn_expr_ctx *c = S->c;
   kn_expr_kind k = e->kind;
@@ -164,6 +185,8 @@ static kn_expr *simplify_bin(simp *S, kn_expr *e, kn_expr *a, kn_expr *b) {
         return kn_e_add(c, a->u.bin.a, kn_e_int(c, (int64_t)((uint64_t)x + (uint64_t)y)));
       if (b->kind == KN_E_ADD && cint(b->u.bin.b, &y))
         return simplify_bin(S, e, simplify_bin(S, e, a, b->u.bin.a), b->u.bin.b);
+      kn_expr *whole = recombine(S, a, b);
+      if (whole) return whole;
     } else if (k == KN_E_SUB) {
       if (is_int(b, 0)) return a;
       if (cint(b, &y) && y != INT64_MIN) return simplify_bin(S, &(kn_expr){.kind = KN_E_ADD}, a, kn_e_int(c, -y));
@@ -215,8 +238,13 @@ static kn_expr *simp_expr(simp *S, kn_expr *e) {
   kn_expr_ctx *c = S->c;
   switch (e->kind) {
   case KN_E_INT:
-  case KN_E_FLOAT:
-  case KN_E_VAR: return e;
+  case KN_E_FLOAT: return e;
+  case KN_E_VAR: {
+    /* a variable with one value (a loop of extent 1) is that value */
+    int64_t lo, hi;
+    range_of(S, e, &lo, &hi);
+    return lo == hi ? kn_e_int(c, lo) : e;
+  }
   case KN_E_NOT: {
     kn_expr *a = simp_expr(S, e->u.un.a);
     int64_t x;
@@ -321,6 +349,8 @@ static kn_stmt *simp_stmt(simp *S, kn_stmt *s) {
     push_range(S, s->u.let.var, lo, hi);
     kn_stmt *b = simp_stmt(S, s->u.let.body);
     S->n--;
+    /* one value: the body reads the constant (simp_expr), the let goes */
+    if (lo == hi) return kn_stmt_substitute(c, b, s->u.let.var, kn_e_int(c, lo));
     if (v == s->u.let.value && b == s->u.let.body) return s;
     return kn_s_let(c, s->u.let.var, v, b);
   }

@@ -106,12 +106,19 @@ void kn_sched_default(const kn_te_tensor *out, const kn_sched_hints *h, const kn
     int64_t vecs = cf >= lanes ? cf / lanes : 1;
     int64_t rf = pick_rows(rows, vecs, t->vector_regs);
     int64_t oh = 0;
-    if (h->spatial && t->vector_regs < 32 && rank == 4 && const_extent(out, rank - 3, &oh) && oh > 1) {
+    if (h->spatial && !h->grouped && t->vector_regs < 32 && rank == 4 && const_extent(out, rank - 3, &oh) &&
+        oh > 1 && h->n_reduce >= 1 && h->reduce_extent[h->n_reduce - 1] >= 16) {
       /* implicit GEMM over the pixels (fuse_spatial) when its tile wastes
-       * less by the same measure (resnet50 layer4, 7x7: 5 of 49 pixels
-       * against 4 of 7 columns, 0.92 against 1.11 ms for a 1x1 conv) */
+       * less by the same measure: resnet50's layer4 (7x7) tiles 5 of 49
+       * pixels, not 4 of 7 columns, 0.92 against 1.11 ms for a 1x1 conv;
+       * its layer1-3 convs measured 5-20% faster too (a 1% margin).
+       * Not for depthwise convs: their padded taps are masked per pixel,
+       * and the masks of a fused row need the division (1.5x slower at
+       * 14x14 in mobilenet_v2, 0.65x at 7x7: left to the autotuner). Not
+       * for the 3-channel stem either, whose 6 fused rows need 6 row
+       * pointers over a 3-element reduction (2.2x slower) */
       int64_t pixels = oh * rows, rp = pick_rows(pixels, vecs, t->vector_regs);
-      if (row_cost(pixels, rp, vecs) < 0.9 * row_cost(rows, rf, vecs)) {
+      if (row_cost(pixels, rp, vecs) < 0.99 * row_cost(rows, rf, vecs)) {
         s->fuse_spatial = true;
         rf = rp;
       }

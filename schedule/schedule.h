@@ -118,8 +118,8 @@ typedef struct kn_sched_hints {
   uint32_t stage_axes;  /* O axes the reduction stages keep (kn_sched_analyze) */
   bool has_stages;
   bool is_contraction;  /* conv / matmul: register-tile the last two axes */
-  bool spatial;         /* dense conv (group 1): O is [n, oh, ow, channels], and
-                           fuse_spatial fits */
+  bool spatial;         /* conv: O is [n, oh, ow, channels] (fuse_spatial fits) */
+  bool grouped;         /* a grouped (depthwise) conv */
   bool weights_heavy;   /* contraction whose constant operand outweighs its
                            activation: iterate column tiles outermost so each
                            weight tile stays in cache across rows */

@@ -320,13 +320,33 @@ static void test_space_conv(void **state) {
   (void)state;
   check_space(make_conv_small, &avx512, 20);
 }
+/* depthwise 3x3 pad 1 + relu on [1, 16, 7, 7] (group 16) */
+static void make_depthwise_7x7(kn_graph *g) {
+  int x = input(g, "x", 4, (int64_t[]){1, 16, 7, 7});
+  int w = weight(g, "w", 4, (int64_t[]){16, 1, 3, 3}), b = weight(g, "b", 1, (int64_t[]){16});
+  int c = node(g, KN_OP_CONV, "dw", (int[]){x, w, b}, 3);
+  attr_ints(g, "pads", 4, (int64_t[]){1, 1, 1, 1});
+  attr_int(g, "group", 16);
+  output(g, node(g, KN_OP_RELU, "relu", (int[]){c}, 1));
+}
+
 /* a 7x7 conv on AVX2: the default tiles the 49 pixels as one axis
  * (fuse_spatial); the space has fused and unfused tiles, and every one
  * computes the reference's values */
-static void make_conv_7x7(kn_graph *g) { make_conv(g, "", 8, 16, 7); }
+static void make_conv_7x7(kn_graph *g) { make_conv(g, "", 16, 16, 7); }
 static void test_space_conv_spatial(void **state) {
   (void)state;
   check_space_of(make_conv_7x7, &avx2, 40, true);
+  /* a depthwise conv keeps its default but has fused candidates, whose
+   * padded taps are masked per pixel */
+  check_space_of(make_depthwise_7x7, &avx2, 10, true);
+  fixture dw;
+  setup(&dw, make_depthwise_7x7);
+  force dprobe = {.grp = dw.target};
+  assert_true(compile_run(&dw, &avx2, &dprobe, NULL) <= 1e-5);
+  assert_true(dprobe.shape.hints.spatial && dprobe.shape.hints.grouped);
+  assert_false(dprobe.shape.dflt.fuse_spatial);
+  teardown(&dw);
   fixture fx;
   setup(&fx, make_conv_7x7);
   for (int wide = 0; wide < 2; wide++) {

@@ -19,6 +19,7 @@
 #include "ir/passes.h"
 #include "ir/ref_eval.h"
 #include "ir/shape_infer.h"
+#include "ir/simplify.h"
 #include "schedule/schedule.h"
 #include "tools/pipeline.h"
 #include "tools/plan_build.h"
@@ -420,6 +421,34 @@ static void test_gemm_transpose_reshape(void **state) {
   kn_graph_free(&g);
 }
 
+/* the flat index of a pixel split as (p / 7, p % 7) is linear in p again,
+ * and a loop of extent 1 leaves its variable's one value */
+static void test_simplify_pixel_index(void **state) {
+  (void)state;
+  kn_arena A;
+  kn_arena_init(&A);
+  kn_expr_ctx c = {.arena = &A};
+  kn_var *p = kn_var_new(&c, "p"), *n = kn_var_new(&c, "n"), *k = kn_var_new(&c, "k");
+  kn_expr *P = kn_e_var(&c, p), *N = kn_e_var(&c, n), *seven = kn_e_int(&c, 7);
+  /* ((n*7 + p/7) * 7 + p%7) * 16 */
+  kn_expr *row = kn_e_add(&c, kn_e_mul(&c, N, seven), kn_e_div(&c, P, seven));
+  kn_expr *flat = kn_e_mul(&c, kn_e_add(&c, kn_e_mul(&c, row, seven), kn_e_mod(&c, P, seven)), kn_e_int(&c, 16));
+  kn_expr *want = kn_e_mul(&c, kn_e_add(&c, kn_e_mul(&c, N, kn_e_int(&c, 49)), P), kn_e_int(&c, 16));
+  assert_true(kn_e_equal(kn_simplify(&c, flat), want));
+  assert_true(kn_e_equal(kn_simplify(&c, kn_e_add(&c, kn_e_mul(&c, kn_e_div(&c, P, seven), seven), kn_e_mod(&c, P, seven))), P));
+  /* different divisors stay as they are */
+  kn_expr *mixed = kn_e_add(&c, kn_e_mul(&c, kn_e_div(&c, P, seven), seven), kn_e_mod(&c, P, kn_e_int(&c, 5)));
+  assert_true(kn_e_equal(kn_simplify(&c, mixed), mixed));
+  /* for k in [0, 1): out[p + k] = 1 -> out[p] = 1 */
+  kn_buffer *out = kn_buffer_new(&c, "out", KN_DT_F32, KN_BUF_PARAM, 0);
+  kn_stmt *loop = kn_s_for(&c, k, kn_e_int(&c, 0), kn_e_int(&c, 1), KN_FOR_SERIAL,
+                           kn_s_store(&c, out, kn_e_add(&c, P, kn_e_var(&c, k)), kn_e_float(&c, KN_DT_F32, 1.0)));
+  kn_stmt *s = kn_simplify_stmt(&c, loop);
+  assert_int_equal(s->kind, KN_S_FOR);
+  assert_true(kn_e_equal(s->u.loop.body->u.store.index, P));
+  kn_arena_free(&A);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_cnn_block),
@@ -430,6 +459,7 @@ int main(void) {
       cmocka_unit_test(test_blocked_conv),
       cmocka_unit_test(test_blocked_overlap_refused),
       cmocka_unit_test(test_wide_matmul_tile),
+      cmocka_unit_test(test_simplify_pixel_index),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
