@@ -17,7 +17,10 @@ then for every thread count time both engines on that input:
   * ONNX Runtime: CPUExecutionProvider, ORT_ENABLE_ALL, intra_op_num_threads=T,
     inter_op_num_threads=1, sequential execution; each timed call is one
     session.run on the same input.
-Each engine runs `warmup` untimed calls, then `repeats` timed ones; the table
+Each engine runs `warmup` untimed calls, then `repeats` timed ones; with
+--mode ctypes the timed calls of Kiln (default and tuned) and ORT alternate in
+--rounds rounds, so that a slow phase of a shared machine falls on every engine
+(TVM and --mode cli run in their own processes, one after the other); the table
 reports the median and p90 in milliseconds and kiln/ort (median over median;
 below 1 means Kiln is faster). The max |kiln - ort| of the outputs is shown as
 a sanity check. Kiln's GFLOP/s is the model's FLOPs (the sum of the kernels'
@@ -115,19 +118,52 @@ def time_calls(fn, warmup, repeats):
     return stats(times)
 
 
-def bench_ort(model_path, feeds, threads, warmup, repeats):
+def prepare_ort(model_path, feeds, threads):
+    """(call, outputs of one run) of an ORT session on feeds."""
     sess = ort_session(model_path, threads=threads, optimize=True)
     names = [o.name for o in sess.get_outputs()]
-    outs = sess.run(names, feeds)
-    med, p90 = time_calls(lambda: sess.run(names, feeds), warmup, repeats)
+    return (lambda: sess.run(names, feeds)), sess.run(names, feeds)
+
+
+def bench_ort(model_path, feeds, threads, warmup, repeats):
+    call, outs = prepare_ort(model_path, feeds, threads)
+    med, p90 = time_calls(call, warmup, repeats)
     return med, p90, outs
 
 
-def bench_kiln_ctypes(artifact, feeds, threads, warmup, repeats):
+def prepare_kiln(artifact, feeds, threads):
+    """(call, outputs of one run) of an artifact on prebound buffers."""
     call, outs = artifact.prepare(*[feeds[t.name] for t in artifact.inputs], threads=threads)
     call()
+    return call, [o.copy() for o in outs]
+
+
+def bench_kiln_ctypes(artifact, feeds, threads, warmup, repeats):
+    call, outs = prepare_kiln(artifact, feeds, threads)
     med, p90 = time_calls(call, warmup, repeats)
-    return med, p90, [o.copy() for o in outs]
+    return med, p90, outs
+
+
+def time_interleaved(calls, warmup, repeats, rounds):
+    """{name: (median ms, p90 ms)} of each call in `calls` ({name: fn}): after
+    `warmup` untimed calls each, `rounds` rounds in which every engine makes
+    its share of the `repeats` timed calls in turn, so that a slow phase of a
+    shared machine falls on all of them rather than on whichever ran then.
+    Each turn starts with one untimed call, which absorbs the previous
+    engine's threads still spinning and the caches it left."""
+    for fn in calls.values():
+        for _ in range(warmup):
+            fn()
+    times = {name: [] for name in calls}
+    for r in range(rounds):
+        n = repeats // rounds + (1 if r < repeats % rounds else 0)
+        for name, fn in calls.items():
+            fn()
+            for _ in range(n):
+                t0 = time.perf_counter()
+                fn()
+                times[name].append(time.perf_counter() - t0)
+    return {name: stats(t) for name, t in times.items()}
 
 
 def bench_kiln_cli(kiln, so_path, feeds, out_names, threads, warmup, repeats, tmp):
@@ -211,6 +247,9 @@ def main(argv=None):
     ap.add_argument("--threads", default="1,2", help="comma list of thread counts (default 1,2)")
     ap.add_argument("--repeats", type=int, default=50, help="timed runs per engine (default 50)")
     ap.add_argument("--warmup", type=int, default=5, help="untimed runs first (default 5)")
+    ap.add_argument("--rounds", type=int, default=5,
+                    help="--mode ctypes: the timed runs of Kiln (default and tuned) and ORT alternate "
+                         "in this many rounds (default 5)")
     ap.add_argument("--mode", choices=["ctypes", "cli"], default="ctypes")
     ap.add_argument("--kiln", default=os.environ.get("KILN") or os.path.join(REPO, "build", "kiln"))
     ap.add_argument("--models-dir", default=os.path.join(REPO, "models"))
@@ -237,6 +276,8 @@ def main(argv=None):
     if args.tvm_trials is not None and args.tvm_trials < 0:
         ap.error("--tvm-trials must be >= 0")
 
+    if args.rounds < 1 or args.rounds > args.repeats:
+        ap.error("--rounds must be in [1, --repeats]")
     threads = [int(t) for t in args.threads.split(",") if t]
     kiln_peak = args.kiln_peak or os.path.join(os.path.dirname(os.path.abspath(args.kiln)), "kiln-peak")
     peaks = measure_peak(kiln_peak, threads)
@@ -316,13 +357,25 @@ def main(argv=None):
 
             for t in threads:
                 try:
-                    k_med, k_p90, k_outs = time_kiln(so, t)
-                    tuned = time_kiln(tuned_so, t) if tuned_so else None
+                    if args.mode == "ctypes":
+                        # one interleaved timing of default, tuned and ORT
+                        calls, outs = {}, {}
+                        calls["kiln"], outs["kiln"] = prepare_kiln(Artifact(so), feeds, t)
+                        if tuned_so:
+                            calls["tuned"], outs["tuned"] = prepare_kiln(Artifact(tuned_so), feeds, t)
+                        calls["ort"], outs["ort"] = prepare_ort(path, feeds, t)
+                        timed = time_interleaved(calls, args.warmup, args.repeats, args.rounds)
+                        (k_med, k_p90), k_outs = timed["kiln"], outs["kiln"]
+                        tuned = (*timed["tuned"], outs["tuned"]) if tuned_so else None
+                        (o_med, o_p90), o_outs = timed["ort"], outs["ort"]
+                    else:
+                        k_med, k_p90, k_outs = time_kiln(so, t)
+                        tuned = time_kiln(tuned_so, t) if tuned_so else None
+                        o_med, o_p90, o_outs = bench_ort(path, feeds, t, args.warmup, args.repeats)
                 except (OSError, ValueError, RuntimeError) as e:
                     print(f"bench: {name}: running the artifact failed: {e}", file=sys.stderr)
                     failures.append(name)
                     break
-                o_med, o_p90, o_outs = bench_ort(path, feeds, t, args.warmup, args.repeats)
                 gflops = flops / (k_med * 1e6) if k_med > 0 else float("nan")
                 peak = peaks.get(t, (None, None))[0]
                 row = {"model": name, "threads": t, "kiln_ms": k_med, "kiln_p90_ms": k_p90,
@@ -350,7 +403,8 @@ def main(argv=None):
                       + (f", tvm {row['tvm_ms']:.3f} ms" if "tvm_ms" in row else ""),
                       file=sys.stderr)
 
-    print(f"\nbatch 1, {args.repeats} timed runs after {args.warmup} warm-up, kiln via {args.mode}, "
+    interleave = f" in {args.rounds} interleaved rounds" if args.mode == "ctypes" else ""
+    print(f"\nbatch 1, {args.repeats} timed runs{interleave} after {args.warmup} warm-up, kiln via {args.mode}, "
           "ORT with ORT_ENABLE_ALL\n")
     print("| model | threads | kiln ms | ort ms | kiln/ort | kiln p90 | ort p90 | max err "
           "| GFLOP | kiln GFLOP/s | % peak | ort GFLOP/s |")
@@ -413,7 +467,7 @@ def main(argv=None):
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"rows": rows, "compiles": compiles, "mode": args.mode,
-                       "repeats": args.repeats, "warmup": args.warmup,
+                       "repeats": args.repeats, "warmup": args.warmup, "rounds": args.rounds,
                        "peak_gflops": {str(t): p[0] for t, p in peaks.items()},
                        "tvm": {"version": tvm_version, "trials": args.tvm_trials,
                                "trials_per_task": args.tvm_trials_per_task}
