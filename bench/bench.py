@@ -19,7 +19,9 @@ then for every thread count time both engines on that input:
     session.run on the same input.
 Each engine runs `warmup` untimed calls, then `repeats` timed ones; with
 --mode ctypes the timed calls of Kiln (default and tuned) and ORT alternate in
---rounds rounds, so that a slow phase of a shared machine falls on every engine
+--rounds rounds, so that a slow phase of a shared machine falls on every engine;
+each turn starts after a 0.2 s pause ($BENCH_SETTLE_S), without which the
+previous engine's still-spinning pool threads made Kiln's p90 3x its median
 (TVM and --mode cli run in their own processes, one after the other); the table
 reports the median and p90 in milliseconds and kiln/ort (median over median;
 below 1 means Kiln is faster). The max |kiln - ort| of the outputs is shown as
@@ -144,13 +146,16 @@ def bench_kiln_ctypes(artifact, feeds, threads, warmup, repeats):
     return med, p90, outs
 
 
+SETTLE_S = float(os.environ.get("BENCH_SETTLE_S", "0.2"))
+
+
 def time_interleaved(calls, warmup, repeats, rounds):
     """{name: (median ms, p90 ms)} of each call in `calls` ({name: fn}): after
     `warmup` untimed calls each, `rounds` rounds in which every engine makes
     its share of the `repeats` timed calls in turn, so that a slow phase of a
     shared machine falls on all of them rather than on whichever ran then.
-    Each turn starts with one untimed call, which absorbs the previous
-    engine's threads still spinning and the caches it left."""
+    Each turn starts after a pause, in which the previous engine's pool
+    threads stop spinning, and with one untimed call."""
     for fn in calls.values():
         for _ in range(warmup):
             fn()
@@ -158,6 +163,7 @@ def time_interleaved(calls, warmup, repeats, rounds):
     for r in range(rounds):
         n = repeats // rounds + (1 if r < repeats % rounds else 0)
         for name, fn in calls.items():
+            time.sleep(SETTLE_S)
             fn()
             for _ in range(n):
                 t0 = time.perf_counter()
