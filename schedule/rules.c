@@ -10,7 +10,9 @@
  * beats 8x32 by ~10%; neutral on BERT's 128-row MatMuls, left at 8x32). Reduction blocking (split_reduction) is left to the
  * autotuner: without packing the activation rows too, their short strided
  * streams per block cost more than the L1 reuse of the weights gains
- * (measured 10-20% slower on matmul1024).
+ * (measured 10-20% slower on matmul1024). On 16 registers a dense conv's
+ * rows are taken over its pixels, oh x ow as one axis (fuse_spatial), when
+ * that tile wastes less.
  * Everything else: the innermost axis is vectorized with native vectors, the
  * outer axes are fused into one parallel loop; reductions are computed per
  * vector of the innermost axis when they keep that axis (pooling), else per
