@@ -50,6 +50,11 @@ typedef struct kn_at_task_shape {
 
 void kn_at_task_shape_of(const kn_sched_task *task, const kn_schedule *dflt, kn_at_task_shape *out);
 
+/* The task as s's loops see it: task itself, or under fuse_spatial a copy
+ * in buf with the conv's pixels as one axis ([.., 1, oh*ow, c]; idempotent
+ * on such a copy). NULL when fuse_spatial does not fit the task. */
+const kn_at_task_shape *kn_at_task_axes(const kn_schedule *s, const kn_at_task_shape *task, kn_at_task_shape *buf);
+
 /* 0 if s can be lowered for a task of this shape, else -1 with a
  * diagnostic naming what does not fit. */
 int kn_at_sched_validate(const kn_schedule *s, const kn_at_task_shape *ts, kn_diag *d);

@@ -113,14 +113,6 @@ static int find_loop(const kn_schedule *s, int axis, int piece) {
   return -1;
 }
 
-/* ts with the extents s's axes run over (fuse_spatial views a conv's
- * pixels as one axis; idempotent on such a view). */
-static const kn_at_task_shape *axes_of(const kn_schedule *s, const kn_at_task_shape *ts, kn_at_task_shape *buf) {
-  if (!s->fuse_spatial) return ts;
-  *buf = *ts;
-  return kn_sched_axis_extents(s, ts->rank, ts->extent, buf->extent) ? buf : ts;
-}
-
 /* Valid for the shape, and unrolling stays small enough to lower quickly. */
 static bool acceptable(const kn_schedule *s, const kn_at_task_shape *task) {
   kn_diag d;
@@ -129,7 +121,7 @@ static bool acceptable(const kn_schedule *s, const kn_at_task_shape *task) {
   kn_diag_free(&d);
   if (rc < 0) return false;
   kn_at_task_shape buf;
-  const kn_at_task_shape *ts = axes_of(s, task, &buf);
+  const kn_at_task_shape *ts = kn_at_task_axes(s, task, &buf); /* not NULL: validated */
   int64_t unrolled = 1;
   for (int i = 0; i < s->n_loops; i++)
     if (s->loops[i].kind != KN_FOR_SERIAL) unrolled *= piece_extent(s, ts, s->loops[i].axis, s->loops[i].piece);
@@ -167,11 +159,9 @@ static int64_t pick_factor(const kn_target *t, const kn_at_task_shape *ts, int a
 /* One decision of s changed at random. */
 static void mutate_once(kn_schedule *s, const kn_at_task_shape *task, const kn_target *t, uint64_t *rng) {
   kn_at_task_shape buf;
-  const kn_at_task_shape *ts = axes_of(s, task, &buf);
+  const kn_at_task_shape *ts = kn_at_task_axes(s, task, &buf);
+  if (!ts) ts = task; /* a crossover's child that validation will refuse */
   switch (rnd_int(rng, 8)) {
-  case 7: /* a dense conv's pixels as one axis, or not */
-    if (ts->hints.spatial) s->fuse_spatial = !s->fuse_spatial;
-    return;
   case 0: { /* a split factor */
     int a = rnd_int(rng, s->n_axes);
     if (!s->n_factors[a]) return;
@@ -216,6 +206,9 @@ static void mutate_once(kn_schedule *s, const kn_at_task_shape *task, const kn_t
   case 5: /* compute_at depth */
     if (ts->n_stages == 0) return;
     s->attach += rnd_int(rng, 2) ? 1 : -1;
+    return;
+  case 7: /* a conv's pixels as one axis, or not */
+    if (ts->hints.spatial) s->fuse_spatial = !s->fuse_spatial;
     return;
   default: { /* reduction lanes, or the vectorized loop's width */
     int lanes = kn_target_lanes(t, ts->dtype != KN_DT_INVALID ? ts->dtype : KN_DT_F32);

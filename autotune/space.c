@@ -72,12 +72,12 @@ static bool in_list(const int64_t *v, int n, int64_t x) {
 /* Register tiles over the last two axes; with `fuse`, over the pixels of a
  * dense conv viewed as [n, 1, oh*ow, c] (fuse_spatial, implicit GEMM). */
 static void contraction(space *sp, const kn_target *t, int lanes, bool fuse) {
-  const kn_at_task_shape *ts = sp->ts;
-  int rank = ts->rank, r = rank - 2, c = rank - 1;
+  const kn_at_task_shape *ts = sp->ts, *axes = ts;
   kn_schedule probe = {.fuse_spatial = fuse};
-  int64_t extent[KN_MAX_RANK];
-  if (!kn_sched_axis_extents(&probe, rank, ts->extent, extent)) return;
-  int64_t rows = extent[r], cols = extent[c];
+  kn_at_task_shape buf;
+  if (fuse && !(axes = kn_at_task_axes(&probe, ts, &buf))) return;
+  int rank = ts->rank, r = rank - 2, c = rank - 1;
+  int64_t rows = axes->extent[r], cols = axes->extent[c];
   int64_t cfs[8], rfs[24];
   int n_cf = 0, n_rf = 0;
   int64_t cand_cf[] = {lanes / 2, lanes, 2 * (int64_t)lanes, 3 * (int64_t)lanes, 4 * (int64_t)lanes,
@@ -236,7 +236,7 @@ int kn_at_space_generate(const kn_at_task_shape *ts, const kn_target *t, kn_aren
   if (lanes < 1) lanes = 4;
   if (ts->rank >= 2 && ts->hints.is_contraction && ts->extent[ts->rank - 1] > 0 && ts->extent[ts->rank - 2] > 0) {
     contraction(&sp, t, lanes, false);
-    if (ts->hints.spatial && ts->rank == 4 && ts->extent[1] > 1) contraction(&sp, t, lanes, true);
+    if (ts->hints.spatial && ts->extent[ts->rank - 3] > 1) contraction(&sp, t, lanes, true);
     blocked(&sp);
   } else if (ts->rank >= 1 && ts->extent[ts->rank - 1] > 0)
     generic(&sp, lanes);

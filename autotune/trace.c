@@ -170,18 +170,23 @@ static int64_t piece_extent(const kn_schedule *s, const kn_at_task_shape *ts, in
   return e < 0 ? -1 : (e + total - 1) / total;
 }
 
+const kn_at_task_shape *kn_at_task_axes(const kn_schedule *s, const kn_at_task_shape *task, kn_at_task_shape *buf) {
+  if (!s->fuse_spatial) return task;
+  int r = task->rank;
+  if (!task->hints.spatial) return NULL;
+  *buf = *task;
+  if (!kn_sched_axis_extents(s, r, task->extent, buf->extent)) return NULL;
+  /* the pixel axis holds oh's stages too */
+  if ((buf->hints.stage_axes >> (r - 3)) & 1u) buf->hints.stage_axes |= 1u << (r - 2);
+  return buf;
+}
+
 int kn_at_sched_validate(const kn_schedule *s, const kn_at_task_shape *task, kn_diag *d) {
   if (s->n_axes != task->rank) return kn_diag_error(d, "schedule has %d axes, the kernel %d", s->n_axes, task->rank);
-  /* under fuse_spatial the loops run over [.., 1, oh*ow, c] */
-  kn_at_task_shape fused = *task;
-  const kn_at_task_shape *ts = &fused;
-  if (s->fuse_spatial) {
-    int r = task->rank;
-    if (!task->hints.spatial || !kn_sched_axis_extents(s, r, task->extent, fused.extent))
-      return kn_diag_error(d, "fuse_spatial: the kernel is not a convolution with constant rows and columns");
-    if (s->rsplit_factor > 0) return kn_diag_error(d, "fuse_spatial: not with split_reduction");
-    if ((fused.hints.stage_axes >> (r - 3)) & 1u) fused.hints.stage_axes |= 1u << (r - 2);
-  }
+  kn_at_task_shape buf;
+  const kn_at_task_shape *ts = kn_at_task_axes(s, task, &buf);
+  if (!ts) return kn_diag_error(d, "fuse_spatial: the kernel is not a convolution with constant rows and columns");
+  if (s->fuse_spatial && s->rsplit_factor > 0) return kn_diag_error(d, "fuse_spatial: not with split_reduction");
   int want_loops = 0;
   for (int a = 0; a < s->n_axes; a++) {
     if (s->n_factors[a] < 0 || s->n_factors[a] > KN_SCHED_MAX_SPLIT) return kn_diag_error(d, "axis %d: bad split count", a);

@@ -109,17 +109,6 @@ def stats(times_s):
     return float(np.median(ms)), float(np.percentile(ms, 90))
 
 
-def time_calls(fn, warmup, repeats):
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return stats(times)
-
-
 def prepare_ort(model_path, feeds, threads):
     """(call, outputs of one run) of an ORT session on feeds."""
     sess = ort_session(model_path, threads=threads, optimize=True)
@@ -129,7 +118,7 @@ def prepare_ort(model_path, feeds, threads):
 
 def bench_ort(model_path, feeds, threads, warmup, repeats):
     call, outs = prepare_ort(model_path, feeds, threads)
-    med, p90 = time_calls(call, warmup, repeats)
+    med, p90 = time_interleaved({"ort": call}, warmup, repeats, 1)["ort"]
     return med, p90, outs
 
 
@@ -138,12 +127,6 @@ def prepare_kiln(artifact, feeds, threads):
     call, outs = artifact.prepare(*[feeds[t.name] for t in artifact.inputs], threads=threads)
     call()
     return call, [o.copy() for o in outs]
-
-
-def bench_kiln_ctypes(artifact, feeds, threads, warmup, repeats):
-    call, outs = prepare_kiln(artifact, feeds, threads)
-    med, p90 = time_calls(call, warmup, repeats)
-    return med, p90, outs
 
 
 SETTLE_S = float(os.environ.get("BENCH_SETTLE_S", "0.2"))
@@ -355,9 +338,7 @@ def main(argv=None):
                           file=sys.stderr)
                 except RuntimeError as e:
                     print(f"bench: {name}: TVM build failed: {e}", file=sys.stderr)
-            def time_kiln(artifact, t):
-                if args.mode == "ctypes":
-                    return bench_kiln_ctypes(Artifact(artifact), feeds, t, args.warmup, args.repeats)
+            def time_kiln_cli(artifact, t):
                 out_names = [o.name for o in ort_session(path).get_outputs()]
                 return bench_kiln_cli(args.kiln, artifact, feeds, out_names, t, args.warmup, args.repeats, tmp)
 
@@ -375,8 +356,8 @@ def main(argv=None):
                         tuned = (*timed["tuned"], outs["tuned"]) if tuned_so else None
                         (o_med, o_p90), o_outs = timed["ort"], outs["ort"]
                     else:
-                        k_med, k_p90, k_outs = time_kiln(so, t)
-                        tuned = time_kiln(tuned_so, t) if tuned_so else None
+                        k_med, k_p90, k_outs = time_kiln_cli(so, t)
+                        tuned = time_kiln_cli(tuned_so, t) if tuned_so else None
                         o_med, o_p90, o_outs = bench_ort(path, feeds, t, args.warmup, args.repeats)
                 except (OSError, ValueError, RuntimeError) as e:
                     print(f"bench: {name}: running the artifact failed: {e}", file=sys.stderr)

@@ -690,7 +690,9 @@ static int64_t check_blocking(lower *L) {
   const kn_schedule *s = L->s;
   const char *why = NULL;
   int64_t E = 0;
-  if (!stage_is_output(L))
+  if (s->fuse_spatial)
+    why = "not with fuse_spatial (partial sums are kept at the output's own axes)";
+  else if (!stage_is_output(L))
     why = "needs one reduction stage read at the output's own indices";
   else if (s->rsplit_axis < 0 || s->rsplit_axis >= L->stages[0].t->body->u.reduce.n_axes ||
            !kn_e_is_const_int(L->stages[0].t->body->u.reduce.extents[s->rsplit_axis], &E) || E < 1)
@@ -726,10 +728,6 @@ kn_stmt *kn_sched_lower(kn_expr_ctx *ec, kn_te_tensor *out, const kn_schedule *s
                         kn_buffer *out_buf, const kn_lower_params *params, kn_diag *d) {
   lower L = {.ec = ec, .d = d, .s = s, .out = out, .params = params, .out_buf = out_buf};
   KN_ASSERT(out->kind == KN_TE_COMPUTE && s->n_axes == out->rank, "schedule does not fit O");
-  if (s->fuse_spatial && s->rsplit_factor > 0) {
-    kn_diag_error(d, "kernel '%s': fuse_spatial with split_reduction", out->name);
-    return NULL;
-  }
   kn_expr *body = prepare(&L);
   if (!body || !set_extents(&L)) return NULL;
   make_pieces(&L);

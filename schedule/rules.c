@@ -108,7 +108,7 @@ void kn_sched_default(const kn_te_tensor *out, const kn_sched_hints *h, const kn
     int64_t vecs = cf >= lanes ? cf / lanes : 1;
     int64_t rf = pick_rows(rows, vecs, t->vector_regs);
     int64_t oh = 0;
-    if (h->spatial && !h->grouped && t->vector_regs < 32 && rank == 4 && const_extent(out, rank - 3, &oh) &&
+    if (h->spatial && !h->grouped && t->vector_regs < 32 && const_extent(out, rank - 3, &oh) &&
         oh > 1 && h->n_reduce >= 1 && h->reduce_extent[h->n_reduce - 1] >= 16) {
       /* implicit GEMM over the pixels (fuse_spatial) when its tile wastes
        * less by the same measure: resnet50's layer4 (7x7) tiles 5 of 49
