@@ -3,7 +3,7 @@
  * pass requires and guarantees. The pipeline (run by the compile driver):
  *
  *   kn_infer_shapes, decompose_attention, fold_constants, dce, fold_conv_bn, layout,
- *   explicit_pad, fold_constants, dce
+ *   winograd, explicit_pad, fold_constants, dce
  *
  * with kn_infer_shapes re-run after each rewriting pass. Every pass here
  * requires inferred shapes and toposorted nodes on entry, and leaves both
@@ -38,6 +38,16 @@ int kn_pass_fold_conv_bn(kn_graph *g, kn_diag *d);
 /* Runs 2-D convs and pools in NHWC (kiln.*NHWC ops) and sinks / cancels the
  * Transposes that this introduces. */
 int kn_pass_layout(kn_graph *g, kn_diag *d);
+
+/* Rewrites 3x3 stride-1 kiln.ConvNHWC with constant f32 weights, group 1,
+ * into Winograd F(2x2, 3x3) (WinogradInput, MatMul, WinogradOutput), where
+ * want(g, node, ctx) says yes. Runs after kn_pass_layout, before
+ * kn_pass_explicit_pad (pass_winograd.c). */
+typedef bool (*kn_winograd_want)(const kn_graph *g, int node, void *ctx);
+int kn_pass_winograd(kn_graph *g, kn_winograd_want want, void *ctx, kn_diag *d);
+/* want: every eligible conv; the default rule (at least 32 input and output channels). */
+bool kn_winograd_want_all(const kn_graph *g, int node, void *ctx);
+bool kn_winograd_want_default(const kn_graph *g, int node, void *ctx);
 
 /* Moves the padding of windowed kiln.ConvNHWC into a Pad node in front of
  * it, so the convolution's inner loop reads without bounds checks. */

@@ -9,6 +9,7 @@
  * returns KN_REF_NOFOLD and stays in the graph. */
 #include "ref_eval.h"
 #include "spatial.h"
+#include "winograd.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -159,6 +160,7 @@ int kn_ref_error(kn_ref_call *c, const char *fmt, ...) {
 
 static int dispatch(kn_ref_call *c) {
   if (kn_spatial_op(c->node->op)) return kn_ref_spatial(c);
+  if (kn_winograd_op(c->node->op)) return kn_ref_winograd(c);
   if (kn_index_family_has(c->node->op)) return kn_ref_index(c);
   if (c->node->op == KN_OP_BITCAST) return kn_ref_misc(c);
   switch (kn_op_class_of(c->node->op)) {

@@ -17,6 +17,7 @@
 #include "index_family.h"
 #include "shape_infer_impl.h"
 #include "spatial.h"
+#include "winograd.h"
 
 /* Largest side-table tensor: shape arithmetic is tiny. */
 #define KNOWN_MAX_ELEMS 4096
@@ -405,6 +406,7 @@ static int infer_node(kn_infer *c) {
   if (n->n_out < 1 || (max_out >= 0 && n->n_out > max_out))
     return kn_infer_fail(c, "has %d outputs, expected 1..%d", n->n_out, max_out < 0 ? 64 : max_out);
   if (kn_spatial_op(n->op)) return kn_infer_spatial(c);
+  if (kn_winograd_op(n->op)) return kn_infer_winograd(c);
   if (kn_index_family_has(n->op)) return kn_infer_index(c);
   switch (n->op) { /* [attention family]: composite ops, ir/shape_infer_attention.c */
   case KN_OP_ATTENTION: case KN_OP_RMS_NORM: case KN_OP_ROTARY_EMBEDDING: case KN_OP_CAUSAL_CONV_WITH_STATE:

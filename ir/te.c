@@ -18,6 +18,7 @@
 #include "index_family.h"
 #include "te_ops.h"
 #include "spatial.h"
+#include "winograd.h"
 
 /* ---- constructors ---- */
 
@@ -107,6 +108,7 @@ kn_te_tensor *kn_te_op_output(kn_te_ctx *c, int node, int output_index, kn_te_te
   }
   if (n->op == KN_OP_UNKNOWN) return kn_te_unsupported(d, n, "operator");
   if (kn_spatial_op(n->op)) return kn_te_spatial(c, n, output_index, inputs, d);
+  if (kn_winograd_op(n->op)) return kn_te_winograd(c, n, inputs, d);
   if (kn_index_family_has(n->op) && kn_op_class_of(n->op) != KN_CLASS_CONSTANT)
     return kn_te_index_op(c, n, output_index, inputs, d);
   switch (kn_op_class_of(n->op)) {

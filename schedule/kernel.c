@@ -218,6 +218,7 @@ int kn_sched_build_kernel_with(kn_graph *g, const kn_group *grp, const kn_target
   hints.is_contraction = kn_op_class_of(anchor->op) == KN_CLASS_CONTRACTION;
   hints.spatial = anchor->op == KN_OP_CONV_NHWC && result->rank == 4;
   hints.grouped = hints.spatial && kn_node_attr_int(anchor, "group", 1) != 1;
+  hints.index_heavy = anchor->op == KN_OP_WINOGRAD_INPUT || anchor->op == KN_OP_WINOGRAD_OUTPUT;
   if (hints.is_contraction && anchor->n_in >= 2 && anchor->in[0] >= 0 && anchor->in[1] >= 0 &&
       g->values[anchor->in[1]].data)
     hints.weights_heavy = kn_value_numel(g, anchor->in[1]) >= kn_value_numel(g, anchor->in[0]);

@@ -170,6 +170,10 @@ void kn_sched_default(const kn_te_tensor *out, const kn_sched_hints *h, const kn
      * serial while they hold at most 4096 elements, so the parallel loop
      * goes over rows (the [1,226,226,3] pad of a stem conv: 0.7 -> 0.1 ms) */
     s->n_parallel = rank;
+    /* the Winograd transforms: per element a dozen index divisions that
+     * the fused parallel loop would recompute for every vector (1.2 ms for
+     * resnet50's layer1 input transform) */
+    if (h->index_heavy && vf > 1 && rank >= 2) s->n_parallel = rank - 1;
     if (vf == 1 && rank >= 2 && !h->has_stages) {
       int64_t inner = 1, e = 0;
       while (s->n_parallel > 1 && const_extent(out, s->n_parallel - 1, &e) && inner * e <= 4096) {

@@ -120,6 +120,10 @@ typedef struct kn_sched_hints {
   bool is_contraction;  /* conv / matmul: register-tile the last two axes */
   bool spatial;         /* conv: O is [n, oh, ow, channels] (fuse_spatial fits) */
   bool grouped;         /* a grouped (depthwise) conv */
+  bool index_heavy;     /* an injective kernel whose element index costs many
+                           integer ops (the Winograd transforms): the
+                           innermost axis stays a serial loop, so its index
+                           arithmetic is computed once per row */
   bool weights_heavy;   /* contraction whose constant operand outweighs its
                            activation: iterate column tiles outermost so each
                            weight tile stays in cache across rows */

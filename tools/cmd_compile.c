@@ -23,6 +23,8 @@ static void usage(FILE *out) {
           "                         (repeatable)\n"
           "  --tuning-log LOG.jsonl use the best record per workload of a `kiln tune` log\n"
           "                         (records for other targets are ignored with a notice)\n"
+          "  --conv-algo A          3x3 stride-1 convs: direct, winograd (F(2x2,3x3) wherever\n"
+          "                         it applies) or auto (default: Winograd for >= 32 channels)\n"
           "  --dump-after=STAGE     print the IR after STAGE to stdout; stages:");
   for (int i = 0; kn_pipeline_stages[i]; i++) fprintf(out, " %s", kn_pipeline_stages[i]);
   fprintf(out, "\n  -v, --verbose          print a summary line\n");
@@ -86,6 +88,13 @@ int kn_cmd_compile(int argc, char **argv) {
     } else if ((r = TAKE("--tuning-log"))) {
       if (r < 0) goto missing;
       o.tuning_log = val;
+    } else if ((r = TAKE("--conv-algo"))) {
+      if (r < 0) goto missing;
+      if (!kn_pipeline_conv_algo_valid(val)) {
+        fprintf(stderr, "kiln: error: --conv-algo: '%s' is not direct, winograd or auto\n", val);
+        goto out;
+      }
+      o.conv_algo = val;
     } else if ((r = TAKE("--dump-after"))) {
       if (r < 0) goto missing;
       o.dump_after = val;

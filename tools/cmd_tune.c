@@ -31,6 +31,8 @@ static void usage(FILE *out) {
           "  --max-batch B          batch the kernels are built and timed for (default 1)\n"
           "  --bind NAME=FILE       tune the model with graph input NAME bound to FILE, as\n"
           "                         `kiln compile --bind` (repeatable; compile with the same)\n"
+          "  --conv-algo A          direct|winograd|auto, as `kiln compile --conv-algo` (compile\n"
+          "                         with the same: it decides which kernels there are)\n"
           "  --threads N            threads of the measured kernels (default: the CPUs)\n"
           "  --workers N            concurrent candidate builds (default 2)\n"
           "  --search evolve|random evolutionary search guided by a learned cost model (default),\n"
@@ -82,7 +84,7 @@ static bool parse_plant(const char *s, kn_at_options *o) {
 #define KN_TUNE_MAX_BINDS 64
 
 int kn_cmd_tune(int argc, char **argv) {
-  const char *model = NULL, *target_spec = NULL;
+  const char *model = NULL, *target_spec = NULL, *conv_algo = NULL;
   const char *bind_args[KN_TUNE_MAX_BINDS]; /* "NAME=FILE", parsed once the arena exists */
   int n_bind_args = 0;
   uint64_t seed = 1;
@@ -107,9 +109,9 @@ int kn_cmd_tune(int argc, char **argv) {
       static const char *const flags[] = {"--log", "--trials", "--time-budget", "--target", "--max-batch",
                                           "--threads", "--workers", "--seed", "--plant-faults", "--run-timeout",
                                           "--runner", "--token", "--search", "--early-stop",
-                                          "--progress-interval", "--bind", "--cache"};
+                                          "--progress-interval", "--bind", "--cache", "--conv-algo"};
       int f = -1;
-      for (int k = 0; k < 17; k++)
+      for (int k = 0; k < (int)(sizeof flags / sizeof *flags); k++)
         if (strlen(flags[k]) == n && !strncmp(a, flags[k], n)) f = k;
       if (f < 0) {
         fprintf(stderr, "kiln: error: tune: unknown option '%s' (see 'kiln tune --help')\n", a);
@@ -144,6 +146,7 @@ int kn_cmd_tune(int argc, char **argv) {
         if (ok) bind_args[n_bind_args++] = val;
         break;
       case 16: ok = !strcmp(val, "cold") || !strcmp(val, "warm"); o.measure.warm = !strcmp(val, "warm"); break;
+      case 17: ok = kn_pipeline_conv_algo_valid(val); conv_algo = val; break;
       }
       if (!ok) {
         fprintf(stderr, "kiln: error: tune: bad value '%s' for %s (see 'kiln tune --help')\n", val, flags[f]);
@@ -179,7 +182,7 @@ int kn_cmd_tune(int argc, char **argv) {
   kn_arena_init(&arena);
   kn_groups groups;
   kn_at_summary sum;
-  kn_compile_opts co = {.model = model, .max_batch = max_batch};
+  kn_compile_opts co = {.model = model, .max_batch = max_batch, .conv_algo = conv_algo};
   kn_binding *binds = KN_NEW_ARRAY(&arena, kn_binding, n_bind_args + 1);
   for (int i = 0; i < n_bind_args; i++)
     if (kn_binding_parse(bind_args[i], &arena, &binds[i], &d) < 0) {

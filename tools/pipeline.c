@@ -19,7 +19,7 @@
 #include "plan_build.h"
 
 const char *const kn_pipeline_stages[] = {"import", "decompose_attention", "fold_constants", "dce",
-                                          "fold_conv_bn", "layout", "explicit_pad", "cleanup", "fuse",
+                                          "fold_conv_bn", "layout", "winograd", "explicit_pad", "cleanup", "fuse",
                                           "te", "loops", NULL};
 
 static bool dump_is(const kn_compile_opts *o, const char *stage) {
@@ -112,6 +112,25 @@ int kn_pipeline_load_buffer(const uint8_t *data, size_t size, int64_t max_batch,
   return finish_load(max_batch, g, d);
 }
 
+bool kn_pipeline_conv_algo_valid(const char *s) {
+  return !strcmp(s, "direct") || !strcmp(s, "winograd") || !strcmp(s, "auto");
+}
+
+static int winograd(const kn_compile_opts *o, kn_graph *g, kn_diag *d) {
+  const char *algo = o->conv_algo ? o->conv_algo : "auto";
+  if (!strcmp(algo, "direct")) {
+    dump_graph(o, "winograd", g);
+    return 0;
+  }
+  kn_winograd_want want = !strcmp(algo, "winograd") ? kn_winograd_want_all : kn_winograd_want_default;
+  if (kn_pass_winograd(g, want, NULL, d) < 0 || kn_infer_shapes(g, d) < 0) return -1;
+#ifndef NDEBUG
+  if (kn_graph_verify(g, d) < 0) return -1;
+#endif
+  dump_graph(o, "winograd", g);
+  return 0;
+}
+
 static bool stop_is(const kn_compile_opts *o, const char *stage) {
   return o->stop_after && !strcmp(o->stop_after, stage);
 }
@@ -123,6 +142,7 @@ int kn_pipeline_optimize(const kn_compile_opts *o, kn_graph *g, kn_diag *d) {
   if (run_pass(o, "dce", kn_pass_dce, g, d) < 0) return -1;
   if (run_pass(o, "fold_conv_bn", kn_pass_fold_conv_bn, g, d) < 0) return -1;
   if (run_pass(o, "layout", kn_pass_layout, g, d) < 0) return -1;
+  if (winograd(o, g, d) < 0) return -1;
   if (run_pass(o, "explicit_pad", kn_pass_explicit_pad, g, d) < 0) return -1;
   if (kn_pass_fold_constants(g, d) < 0 || kn_pass_dce(g, d) < 0) return -1;
   if (kn_pass_split_topk(g, d) < 0) return -1;

@@ -29,7 +29,14 @@ typedef struct kn_compile_opts {
   bool verbose;
   const kn_binding *binds; /* --bind: graph inputs made constants */
   int n_binds;
+  /* --conv-algo: which 3x3 stride-1 convs run as Winograd F(2x2, 3x3)
+   * (ir/pass_winograd.c): "direct" none, "winograd" all that can, "auto" or
+   * NULL the default rule. */
+  const char *conv_algo;
 } kn_compile_opts;
+
+/* Whether s names a --conv-algo choice. */
+bool kn_pipeline_conv_algo_valid(const char *s);
 
 /* A graph input Kiln needs the value of at compile time: its name and its
  * position among the model's graph inputs (initializers excluded). */

@@ -3,7 +3,8 @@
  *   model_pipeline [--numeric] [--batch B] MODEL.onnx...
  *
  * For each model: load (frontend), infer shapes, then fold_constants, dce,
- * fold_conv_bn, layout, fold_constants, dce with inference and verification
+ * fold_conv_bn, layout, winograd (the default rule), explicit_pad, fold_constants,
+ * dce with inference and verification
  * after each; report the time, node counts and Transposes left, and check
  * that the passes left no more Transposes off the graph inputs than the model
  * had (the NHWC rewrite's own ones all cancel) and that no 2-D Conv, BN or
@@ -20,6 +21,11 @@
 #include "ir/passes.h"
 #include "ir/ref_eval.h"
 #include "ir/shape_infer.h"
+
+/* kiln compile's default: Winograd for the 3x3 convs of >= 32 channels */
+static int winograd_default(kn_graph *g, kn_diag *d) {
+  return kn_pass_winograd(g, kn_winograd_want_default, NULL, d);
+}
 
 static double now(void) {
   struct timespec ts;
@@ -88,6 +94,7 @@ static int check_model(const char *path, bool numeric, int64_t batch) {
     int (*fn)(kn_graph *, kn_diag *);
   } passes[] = {{"fold_constants", kn_pass_fold_constants}, {"dce", kn_pass_dce},
                 {"fold_conv_bn", kn_pass_fold_conv_bn},     {"layout", kn_pass_layout},
+                {"winograd", winograd_default},             {"explicit_pad", kn_pass_explicit_pad},
                 {"fold_constants", kn_pass_fold_constants}, {"dce", kn_pass_dce}};
   for (size_t i = 0; i < sizeof passes / sizeof passes[0]; i++)
     if (step(passes[i].name, passes[i].fn, &g, &d) < 0) goto done;
