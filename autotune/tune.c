@@ -1,6 +1,9 @@
 /* tune.c — a tuning session.
  *
- * 1. Tasks: groups with equal workload keys are one task (weight = count).
+ * 1. Tasks: groups with equal workload keys are one task (weight = count),
+ *    over the alternatives (kn_at_tune_alternatives: the model with its
+ *    3x3 convs direct and as Winograd), whose end-to-end estimates are
+ *    those of the fastest alternative.
  * 2. Defaults: each task's default schedule is built and run first; its
  *    output is the task's reference and its time the task's baseline (a
  *    task whose default fails is left out with a warning).
@@ -34,8 +37,10 @@
 
 typedef struct task {
   const char *key;
+  int graph; /* the alternative graph of the representative group */
   int group; /* representative group */
-  int count; /* kernels with this workload */
+  int count; /* kernels with this workload: the most in one alternative */
+  int count_in[KN_AT_MAX_ALTS]; /* ... in each alternative */
   bool ok;   /* default built and ran */
   bool have_ref;
   kn_at_task_shape shape;
@@ -51,8 +56,9 @@ typedef struct task {
 } task;
 
 typedef struct session {
-  const kn_graph *g;
-  const kn_groups *groups;
+  const kn_graph *const *gs; /* the alternatives: the same model compiled different ways */
+  const kn_groups *const *grs;
+  int n_alts;
   const kn_target *t;
   const kn_at_options *o;
   kn_at_summary *sum;
@@ -109,11 +115,17 @@ static void path_of(const session *S, int task_index, int slot, const char *ext,
   snprintf(buf, cap, "%s/t%d_%d.%s", S->dir, task_index, slot, ext);
 }
 
+/* The end-to-end estimate: Σ count × time over the kernels of the fastest
+ * alternative (with best times) or of the first one (default times). */
 static double e2e(const session *S, bool best) {
-  double sum = 0;
-  for (int i = 0; i < S->n_tasks; i++)
-    if (S->tasks[i].ok) sum += S->tasks[i].count * (best ? S->tasks[i].best_s : S->tasks[i].default_s);
-  return sum;
+  double lowest = 0;
+  for (int a = 0; a < (best ? S->n_alts : 1); a++) {
+    double sum = 0;
+    for (int i = 0; i < S->n_tasks; i++)
+      if (S->tasks[i].ok) sum += S->tasks[i].count_in[a] * (best ? S->tasks[i].best_s : S->tasks[i].default_s);
+    if (a == 0 || sum < lowest) lowest = sum;
+  }
+  return lowest;
 }
 
 /* One progress line: refreshed in place (\r) on a TTY at every trial,
@@ -154,15 +166,21 @@ static int record(session *S, task *T, const kn_schedule *s, const kn_at_result 
 /* ---- phase 1: tasks and their defaults ---- */
 
 static void make_tasks(session *S, kn_arena *A) {
-  S->tasks = KN_NEW_ARRAY(A, task, S->groups->n + 1);
-  for (int i = 0; i < S->groups->n; i++) {
-    const char *key = kn_at_workload_key(S->g, &S->groups->groups[i], A);
-    int k = 0;
-    while (k < S->n_tasks && strcmp(S->tasks[k].key, key)) k++;
-    if (k == S->n_tasks) S->tasks[S->n_tasks++] = (task){.key = key, .group = i};
-    S->tasks[k].count++;
-  }
+  int total = 0;
+  for (int a = 0; a < S->n_alts; a++) total += S->grs[a]->n;
+  S->tasks = KN_NEW_ARRAY(A, task, total + 1);
+  for (int a = 0; a < S->n_alts; a++)
+    for (int i = 0; i < S->grs[a]->n; i++) {
+      const char *key = kn_at_workload_key(S->gs[a], &S->grs[a]->groups[i], A);
+      int k = 0;
+      while (k < S->n_tasks && strcmp(S->tasks[k].key, key)) k++;
+      if (k == S->n_tasks) S->tasks[S->n_tasks++] = (task){.key = key, .graph = a, .group = i};
+      if (++S->tasks[k].count_in[a] > S->tasks[k].count) S->tasks[k].count = S->tasks[k].count_in[a];
+    }
 }
+
+static const kn_graph *graph_of(const session *S, const task *T) { return S->gs[T->graph]; }
+static const kn_group *group_of(const session *S, const task *T) { return &S->grs[T->graph]->groups[T->group]; }
 
 /* Builds and runs every task's default: reference output, baseline time. */
 static int run_defaults(session *S, kn_arena *A, kn_diag *d) {
@@ -173,7 +191,7 @@ static int run_defaults(session *S, kn_arena *A, kn_diag *d) {
     for (int k = 0; k < n; k++) {
       char so[320];
       path_of(S, base + k, 0, "so", so, sizeof so);
-      kn_at_build_start(&jobs[base + k], S->g, &S->groups->groups[S->tasks[base + k].group], S->t, NULL, so,
+      kn_at_build_start(&jobs[base + k], graph_of(S, &S->tasks[base + k]), group_of(S, &S->tasks[base + k]), S->t, NULL, so,
                         S->o->measure.build_timeout);
     }
     kn_at_jobs_wait(&jobs[base], n, S->o->stop);
@@ -233,7 +251,7 @@ static bool env_measured(void *session_, int task_index, const kn_schedule *sch)
 static void env_featurize(void *session_, int task_index, const kn_schedule *sch, int n, float *feats, bool *ok) {
   session *S = session_;
   int threads = S->o->measure.threads > 0 ? S->o->measure.threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
-  kn_at_featurize(S->g, &S->groups->groups[S->tasks[task_index].group], S->t, sch, n,
+  kn_at_featurize(graph_of(S, &S->tasks[task_index]), group_of(S, &S->tasks[task_index]), S->t, sch, n,
                   S->o->build_workers > 0 ? S->o->build_workers : 1, threads, S->o->stop, feats, ok);
 }
 
@@ -393,7 +411,7 @@ static int search(session *S, kn_arena *A, kn_diag *d) {
       for (int j = base; j < base + m; j++) {
         char so[320];
         path_of(S, ti, j + 1, "so", so, sizeof so);
-        kn_at_build_start(&jobs[j], S->g, &S->groups->groups[T->group], S->t, &batch[j], so,
+        kn_at_build_start(&jobs[j], graph_of(S, T), group_of(S, T), S->t, &batch[j], so,
                           S->o->measure.build_timeout);
       }
       kn_at_jobs_wait(&jobs[base], m, S->o->stop);
@@ -447,8 +465,15 @@ static void remove_dir_files(const char *dir) {
 
 int kn_at_tune(const kn_graph *g, const kn_groups *groups, const kn_target *t, const kn_at_options *o,
                kn_at_summary *sum, kn_diag *d) {
+  return kn_at_tune_alternatives(&g, &groups, 1, t, o, sum, d);
+}
+
+int kn_at_tune_alternatives(const kn_graph *const *gs, const kn_groups *const *grs, int n_alts, const kn_target *t,
+                            const kn_at_options *o, kn_at_summary *sum, kn_diag *d) {
+  KN_ASSERT(n_alts >= 1 && n_alts <= KN_AT_MAX_ALTS, "alternatives");
   memset(sum, 0, sizeof *sum);
-  session S = {.g = g, .groups = groups, .t = t, .o = o, .sum = sum, .out = o->progress, .start = kn_at_now()};
+  session S = {.gs = gs, .grs = grs, .n_alts = n_alts, .t = t, .o = o, .sum = sum, .out = o->progress,
+               .start = kn_at_now()};
   S.tty = S.out && isatty(fileno(S.out));
   kn_at_target_string(t, S.target, sizeof S.target);
   if (kn_at_log_load(o->log_path, S.target, true, o->progress, &S.log, d) < 0) return -1;
@@ -491,7 +516,7 @@ int kn_at_tune(const kn_graph *g, const kn_groups *groups, const kn_target *t, c
   kn_arena_init(&A);
   make_tasks(&S, &A);
   sum->tasks = S.n_tasks;
-  sum->kernels = groups->n;
+  sum->kernels = grs[0]->n;
   int rc = run_defaults(&S, &A, d);
   if (rc == 0 && !(o->stop && *o->stop)) {
     plan_budget(&S, &A);

@@ -19,8 +19,8 @@
 #include "passes.h"
 #include "winograd.h"
 
-/* Is node i a conv F(2x2, 3x3) can compute? */
-static bool eligible(const kn_graph *g, const kn_node *n) {
+bool kn_winograd_eligible(const kn_graph *g, int node) {
+  const kn_node *n = &g->nodes[node];
   if (n->dead || n->op != KN_OP_CONV_NHWC || n->n_in < 2 || n->in[0] < 0 || n->in[1] < 0 || n->n_out != 1)
     return false;
   const kn_value *x = &g->values[n->in[0]], *w = &g->values[n->in[1]], *y = &g->values[n->out[0]];
@@ -106,7 +106,7 @@ static void rewrite(kn_graph *g, int i) {
 int kn_pass_winograd(kn_graph *g, kn_winograd_want want, void *ctx, kn_diag *d) {
   int n_nodes = g->n_nodes;
   for (int i = 0; i < n_nodes; i++)
-    if (eligible(g, &g->nodes[i]) && want(g, i, ctx)) rewrite(g, i);
+    if (kn_winograd_eligible(g, i) && want(g, i, ctx)) rewrite(g, i);
   return kn_graph_toposort(g, d);
 }
 

@@ -45,6 +45,9 @@ int kn_pass_layout(kn_graph *g, kn_diag *d);
  * kn_pass_explicit_pad (pass_winograd.c). */
 typedef bool (*kn_winograd_want)(const kn_graph *g, int node, void *ctx);
 int kn_pass_winograd(kn_graph *g, kn_winograd_want want, void *ctx, kn_diag *d);
+/* Whether node is a conv the pass can rewrite (3x3, stride 1, dilation 1,
+ * group 1, pads <= 2, constant f32 weights). */
+bool kn_winograd_eligible(const kn_graph *g, int node);
 /* want: every eligible conv; the default rule (at least 32 input and output channels). */
 bool kn_winograd_want_all(const kn_graph *g, int node, void *ctx);
 bool kn_winograd_want_default(const kn_graph *g, int node, void *ctx);

@@ -176,11 +176,16 @@ int kn_cmd_tune(int argc, char **argv) {
   kn_diag_init(&d);
   kn_target target, host;
   int status = 1;
-  kn_graph g;
-  kn_graph_init(&g);
+  /* the alternatives: the model as --conv-algo says; with auto (the
+   * default) and Winograd-eligible convs, also all direct and all Winograd,
+   * so the session measures both algorithms and `kiln compile --tuning-log`
+   * picks per conv */
+  kn_graph gs[KN_AT_MAX_ALTS];
+  kn_groups grs[KN_AT_MAX_ALTS];
+  int n_alts = 0;
+  for (int a = 0; a < KN_AT_MAX_ALTS; a++) kn_graph_init(&gs[a]);
   kn_arena arena;
   kn_arena_init(&arena);
-  kn_groups groups;
   kn_at_summary sum;
   kn_compile_opts co = {.model = model, .max_batch = max_batch, .conv_algo = conv_algo};
   kn_binding *binds = KN_NEW_ARRAY(&arena, kn_binding, n_bind_args + 1);
@@ -216,16 +221,26 @@ int kn_cmd_tune(int argc, char **argv) {
                   target_spec);
     goto done;
   }
-  if (kn_pipeline_load_bound(&co, &g, &d) < 0 || kn_pipeline_optimize(&co, &g, &d) < 0 ||
-      kn_sched_fuse(&g, &arena, &groups, &d) < 0)
-    goto done;
+  static const char *const alt_algo[KN_AT_MAX_ALTS] = {NULL, "direct", "winograd"};
+  bool both = !conv_algo || !strcmp(conv_algo, "auto");
+  for (int a = 0; a < (both ? KN_AT_MAX_ALTS : 1); a++) {
+    if (a > 0) co.conv_algo = alt_algo[a];
+    if (kn_pipeline_load_bound(&co, &gs[a], &d) < 0 || kn_pipeline_optimize(&co, &gs[a], &d) < 0 ||
+        kn_sched_fuse(&gs[a], &arena, &grs[a], &d) < 0)
+      goto done;
+    n_alts++;
+    if (a == 0 && !kn_pipeline_has_winograd_convs(&gs[0])) break;
+  }
+  const kn_graph *alt_g[KN_AT_MAX_ALTS];
+  const kn_groups *alt_grs[KN_AT_MAX_ALTS];
+  for (int a = 0; a < n_alts; a++) alt_g[a] = &gs[a], alt_grs[a] = &grs[a];
 
   struct sigaction sa, old;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_sigint;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, &old); /* no SA_RESTART: waits wake up at once */
-  int rc = kn_at_tune(&g, &groups, &target, &o, &sum, &d);
+  int rc = kn_at_tune_alternatives(alt_g, alt_grs, n_alts, &target, &o, &sum, &d);
   sigaction(SIGINT, &old, NULL);
   if (rc < 0) goto done;
   fprintf(stderr,
@@ -247,7 +262,7 @@ done:
   }
   kn_diag_free(&d);
   kn_at_evolve_free(ev);
-  kn_graph_free(&g);
+  for (int a = 0; a < KN_AT_MAX_ALTS; a++) kn_graph_free(&gs[a]);
   kn_arena_free(&arena);
   return status;
 }

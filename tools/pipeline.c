@@ -122,8 +122,10 @@ static int winograd(const kn_compile_opts *o, kn_graph *g, kn_diag *d) {
     dump_graph(o, "winograd", g);
     return 0;
   }
-  kn_winograd_want want = !strcmp(algo, "winograd") ? kn_winograd_want_all : kn_winograd_want_default;
-  if (kn_pass_winograd(g, want, NULL, d) < 0 || kn_infer_shapes(g, d) < 0) return -1;
+  kn_winograd_want want = !strcmp(algo, "winograd") ? kn_winograd_want_all
+                          : o->conv_choice           ? kn_conv_choice_want
+                                                     : kn_winograd_want_default;
+  if (kn_pass_winograd(g, want, (void *)o->conv_choice, d) < 0 || kn_infer_shapes(g, d) < 0) return -1;
 #ifndef NDEBUG
   if (kn_graph_verify(g, d) < 0) return -1;
 #endif
@@ -164,8 +166,28 @@ int kn_compile(const kn_compile_opts *o, kn_diag *d) {
   kn_arena_init(&arena);
   kn_expr_ctx ec = {.arena = &arena};
   kn_at_log tuning = {0};
+  char tstr[800];
+  kn_at_target_string(&target, tstr, sizeof tstr);
+  if (o->tuning_log) {
+    if (kn_at_log_load(o->tuning_log, tstr, false, stderr, &tuning, d) < 0) goto done;
+    if (tuning.other_target)
+      fprintf(stderr, "kiln: note: %s: %d records for other targets ignored (this target: %s)\n", o->tuning_log,
+              tuning.other_target, tstr);
+  }
+  /* with a tuning log, each Winograd-eligible conv takes the algorithm
+   * whose kernels measured faster (conv_algo.c) */
+  kn_compile_opts measured = *o;
+  kn_conv_choice choice;
+  bool by_log = o->tuning_log && (!o->conv_algo || !strcmp(o->conv_algo, "auto"));
   if (kn_pipeline_load_bound(o, &g, d) < 0) goto done;
-  if (kn_pipeline_optimize(o, &g, d) < 0) goto done;
+  if (by_log && kn_conv_choose(o, &tuning, &arena, &choice, d) < 0) goto done;
+  if (by_log) {
+    measured.conv_choice = &choice;
+    if (o->verbose)
+      fprintf(stderr, "kiln: tuning log: %d convs by measurement (%d Winograd, %d direct), %d by the rule\n",
+              choice.n, choice.n_winograd, choice.n - choice.n_winograd, choice.by_rule);
+  }
+  if (kn_pipeline_optimize(&measured, &g, d) < 0) goto done;
   if (stop_is(o, "cleanup")) goto stopped;
 
   kn_groups groups;
@@ -183,14 +205,6 @@ int kn_compile(const kn_compile_opts *o, kn_diag *d) {
   /* schedules: the rule-based defaults, or the best records of a tuning log */
   kn_at_replay replay = {.log = &tuning, .arena = &arena};
   kn_sched_provider provider = kn_at_replay_provider(&replay);
-  if (o->tuning_log) {
-    char tstr[800];
-    kn_at_target_string(&target, tstr, sizeof tstr);
-    if (kn_at_log_load(o->tuning_log, tstr, false, stderr, &tuning, d) < 0) goto done;
-    if (tuning.other_target)
-      fprintf(stderr, "kiln: note: %s: %d records for other targets ignored (this target: %s)\n", o->tuning_log,
-              tuning.other_target, tstr);
-  }
   kn_kernel_build *kernels = KN_NEW_ARRAY(&arena, kn_kernel_build, groups.n > 0 ? groups.n : 1);
   int failures = 0;
   for (int i = 0; i < groups.n; i++) {

@@ -33,7 +33,25 @@ typedef struct kn_compile_opts {
    * (ir/pass_winograd.c): "direct" none, "winograd" all that can, "auto" or
    * NULL the default rule. */
   const char *conv_algo;
+  /* per-conv decisions measured from a tuning log (conv_algo.c), or NULL */
+  const struct kn_conv_choice *conv_choice;
 } kn_compile_opts;
+
+/* Which convs run as Winograd, by the best records of a tuning log
+ * (conv_algo.c): names[i] is a conv node, winograd[i] the choice; by_rule
+ * counts the convs left to the default rule for lack of records. */
+typedef struct kn_conv_choice {
+  int n, n_winograd, by_rule;
+  const char **names;
+  bool *winograd;
+} kn_conv_choice;
+struct kn_at_log;
+int kn_conv_choose(const kn_compile_opts *o, const struct kn_at_log *log, kn_arena *A, kn_conv_choice *out,
+                   kn_diag *d);
+/* kn_winograd_want over a kn_conv_choice (ctx); the default rule for the rest. */
+bool kn_conv_choice_want(const kn_graph *g, int node, void *ctx);
+/* Whether g (optimized) has a Winograd conv or a conv that could be one. */
+bool kn_pipeline_has_winograd_convs(const kn_graph *g);
 
 /* Whether s names a --conv-algo choice. */
 bool kn_pipeline_conv_algo_valid(const char *s);

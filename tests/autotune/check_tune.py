@@ -22,6 +22,10 @@ Cases (small budgets, tiny models):
               documented format, the last one at the budget; on a terminal
               (a pty): one line refreshed with \\r
   random      --search random: records, resume, no repeats
+  convalgo    the session measures both algorithms of a 3x3 conv (direct and
+              Winograd kernels in one log); compile picks per conv by the
+              records' times (a log doctored either way flips the choice)
+              and the artifact still matches ONNX Runtime
 """
 import argparse
 import json
@@ -260,6 +264,45 @@ def case_numerics(a, tmp):
         print(f"{name}: {proc.stderr.strip().splitlines()[0]}")
 
 
+CHOICE = re.compile(r"kiln: tuning log: (\d+) convs by measurement \((\d+) Winograd, (\d+) direct\), (\d+) by the rule")
+
+
+def case_convalgo(a, tmp):
+    model = os.path.join(a.models, "tiny_cnn.onnx")
+    log = os.path.join(tmp, "t.jsonl")
+    tune(a.kiln, model, log, 12)
+    recs = records(log)
+    keys = {r["key"].split("(")[0].split("{")[0] for r in recs}
+    for op in ("kiln.ConvNHWC", "kiln.WinogradInput", "kiln.WinogradOutput", "MatMul"):
+        assert op in keys, f"no {op} record: the session did not measure both algorithms ({sorted(keys)})"
+    feeds = make_inputs(model_inputs(model), batch=1, seed=5)
+    want = ort_reference(model, feeds)
+    wino = ("kiln.WinogradInput", "kiln.WinogradOutput", "MatMul")
+    for favour, expect in (("winograd", (2, 2, 0)), ("direct", (2, 0, 2))):
+        doctored = os.path.join(tmp, f"{favour}.jsonl")
+        with open(doctored, "w") as f:
+            for r in recs:
+                is_wino = r["key"].startswith(wino)
+                if r["status"] == "ok" and is_wino == (favour == "winograd"):
+                    r = dict(r, seconds=1e-9)
+                f.write(json.dumps(r) + "\n")
+        so = os.path.join(tmp, f"{favour}.so")
+        proc = run([a.kiln, "compile", model, "-o", so, "--tuning-log", doctored, "-v"])
+        assert proc.returncode == 0, proc.stderr
+        m = CHOICE.search(proc.stderr)
+        assert m, proc.stderr
+        assert tuple(int(x) for x in m.groups()[:3]) == expect, f"favouring {favour}: {m.group(0)}"
+        got = run_artifact(a, so, feeds, tmp, favour)
+        for out, ref in want.items():
+            key = "".join(c if c.isalnum() or c in "._-" else "_" for c in out)
+            ok, err, tol, why = compare(got[key], ref)
+            assert ok, f"{favour}: output {out}: error {err} > {tol} {why}"
+    # --conv-algo direct: no choice by the log
+    proc = run([a.kiln, "compile", model, "-o", os.path.join(tmp, "d.so"), "--tuning-log", log, "-v",
+                "--conv-algo", "direct"])
+    assert proc.returncode == 0 and not CHOICE.search(proc.stderr), proc.stderr
+
+
 PROGRESS = re.compile(r"kiln tune: trials (\d+)/(\d+)  tasks (\d+)  best ([\d.]+) ms \(default ([\d.]+) ms, "
                       r"([\d.]+)x\)  elapsed (\d+) s  ETA (\d+) s")
 
@@ -342,7 +385,8 @@ def case_random(a, tmp):
 
 CASES = {"records": case_records, "resume": case_resume, "interrupt": case_interrupt, "corrupt": case_corrupt,
          "other": case_other, "numerics": case_numerics, "budget": case_budget, "earlystop": case_earlystop,
-         "progress": case_progress, "random": case_random, "cache": case_cache}
+         "progress": case_progress, "random": case_random, "cache": case_cache,
+         "convalgo": case_convalgo}
 
 
 def main():

@@ -293,6 +293,10 @@ def case_compile_bad_max_batch(c):
     compile_case(c, c.model("tiny_mlp"), ["--max-batch"], "--max-batch", "zero")
 
 
+def case_compile_bad_conv_algo(c):
+    compile_case(c, c.model("tiny_mlp"), ["--conv-algo", "fastest"], "--conv-algo", "fastest")
+
+
 def case_compile_bad_target(c):
     compile_case(c, c.model("tiny_mlp"), ["nonsense-arch"], "--target", "nonsense-arch-linux")
 

@@ -1,0 +1,114 @@
+/* conv_algo.c — the algorithm of each 3x3 stride-1 convolution, chosen by
+ * measurement: `kiln compile --tuning-log` (with --conv-algo auto, the
+ * default) compiles the model's graph both ways, all direct and all
+ * Winograd, looks up the best record of every kernel of each, and runs a
+ * conv as Winograd when its three kernels (input transform, GEMM, output
+ * transform with the conv's epilogue) took less in sum than its direct
+ * kernel (and the Pad kernel in front of it). A conv that lacks a record
+ * on either side keeps the default rule (kn_winograd_want_default).
+ * `kiln tune` (auto) tunes both alternatives in one session, so its log
+ * has the records this needs. */
+#include <string.h>
+
+#include "../autotune/autotune.h"
+#include "../ir/passes.h"
+#include "../schedule/schedule.h"
+#include "pipeline.h"
+
+bool kn_pipeline_has_winograd_convs(const kn_graph *g) {
+  for (int i = 0; i < g->n_nodes; i++)
+    if (!g->nodes[i].dead && (g->nodes[i].op == KN_OP_WINOGRAD_INPUT || kn_winograd_eligible(g, i))) return true;
+  return false;
+}
+
+typedef struct conv_cost {
+  const char *name;
+  double s[2];       /* direct, Winograd: sum of the kernels' best records */
+  bool missing[2];   /* a kernel without a record */
+  bool seen[2];
+} conv_cost;
+
+static bool strip_suffix(const char *name, const char *suffix, char *base, size_t cap) {
+  size_t n = strlen(name), k = strlen(suffix);
+  if (n <= k || strcmp(name + n - k, suffix) || n - k >= cap) return false;
+  memcpy(base, name, n - k);
+  base[n - k] = 0;
+  return true;
+}
+
+static conv_cost *cost_of(conv_cost *c, int *n, int cap, const char *name, kn_arena *A) {
+  for (int i = 0; i < *n; i++)
+    if (!strcmp(c[i].name, name)) return &c[i];
+  if (*n == cap) return NULL;
+  c[*n] = (conv_cost){.name = kn_arena_strdup(A, name)};
+  return &c[(*n)++];
+}
+
+/* The kernels of the model compiled one way (alt 0 direct, 1 Winograd),
+ * added to the costs of the convs they belong to. */
+static int add_costs(const kn_compile_opts *o, int alt, const kn_at_log *log, kn_arena *A, conv_cost *c, int *n,
+                     int cap, kn_diag *d) {
+  kn_compile_opts co = *o;
+  co.conv_algo = alt ? "winograd" : "direct";
+  co.conv_choice = NULL;
+  co.dump_after = NULL;
+  kn_graph g;
+  kn_graph_init(&g);
+  kn_groups groups;
+  int rc = -1;
+  if (kn_pipeline_load_bound(&co, &g, d) < 0 || kn_pipeline_optimize(&co, &g, d) < 0 ||
+      kn_sched_fuse(&g, A, &groups, d) < 0)
+    goto done;
+  /* direct: the conv and the Pad in front of it; Winograd: its three kernels.
+   * A name that occurs in one alternative only is not a choice (a stride-2
+   * conv, another Pad) and is dropped by kn_conv_choose. */
+  static const char *const suffixes[2][3] = {{".pad", NULL, NULL}, {".winograd_in", ".winograd_gemm", ".winograd_out"}};
+  for (int i = 0; i < groups.n; i++) {
+    const kn_node *anchor = &g.nodes[groups.groups[i].anchor];
+    char base[512];
+    bool found = alt == 0 && anchor->op == KN_OP_CONV_NHWC && strlen(anchor->name) < sizeof base;
+    if (found) strcpy(base, anchor->name);
+    for (int k = 0; k < 3 && !found && suffixes[alt][k]; k++)
+      found = strip_suffix(anchor->name, suffixes[alt][k], base, sizeof base);
+    if (!found) continue;
+    conv_cost *cc = cost_of(c, n, cap, base, A);
+    if (!cc) continue;
+    const kn_at_record *best = kn_at_log_best(log, kn_at_workload_key(&g, &groups.groups[i], A));
+    cc->seen[alt] = true;
+    if (best) cc->s[alt] += best->seconds;
+    else cc->missing[alt] = true;
+  }
+  rc = 0;
+done:
+  kn_graph_free(&g);
+  return rc;
+}
+
+int kn_conv_choose(const kn_compile_opts *o, const kn_at_log *log, kn_arena *A, kn_conv_choice *out, kn_diag *d) {
+  memset(out, 0, sizeof *out);
+  int cap = 4096, n = 0;
+  conv_cost *c = KN_NEW_ARRAY(A, conv_cost, cap);
+  for (int alt = 0; alt < 2; alt++)
+    if (add_costs(o, alt, log, A, c, &n, cap, d) < 0) return -1;
+  out->names = KN_NEW_ARRAY(A, const char *, n + 1);
+  out->winograd = KN_NEW_ARRAY(A, bool, n + 1);
+  for (int i = 0; i < n; i++) {
+    if (!c[i].seen[0] || !c[i].seen[1]) continue;
+    if (c[i].missing[0] || c[i].missing[1]) {
+      out->by_rule++;
+      continue;
+    }
+    out->names[out->n] = c[i].name;
+    out->winograd[out->n] = c[i].s[1] < c[i].s[0];
+    out->n_winograd += out->winograd[out->n];
+    out->n++;
+  }
+  return 0;
+}
+
+bool kn_conv_choice_want(const kn_graph *g, int node, void *ctx) {
+  const kn_conv_choice *ch = ctx;
+  for (int i = 0; i < ch->n; i++)
+    if (!strcmp(ch->names[i], g->nodes[node].name)) return ch->winograd[i];
+  return kn_winograd_want_default(g, node, NULL);
+}
