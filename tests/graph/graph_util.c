@@ -244,17 +244,21 @@ int tg_count(const kn_graph *g, kn_op op) {
   return c;
 }
 
-/* ---- decompose tests ---- */
+/* ---- pass tests ---- */
 
-void tg_decompose_ok(kn_graph *g, kn_op op) {
+void tg_pass_ok(kn_graph *g, int (*pass)(kn_graph *, kn_diag *), const char *what) {
   kn_diag d;
   kn_diag_init(&d);
-  int rc = kn_pass_decompose(g, &d);
+  int rc = pass(g, &d);
   if (rc == 0) rc = kn_infer_shapes(g, &d);
   if (rc == 0) rc = kn_graph_verify(g, &d);
-  if (rc != 0) kn_diag_print(&d, "decompose");
+  if (rc != 0) kn_diag_print(&d, what);
   kn_diag_free(&d);
   assert_int_equal(rc, 0);
+}
+
+void tg_decompose_ok(kn_graph *g, kn_op op) {
+  tg_pass_ok(g, kn_pass_decompose, "decompose");
   assert_int_equal(tg_count(g, op), 0);
 }
 

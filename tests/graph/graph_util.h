@@ -55,6 +55,9 @@ float tg_randf(unsigned *state);
 /* kn_pass_decompose, shapes and verification succeed on g and no node of
  * kind `op` is left (cmocka asserts). */
 void tg_decompose_ok(kn_graph *g, kn_op op);
+/* Runs pass, then shape inference and the verifier; asserts all succeed
+ * (printing the diagnostics, prefixed `what`, when not). */
+void tg_pass_ok(kn_graph *g, int (*pass)(kn_graph *, kn_diag *), const char *what);
 /* kn_pass_decompose fails on g with a diagnostic containing `needle`. */
 void tg_decompose_fails(kn_graph *g, const char *needle);
 /* Runs g at batch 1 through the reference interpreter. */

@@ -11,16 +11,7 @@
 
 typedef int (*pass_fn)(kn_graph *, kn_diag *);
 
-static void run_pass(kn_graph *g, pass_fn pass) {
-  kn_diag d;
-  kn_diag_init(&d);
-  int rc = pass(g, &d);
-  if (rc == 0) rc = kn_infer_shapes(g, &d);
-  if (rc == 0) rc = kn_graph_verify(g, &d);
-  if (rc != 0) kn_diag_print(&d, "pass");
-  kn_diag_free(&d);
-  assert_int_equal(rc, 0);
-}
+static void run_pass(kn_graph *g, pass_fn pass) { tg_pass_ok(g, pass, "pass"); }
 
 /* The lead's pipeline, with inference and verification between passes. */
 static void run_pipeline(kn_graph *g) {

@@ -366,3 +366,11 @@ void th_expect_unsupported(th *t, int out, const char *what) {
   if (!strstr(line, what) || !strstr(line, "not supported"))
     fail_msg("diagnostic '%s' does not mention '%s'", line, what);
 }
+
+void th_expect_infer_error(th *t, const char *what) {
+  kn_diag_free(&t->d);
+  kn_diag_init(&t->d);
+  assert_int_equal(kn_infer_shapes(&t->g, &t->d), -1);
+  assert_true(t->d.count >= 1);
+  assert_non_null(strstr(t->d.lines[0], what));
+}

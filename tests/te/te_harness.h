@@ -74,6 +74,8 @@ void th_eval(th *t, int out, int64_t batch, void *const *input_data, void *buf);
  * evaluation, comparison, and the stage convention (reductions only at the
  * top of a compute body). Fails the cmocka test on mismatch. */
 void th_check(th *t, int64_t batch);
+/* Expects shape inference to fail, its first diagnostic containing `what`. */
+void th_expect_infer_error(th *t, const char *what);
 /* Expects kn_te_op to fail with a diagnostic containing `what`. */
 void th_expect_unsupported(th *t, int out, const char *what);
 
