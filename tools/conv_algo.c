@@ -45,7 +45,8 @@ static conv_cost *cost_of(conv_cost *c, int *n, int cap, const char *name, kn_ar
 }
 
 /* The kernels of the model compiled one way (alt 0 direct, 1 Winograd),
- * added to the costs of the convs they belong to. */
+ * added to the costs of the convs they belong to. Returns 1 when the graph
+ * has a conv Winograd could compute, 0 when not, -1 on error. */
 static int add_costs(const kn_compile_opts *o, int alt, const kn_at_log *log, kn_arena *A, conv_cost *c, int *n,
                      int cap, kn_diag *d) {
   kn_compile_opts co = *o;
@@ -78,7 +79,7 @@ static int add_costs(const kn_compile_opts *o, int alt, const kn_at_log *log, kn
     if (best) cc->s[alt] += best->seconds;
     else cc->missing[alt] = true;
   }
-  rc = 0;
+  rc = kn_pipeline_has_winograd_convs(&g);
 done:
   kn_graph_free(&g);
   return rc;
@@ -88,8 +89,10 @@ int kn_conv_choose(const kn_compile_opts *o, const kn_at_log *log, kn_arena *A, 
   memset(out, 0, sizeof *out);
   int cap = 4096, n = 0;
   conv_cost *c = KN_NEW_ARRAY(A, conv_cost, cap);
-  for (int alt = 0; alt < 2; alt++)
-    if (add_costs(o, alt, log, A, c, &n, cap, d) < 0) return -1;
+  /* a model without such convs (bert) is not compiled the second way */
+  int rc = add_costs(o, 0, log, A, c, &n, cap, d);
+  if (rc > 0) rc = add_costs(o, 1, log, A, c, &n, cap, d);
+  if (rc < 0) return -1;
   out->names = KN_NEW_ARRAY(A, const char *, n + 1);
   out->winograd = KN_NEW_ARRAY(A, bool, n + 1);
   for (int i = 0; i < n; i++) {

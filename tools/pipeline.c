@@ -40,9 +40,7 @@ bool kn_pipeline_stage_valid(const char *name) {
 
 /* One graph pass followed by re-inference of shapes, so every pass may rely
  * on inferred shapes on entry. */
-static int run_pass(const kn_compile_opts *o, const char *stage, int (*pass)(kn_graph *, kn_diag *),
-                    kn_graph *g, kn_diag *d) {
-  if (pass(g, d) < 0) return -1;
+static int after_pass(const kn_compile_opts *o, const char *stage, kn_graph *g, kn_diag *d) {
   if (kn_infer_shapes(g, d) < 0) return -1;
 #ifndef NDEBUG
   /* debug builds check the graph's invariants after every pass */
@@ -50,6 +48,11 @@ static int run_pass(const kn_compile_opts *o, const char *stage, int (*pass)(kn_
 #endif
   dump_graph(o, stage, g);
   return 0;
+}
+
+static int run_pass(const kn_compile_opts *o, const char *stage, int (*pass)(kn_graph *, kn_diag *),
+                    kn_graph *g, kn_diag *d) {
+  return pass(g, d) < 0 ? -1 : after_pass(o, stage, g, d);
 }
 
 static int finish_load(int64_t max_batch, kn_graph *g, kn_diag *d) {
@@ -125,12 +128,8 @@ static int winograd(const kn_compile_opts *o, kn_graph *g, kn_diag *d) {
   kn_winograd_want want = !strcmp(algo, "winograd") ? kn_winograd_want_all
                           : o->conv_choice           ? kn_conv_choice_want
                                                      : kn_winograd_want_default;
-  if (kn_pass_winograd(g, want, (void *)o->conv_choice, d) < 0 || kn_infer_shapes(g, d) < 0) return -1;
-#ifndef NDEBUG
-  if (kn_graph_verify(g, d) < 0) return -1;
-#endif
-  dump_graph(o, "winograd", g);
-  return 0;
+  if (kn_pass_winograd(g, want, (void *)o->conv_choice, d) < 0) return -1;
+  return after_pass(o, "winograd", g, d);
 }
 
 static bool stop_is(const kn_compile_opts *o, const char *stage) {

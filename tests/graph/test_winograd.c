@@ -11,8 +11,6 @@
 
 #define I(x) ((int64_t)(x))
 
-static void run(kn_graph *g, int (*pass)(kn_graph *, kn_diag *)) { tg_pass_ok(g, pass, "pass"); }
-
 static int winograd_all(kn_graph *g, kn_diag *d) { return kn_pass_winograd(g, kn_winograd_want_all, NULL, d); }
 
 /* x [N, C, H, W] -> Conv 3x3 (pads p, stride s, group) -> Relu, NCHW as imported. */
@@ -39,12 +37,12 @@ static void build(kn_graph *g, int64_t C, int64_t K, int64_t H, int64_t W, int64
 /* Outputs at batch 1 and 2 after the NHWC layout, then after Winograd. */
 static void check_rewrite(kn_graph *g, int expect_rewritten) {
   tg_infer_ok(g);
-  run(g, kn_pass_layout);
+  tg_pass_ok(g, kn_pass_layout, "pass");
   int64_t batches[2] = {1, 2};
   void **before[2];
   for (int b = 0; b < 2; b++) before[b] = tg_run(g, batches[b], 99u + (unsigned)b);
-  run(g, winograd_all);
-  run(g, kn_pass_dce);
+  tg_pass_ok(g, winograd_all, "pass");
+  tg_pass_ok(g, kn_pass_dce, "pass");
   assert_int_equal(tg_count(g, KN_OP_WINOGRAD_INPUT), expect_rewritten);
   assert_int_equal(tg_count(g, KN_OP_WINOGRAD_OUTPUT), expect_rewritten);
   assert_int_equal(tg_count(g, KN_OP_CONV_NHWC), 1 - expect_rewritten);
@@ -94,7 +92,7 @@ static void winograd_leaves_the_rest(void **state) {
   for (int i = 0; i < 3; i++) {
     build(&g, channels[i][0], channels[i][1], 6, 6, 1, 1, 1, 1, true);
     tg_infer_ok(&g);
-    run(&g, kn_pass_layout);
+    tg_pass_ok(&g, kn_pass_layout, "pass");
     kn_diag d;
     kn_diag_init(&d);
     assert_int_equal(kn_pass_winograd(&g, kn_winograd_want_default, NULL, &d), 0);
