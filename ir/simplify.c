@@ -11,15 +11,11 @@
 #include <math.h>
 #include <stdlib.h>
 
-/* Known ranges of loop and let variables, innermost last. */
-typedef struct range {
-  const kn_var *var;
-  int64_t lo, hi;
-} range;
-
+/* Known ranges of loop and let variables (and of the variables an enclosing
+ * IF bounds), innermost last. */
 typedef struct simp {
   kn_expr_ctx *c;
-  range *r;
+  kn_var_range *r;
   int n, cap;
 } simp;
 
@@ -67,7 +63,7 @@ static kn_expr *fold_int(kn_expr_ctx *c, kn_expr_kind k, kn_dtype t, int64_t a, 
 }
 
 /* Conservative value range of an int64 scalar expression. */
-static void range_of(const simp *S, const kn_expr *e, int64_t *lo, int64_t *hi) {
+static void range_in(const kn_var_range *r, int n, const kn_expr *e, int64_t *lo, int64_t *hi) {
   const int64_t big = (int64_t)1 << 40;
   *lo = -big;
   *hi = big;
@@ -76,10 +72,10 @@ static void range_of(const simp *S, const kn_expr *e, int64_t *lo, int64_t *hi) 
   switch (e->kind) {
   case KN_E_INT: *lo = *hi = e->u.ival; return;
   case KN_E_VAR:
-    for (int i = S->n - 1; i >= 0; i--)
-      if (S->r[i].var == e->u.var) {
-        *lo = S->r[i].lo;
-        *hi = S->r[i].hi;
+    for (int i = n - 1; i >= 0; i--)
+      if (r[i].var == e->u.var) {
+        *lo = r[i].lo;
+        *hi = r[i].hi;
         return;
       }
     return;
@@ -88,8 +84,8 @@ static void range_of(const simp *S, const kn_expr *e, int64_t *lo, int64_t *hi) 
   case KN_E_MUL:
   case KN_E_MIN:
   case KN_E_MAX:
-    range_of(S, e->u.bin.a, &x, &y);
-    range_of(S, e->u.bin.b, &p, &q);
+    range_in(r, n, e->u.bin.a, &x, &y);
+    range_in(r, n, e->u.bin.b, &p, &q);
     if (x <= -big || y >= big || p <= -big || q >= big) return;
     /* |bounds| < 2^40: sums fit; products are checked, an overflow leaves
      * the range unknown (never a wrong one) */
@@ -106,7 +102,7 @@ static void range_of(const simp *S, const kn_expr *e, int64_t *lo, int64_t *hi) 
     return;
   case KN_E_DIV:
   case KN_E_MOD:
-    range_of(S, e->u.bin.a, &x, &y);
+    range_in(r, n, e->u.bin.a, &x, &y);
     if (!cint(e->u.bin.b, &p) || p <= 0) return;
     if (e->kind == KN_E_MOD) {
       *lo = 0;
@@ -118,6 +114,50 @@ static void range_of(const simp *S, const kn_expr *e, int64_t *lo, int64_t *hi) 
     return;
   default: return;
   }
+}
+
+static void range_of(const simp *S, const kn_expr *e, int64_t *lo, int64_t *hi) { range_in(S->r, S->n, e, lo, hi); }
+
+/* 1 when the comparison a k b of int64 scalars holds for all values in
+ * their ranges, 0 when it holds for none, -1 when the ranges do not say. */
+static int compare_in(const kn_var_range *r, int n, kn_expr_kind k, const kn_expr *a, const kn_expr *b) {
+  if (a->dtype != KN_DT_I64 || a->lanes != 1 || b->lanes != 1) return -1;
+  int64_t al, ah, bl, bh;
+  range_in(r, n, a, &al, &ah);
+  range_in(r, n, b, &bl, &bh);
+  switch (k) {
+  case KN_E_LT: return ah < bl ? 1 : al >= bh ? 0 : -1;
+  case KN_E_LE: return ah <= bl ? 1 : al > bh ? 0 : -1;
+  case KN_E_GT: return al > bh ? 1 : ah <= bl ? 0 : -1;
+  case KN_E_GE: return al >= bh ? 1 : ah < bl ? 0 : -1;
+  case KN_E_EQ: return al == ah && bl == bh && al == bl ? 1 : ah < bl || bh < al ? 0 : -1;
+  case KN_E_NE: return al == ah && bl == bh && al == bl ? 0 : ah < bl || bh < al ? 1 : -1;
+  default: return -1;
+  }
+}
+
+static bool is_compare(kn_expr_kind k) { return k >= KN_E_EQ && k <= KN_E_GE; }
+
+int kn_expr_truth(const kn_expr *e, const kn_var_range *r, int n) {
+  int64_t x;
+  if (e->lanes != 1 || e->dtype != KN_DT_BOOL) return -1;
+  if (kn_e_is_const_int(e, &x)) return x != 0;
+  if (is_compare(e->kind)) return compare_in(r, n, e->kind, e->u.bin.a, e->u.bin.b);
+  if (e->kind == KN_E_NOT) {
+    int t = kn_expr_truth(e->u.un.a, r, n);
+    return t < 0 ? -1 : !t;
+  }
+  if (e->kind == KN_E_AND || e->kind == KN_E_OR) {
+    int a = kn_expr_truth(e->u.bin.a, r, n), b = kn_expr_truth(e->u.bin.b, r, n);
+    int absorb = e->kind == KN_E_OR; /* true absorbs an OR, false an AND */
+    if (a == absorb || b == absorb) return absorb;
+    return a == !absorb && b == !absorb ? !absorb : -1;
+  }
+  return -1;
+}
+
+void kn_expr_range(const kn_expr *e, const kn_var_range *r, int n, int64_t *lo, int64_t *hi) {
+  range_in(r, n, e, lo, hi);
 }
 
 /* Splits e into x*k + y with y's range inside [0, k): then e/k = x and
@@ -215,7 +255,22 @@ static kn_expr *simplify_bin(simp *S, kn_expr *e, kn_expr *a, kn_expr *b) {
       }
     } else if (k == KN_E_MIN || k == KN_E_MAX) {
       if (kn_e_equal(a, b)) return a;
+      /* one side bounds the other everywhere: a clamp the ranges prove idle */
+      int64_t al, ah, bl, bh;
+      range_of(S, a, &al, &ah);
+      range_of(S, b, &bl, &bh);
+      if (k == KN_E_MIN ? ah <= bl : al >= bh) return a;
+      if (k == KN_E_MIN ? bh <= al : bl >= ah) return b;
+    } else if (is_compare(k)) {
+      int t = compare_in(S->r, S->n, k, a, b);
+      if (t >= 0) return kn_e_const_int(c, KN_DT_BOOL, t);
     }
+  }
+  if ((k == KN_E_AND || k == KN_E_OR) && a->dtype == KN_DT_BOOL && a->lanes == 1 && b->lanes == 1) {
+    /* true && b -> b, false && b -> false; false || b -> b, true || b -> true */
+    bool absorb = k == KN_E_OR;
+    if (cint(a, &x)) return (x != 0) == absorb ? a : b;
+    if (cint(b, &y)) return (y != 0) == absorb ? b : a;
   }
   /* vector forms */
   if (integer && (k == KN_E_ADD || k == KN_E_SUB)) {
@@ -294,10 +349,39 @@ static kn_expr *simp_expr(simp *S, kn_expr *e) {
 static void push_range(simp *S, const kn_var *v, int64_t lo, int64_t hi) {
   if (S->n == S->cap) {
     S->cap = S->cap ? 2 * S->cap : 16;
-    S->r = realloc(S->r, sizeof(range) * (size_t)S->cap);
+    S->r = realloc(S->r, sizeof *S->r * (size_t)S->cap);
     KN_ASSERT(S->r, "out of memory");
   }
-  S->r[S->n++] = (range){v, lo, hi};
+  S->r[S->n++] = (kn_var_range){v, lo, hi};
+}
+
+/* Where cond holds, a conjunct "v op constant" (either way round) bounds the
+ * variable v: pushes the narrowed ranges (the caller pops them). */
+static void narrow(simp *S, const kn_expr *cond) {
+  if (cond->lanes != 1) return;
+  if (cond->kind == KN_E_AND) {
+    narrow(S, cond->u.bin.a);
+    narrow(S, cond->u.bin.b);
+    return;
+  }
+  if (!is_compare(cond->kind) || cond->kind == KN_E_NE) return;
+  const kn_expr *a = cond->u.bin.a, *b = cond->u.bin.b;
+  kn_expr_kind k = cond->kind;
+  int64_t v;
+  if (a->kind != KN_E_VAR) {
+    /* c op v -> v op' c */
+    const kn_expr *t = a;
+    a = b;
+    b = t;
+    k = k == KN_E_LT ? KN_E_GT : k == KN_E_LE ? KN_E_GE : k == KN_E_GT ? KN_E_LT : k == KN_E_GE ? KN_E_LE : k;
+  }
+  if (a->kind != KN_E_VAR || a->dtype != KN_DT_I64 || !cint(b, &v) || v <= INT64_MIN + 1 || v >= INT64_MAX - 1)
+    return;
+  int64_t lo, hi;
+  range_of(S, a, &lo, &hi);
+  if ((k == KN_E_LT || k == KN_E_LE || k == KN_E_EQ) && hi > v - (k == KN_E_LT)) hi = v - (k == KN_E_LT);
+  if ((k == KN_E_GT || k == KN_E_GE || k == KN_E_EQ) && lo < v + (k == KN_E_GT)) lo = v + (k == KN_E_GT);
+  push_range(S, a->u.var, lo, hi);
 }
 
 static kn_stmt *simp_stmt(simp *S, kn_stmt *s) {
@@ -336,9 +420,13 @@ static kn_stmt *simp_stmt(simp *S, kn_stmt *s) {
   }
   case KN_S_IF: {
     kn_expr *k = simp_expr(S, s->u.ifs.cond);
-    kn_stmt *t = simp_stmt(S, s->u.ifs.then_s), *f = simp_stmt(S, s->u.ifs.else_s);
     int64_t x;
-    if (cint(k, &x)) return x ? t : f;
+    if (cint(k, &x)) return simp_stmt(S, x ? s->u.ifs.then_s : s->u.ifs.else_s);
+    int n0 = S->n;
+    narrow(S, k);
+    kn_stmt *t = simp_stmt(S, s->u.ifs.then_s);
+    S->n = n0;
+    kn_stmt *f = simp_stmt(S, s->u.ifs.else_s);
     if (k == s->u.ifs.cond && t == s->u.ifs.then_s && f == s->u.ifs.else_s) return s;
     return kn_s_if(c, k, t, f);
   }

@@ -241,7 +241,7 @@ int kn_sched_build_kernel_with(kn_graph *g, const kn_group *grp, const kn_target
   kn_lower_params lp = {.n = n_inputs, .tensors = placeholders, .buffers = k->params + 1};
   kn_stmt *body = kn_sched_lower(ec, result, &sched, k->params[0], &lp, d);
   if (!body) return -1;
-  k->body = kn_loop_finalize(ec, kn_simplify_stmt(ec, body));
+  k->body = kn_loop_version_borders(ec, kn_loop_finalize(ec, kn_simplify_stmt(ec, body)));
   k->batch = tc.batch;
   k->parallel = sched.n_parallel > 0;
   char *nodes = NULL;

@@ -185,5 +185,8 @@ kn_stmt *kn_sched_lower(kn_expr_ctx *ec, kn_te_tensor *out, const kn_schedule *s
 
 /* Removes VECTORIZED and UNROLLED loops (vectorize, unroll, simplify). */
 kn_stmt *kn_loop_finalize(kn_expr_ctx *ec, kn_stmt *s);
+/* Versions each accumulator tile of a finalized nest on whether it touches
+ * the border of a padded window (borders.c); returns s when none does. */
+kn_stmt *kn_loop_version_borders(kn_expr_ctx *ec, kn_stmt *s);
 
 #endif

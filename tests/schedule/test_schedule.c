@@ -328,8 +328,8 @@ static void test_cnn_block(void **state) {
 /* conv + SiLU (x * Sigmoid(x)): the Sigmoid and the Mul join the conv's
  * kernel (the conv output has two uses, both inside the group); a SiLU whose
  * input is also a graph output stays apart; both match the reference */
-/* The ops in the kernel of the convolution, as "Op,Op,..." */
-static void conv_kernel_ops(kn_graph *g, char *buf, size_t cap) {
+/* The ops in the kernel anchored at an `anchor` node, as "Op,Op,..." */
+static void anchored_kernel_ops(kn_graph *g, kn_op anchor, char *buf, size_t cap) {
   kn_diag d;
   kn_diag_init(&d);
   kn_compile_opts o = {0};
@@ -342,7 +342,7 @@ static void conv_kernel_ops(kn_graph *g, char *buf, size_t cap) {
   buf[0] = 0;
   for (int i = 0; i < groups.n; i++) {
     const kn_group *grp = &groups.groups[i];
-    if (g->nodes[grp->anchor].op != KN_OP_CONV_NHWC) continue;
+    if (g->nodes[grp->anchor].op != anchor) continue;
     for (int m = 0; m < grp->n_nodes; m++)
       snprintf(buf + strlen(buf), cap - strlen(buf), "%s%s", m ? "," : "", g->nodes[grp->nodes[m]].op_type);
   }
@@ -366,10 +366,10 @@ static void test_conv_silu_fused(void **state) {
   kn_graph g;
   build_conv_silu(&g, false);
   char fused[128], apart[128];
-  conv_kernel_ops(&g, fused, sizeof fused);
+  anchored_kernel_ops(&g, KN_OP_CONV_NHWC, fused, sizeof fused);
   kn_graph_free(&g);
   build_conv_silu(&g, true);
-  conv_kernel_ops(&g, apart, sizeof apart);
+  anchored_kernel_ops(&g, KN_OP_CONV_NHWC, apart, sizeof apart);
   kn_graph_free(&g);
   assert_string_equal(fused, "kiln.ConvNHWC,Sigmoid,Mul");
   assert_string_equal(apart, "kiln.ConvNHWC");
@@ -449,6 +449,138 @@ static void test_simplify_pixel_index(void **state) {
   kn_arena_free(&A);
 }
 
+/* ---- border versioning (borders.c) ---- */
+
+static int expr_selects(const kn_expr *e) {
+  if (!e) return 0;
+  switch (e->kind) {
+  case KN_E_INT:
+  case KN_E_FLOAT:
+  case KN_E_VAR:
+  case KN_E_REDUCE: return 0;
+  case KN_E_NOT:
+  case KN_E_CAST:
+  case KN_E_BROADCAST: return expr_selects(e->u.un.a);
+  case KN_E_RAMP: return expr_selects(e->u.ramp.base);
+  case KN_E_SELECT: return 1 + expr_selects(e->u.sel.cond) + expr_selects(e->u.sel.t) + expr_selects(e->u.sel.f);
+  case KN_E_CALL: {
+    int n = 0;
+    for (int i = 0; i < e->u.call.n; i++) n += expr_selects(e->u.call.args[i]);
+    return n;
+  }
+  case KN_E_LOAD: return e->u.load.buffer ? expr_selects(e->u.load.index) : 0;
+  default: return expr_selects(e->u.bin.a) + expr_selects(e->u.bin.b);
+  }
+}
+
+/* selects in s; *ifs counts the IFs whose then-branch has none and whose
+ * else-branch has some (a versioned tile) */
+static int stmt_selects(const kn_stmt *s, int *ifs) {
+  if (!s) return 0;
+  switch (s->kind) {
+  case KN_S_FOR: return stmt_selects(s->u.loop.body, ifs);
+  case KN_S_LET: return expr_selects(s->u.let.value) + stmt_selects(s->u.let.body, ifs);
+  case KN_S_STORE: return expr_selects(s->u.store.index) + expr_selects(s->u.store.value);
+  case KN_S_ALLOC: return stmt_selects(s->u.alloc.body, ifs);
+  case KN_S_SEQ: {
+    int n = 0;
+    for (int i = 0; i < s->u.seq.n; i++) n += stmt_selects(s->u.seq.stmts[i], ifs);
+    return n;
+  }
+  case KN_S_IF: {
+    int t = stmt_selects(s->u.ifs.then_s, ifs), f = stmt_selects(s->u.ifs.else_s, ifs);
+    if (t == 0 && f > 0) (*ifs)++;
+    return t + f;
+  }
+  }
+  return 0;
+}
+
+/* depthwise 3x3 conv (pads 1) + relu, then a 3x3 max pool (pads 1): */
+static void build_padded_windows(kn_graph *g) {
+  kn_graph_init(g);
+  int x = input(g, "x", 4, (int64_t[]){1, 16, 14, 30}, 1);
+  int wd = weight(g, "wd", 4, (int64_t[]){16, 1, 3, 3});
+  int dw = node(g, KN_OP_CONV, "dwconv", (int[]){x, wd}, 2);
+  attr_ints(g, "pads", 4, (int64_t[]){1, 1, 1, 1});
+  attr_int(g, "group", 16);
+  int r = node(g, KN_OP_RELU, "relu", (int[]){dw}, 1);
+  int mp = node(g, KN_OP_MAX_POOL, "pool", (int[]){r}, 1);
+  attr_ints(g, "kernel_shape", 2, (int64_t[]){3, 3});
+  attr_ints(g, "pads", 4, (int64_t[]){1, 1, 1, 1});
+  output(g, mp);
+}
+
+/* every kernel of both windowed ops reads through bounds tests on the
+ * border and runs a select-free copy of its tile inside; the results match
+ * the reference */
+static void test_border_versioning(void **state) {
+  (void)state;
+  kn_graph g;
+  build_padded_windows(&g);
+  kn_diag d;
+  kn_diag_init(&d);
+  kn_compile_opts o = {0};
+  assert_int_equal(kn_infer_shapes(&g, &d), 0);
+  assert_int_equal(kn_pipeline_optimize(&o, &g, &d), 0);
+  kn_arena arena;
+  kn_arena_init(&arena);
+  kn_expr_ctx ec = {.arena = &arena};
+  kn_groups groups = {0};
+  assert_int_equal(kn_sched_fuse(&g, &arena, &groups, &d), 0);
+  int windowed = 0;
+  for (int i = 0; i < groups.n; i++) {
+    kn_kernel_build kb;
+    assert_int_equal(kn_sched_build_kernel_with(&g, &groups.groups[i], &avx512, &ec, "k", NULL, &kb, NULL, NULL, &d), 0);
+    int ifs = 0, selects = stmt_selects(kb.kernel->body, &ifs);
+    if (selects == 0) continue; /* the layout transposes */
+    windowed++;
+    assert_true(ifs >= 1);
+  }
+  assert_int_equal(windowed, 2);
+  kn_arena_free(&arena);
+  kn_diag_free(&d);
+  kn_graph_free(&g);
+  build_padded_windows(&g);
+  check(&g, 2, 1e-5);
+  kn_graph_free(&g);
+}
+
+/* ranges decide comparisons and clamps; an IF's condition bounds its
+ * variables in the then-branch only */
+static void test_simplify_ranges(void **state) {
+  (void)state;
+  kn_arena A;
+  kn_arena_init(&A);
+  kn_expr_ctx c = {.arena = &A};
+  kn_var *i = kn_var_new(&c, "i"), *k = kn_var_new(&c, "k");
+  kn_expr *I = kn_e_var(&c, i), *K = kn_e_var(&c, k);
+  kn_expr *x = kn_e_add(&c, kn_e_add(&c, I, K), kn_e_int(&c, -1)); /* i + k - 1 */
+  kn_expr *inb = kn_e_bin(&c, KN_E_AND, kn_e_bin(&c, KN_E_LE, kn_e_int(&c, 0), x), kn_e_bin(&c, KN_E_LT, x, kn_e_int(&c, 10)));
+  kn_expr *clamped = kn_e_bin(&c, KN_E_MIN, kn_e_bin(&c, KN_E_MAX, x, kn_e_int(&c, 0)), kn_e_int(&c, 9));
+  kn_buffer *in = kn_buffer_new(&c, "in", KN_DT_F32, KN_BUF_PARAM, 0), *out = kn_buffer_new(&c, "out", KN_DT_F32, KN_BUF_PARAM, 0);
+  kn_expr *val = kn_e_select(&c, inb, kn_e_load(&c, in, clamped), kn_e_float(&c, KN_DT_F32, 0.0));
+  kn_stmt *store = kn_s_store(&c, out, I, val);
+  kn_stmt *kloop = kn_s_for(&c, k, kn_e_int(&c, 0), kn_e_int(&c, 3), KN_FOR_SERIAL, store);
+  kn_expr *guard = kn_e_bin(&c, KN_E_AND, kn_e_bin(&c, KN_E_LE, kn_e_int(&c, 1), I), kn_e_bin(&c, KN_E_LE, I, kn_e_int(&c, 8)));
+  kn_stmt *ifs = kn_s_if(&c, guard, kloop, kloop);
+  kn_stmt *s = kn_simplify_stmt(&c, kn_s_for(&c, i, kn_e_int(&c, 0), kn_e_int(&c, 10), KN_FOR_SERIAL, ifs));
+  assert_int_equal(s->kind, KN_S_FOR);
+  const kn_stmt *then_s = s->u.loop.body->u.ifs.then_s, *else_s = s->u.loop.body->u.ifs.else_s;
+  /* i in [1, 8], k in [0, 2]: i + k - 1 in [0, 9]: no test, no clamp */
+  const kn_expr *v = then_s->u.loop.body->u.store.value;
+  assert_int_equal(v->kind, KN_E_LOAD);
+  assert_true(kn_e_equal(v->u.load.index, kn_simplify(&c, x)));
+  /* i in [0, 9]: both stay */
+  assert_int_equal(else_s->u.loop.body->u.store.value->kind, KN_E_SELECT);
+  /* the ranges alone: i in [0, 9] */
+  kn_var_range r[2] = {{i, 0, 9}, {k, 0, 2}};
+  assert_int_equal(kn_expr_truth(kn_e_bin(&c, KN_E_LT, x, kn_e_int(&c, 11)), r, 2), 1);
+  assert_int_equal(kn_expr_truth(kn_e_bin(&c, KN_E_LT, x, kn_e_int(&c, -1)), r, 2), 0);
+  assert_int_equal(kn_expr_truth(inb, r, 2), -1);
+  kn_arena_free(&A);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_cnn_block),
@@ -460,6 +592,8 @@ int main(void) {
       cmocka_unit_test(test_blocked_overlap_refused),
       cmocka_unit_test(test_wide_matmul_tile),
       cmocka_unit_test(test_simplify_pixel_index),
+      cmocka_unit_test(test_simplify_ranges),
+      cmocka_unit_test(test_border_versioning),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
