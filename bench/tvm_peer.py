@@ -226,8 +226,10 @@ def main(argv=None):
     args = ap.parse_args(argv)
     try:
         if args.cmd == "check":
+            import onnx  # the Relax importer reads the model with it: a venv needs it too
             import tvm
-            _emit({"tvm_version": tvm.__version__, "mcpu": host_mcpu()}, args.result)
+            _emit({"tvm_version": tvm.__version__, "onnx_version": onnx.__version__, "mcpu": host_mcpu()},
+                  args.result)
         elif args.cmd == "build":
             if args.trials < 0 or args.trials_per_task < 1 or args.num_cores < 1:
                 ap.error("--trials must be >= 0, --trials-per-task and --num-cores >= 1")
