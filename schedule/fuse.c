@@ -5,9 +5,9 @@
  * constant) is in exactly one group; a group is an optional chain of
  * elementwise producers inlined into a reduction anchor, the anchor, then a
  * chain of elementwise consumers each reading the previous output (with the
- * same shape) as its only use, or a pair of them reading it once each, the
- * first feeding only the second (x * Sigmoid(x)). The last node's output is
- * the kernel output.
+ * same shape) as its only use, or a diamond: two of them reading it once
+ * each, the first starting a side chain that ends in the second
+ * (x * Sigmoid(x), GELU). The last node's output is the kernel output.
  *
  * Rules: elementwise epilogues (bias, activation, residual add) fuse into
  * the conv / matmul / reduction that produces their input; elementwise chains
@@ -79,27 +79,48 @@ static bool can_absorb(fuse *F, int v, int c) {
   return uses_by_c == F->uses[v];
 }
 
-/* Can the two consumers of v join the group whose output is v, as in
- * SiLU, x * Sigmoid(x)? The first, a, reads v once and feeds only the
- * second, b; b reads v once and a's output; both elementwise with v's
- * shape. Without this, every SiLU after a conv was a kernel of its own, a
- * pass over the activation (a fifth of efficientnet_b0's time). */
-static bool can_absorb_diamond(fuse *F, int v, int *a_out, int *b_out) {
+/* Longest side chain of a diamond (can_absorb_diamond). */
+#define FUSE_MAX_DIAMOND 8
+
+/* Is node c an elementwise node with one output, reading `value` exactly
+ * `times` times, that may join the group whose output is v? */
+static bool reads_once_joinable(const fuse *F, int v, int c, int value) {
+  const kn_node *n = &F->g->nodes[c];
+  if (n->n_out != 1 || !joinable(F, v, c) || expr_heavy(n->op)) return false;
+  int reads = 0;
+  for (int k = 0; k < n->n_in; k++) reads += n->in[k] == value;
+  return reads == 1;
+}
+
+/* Can the two consumers of v join the group whose output is v, with the
+ * first starting a side chain that ends in the second? As in SiLU,
+ * x * Sigmoid(x) (a chain of one), and GELU, x * (1 + Erf(x / sqrt 2)) * 0.5
+ * (Div, Erf, Add, then the Mul that reads x again). The chain's nodes
+ * (chain[0..*n-1]) are elementwise with v's shape, each read only by the
+ * next; the last of them feeds only the second consumer (chain[*n-1]), which
+ * reads v and the chain once each. Without this, every SiLU after a conv
+ * was a kernel of its own, a pass over the activation (a fifth of
+ * efficientnet_b0's time), and so was every GELU after a BERT fc1. */
+static bool can_absorb_diamond(fuse *F, int v, int *chain, int *n) {
   const kn_graph *g = F->g;
   if (F->uses[v] != 2 || F->is_output[v]) return false;
   int a = F->first_consumer[v], b = F->consumer[v];
-  if (a == b || a < 0 || b < 0) return false;
-  for (int i = 0; i < 2; i++) {
-    const kn_node *n = &g->nodes[i ? b : a];
-    if (n->n_out != 1 || !joinable(F, v, i ? b : a) || expr_heavy(n->op)) return false;
-    int reads = 0;
-    for (int k = 0; k < n->n_in; k++) reads += n->in[k] == v;
-    if (reads != 1) return false;
+  if (a == b || a < 0 || b < 0 || !reads_once_joinable(F, v, a, v) || !reads_once_joinable(F, v, b, v)) return false;
+  int len = 0, cur = a;
+  for (;;) {
+    chain[len++] = cur;
+    int out = g->nodes[cur].out[0];
+    if (F->uses[out] != 1 || F->is_output[out]) return false;
+    int next = F->consumer[out];
+    if (next == b) break;
+    if (len + 1 >= FUSE_MAX_DIAMOND || !reads_once_joinable(F, v, next, out)) return false;
+    for (int k = 0; k < g->nodes[next].n_in; k++)
+      if (g->nodes[next].in[k] == v) return false;
+    cur = next;
   }
-  int av = g->nodes[a].out[0];
-  if (F->uses[av] != 1 || F->consumer[av] != b || F->is_output[av]) return false;
-  *a_out = a;
-  *b_out = b;
+  if (!reads_once_joinable(F, v, b, g->nodes[cur].out[0])) return false;
+  chain[len++] = b;
+  *n = len;
   return true;
 }
 
@@ -167,7 +188,7 @@ int kn_sched_fuse(const kn_graph *g, kn_arena *arena, kn_groups *out, kn_diag *d
       members[nm++] = i;
       int cur = v, heavy = 0;
       for (int m = 0; m < nm; m++) heavy += expr_heavy(g->nodes[members[m]].op);
-      int da = -1, db = -1;
+      int diamond[FUSE_MAX_DIAMOND], nd = 0;
       while (n->n_out == 1 && F.uses[cur] > 0 && nm < FUSE_MAX_CHAIN) {
         if (can_absorb(&F, cur, F.consumer[cur])) {
           int c = F.consumer[cur];
@@ -175,11 +196,12 @@ int kn_sched_fuse(const kn_graph *g, kn_arena *arena, kn_groups *out, kn_diag *d
           members[nm++] = c;
           F.group_of[c] = count;
           cur = g->nodes[c].out[0];
-        } else if (nm + 2 <= FUSE_MAX_CHAIN && can_absorb_diamond(&F, cur, &da, &db)) {
-          members[nm++] = da;
-          members[nm++] = db;
-          F.group_of[da] = F.group_of[db] = count;
-          cur = g->nodes[db].out[0];
+        } else if (nm + FUSE_MAX_DIAMOND <= FUSE_MAX_CHAIN && can_absorb_diamond(&F, cur, diamond, &nd)) {
+          for (int m = 0; m < nd; m++) {
+            members[nm++] = diamond[m];
+            F.group_of[diamond[m]] = count;
+          }
+          cur = g->nodes[diamond[nd - 1]].out[0];
         } else {
           break;
         }

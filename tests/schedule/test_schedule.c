@@ -381,6 +381,47 @@ static void test_conv_silu_fused(void **state) {
   kn_graph_free(&g);
 }
 
+/* matmul + bias + GELU as PyTorch exports it, x * (1 + Erf(x / sqrt 2)) *
+ * 0.5: the whole diamond joins the matmul's kernel; with the Erf's output
+ * also a graph output it stays apart; both match the reference */
+static void build_matmul_gelu(kn_graph *g, bool erf_is_output) {
+  kn_graph_init(g);
+  int x = input(g, "x", 3, (int64_t[]){1, 9, 24}, 1);
+  int w = weight(g, "w", 2, (int64_t[]){24, 40}), b = weight(g, "b", 1, (int64_t[]){40});
+  int mm = node(g, KN_OP_MATMUL, "mm", (int[]){x, w}, 2);
+  int h = node(g, KN_OP_ADD, "bias", (int[]){mm, b}, 2);
+  kn_shape scalar = {.rank = 0};
+  float sqrt2 = 1.4142135f, one = 1.0f, half = 0.5f;
+  int c_sqrt2 = kn_graph_add_const(g, "sqrt2", KN_DT_F32, &scalar, &sqrt2);
+  int c_one = kn_graph_add_const(g, "one", KN_DT_F32, &scalar, &one);
+  int c_half = kn_graph_add_const(g, "half", KN_DT_F32, &scalar, &half);
+  int dv = node(g, KN_OP_DIV, "div", (int[]){h, c_sqrt2}, 2);
+  int erf = node(g, KN_OP_ERF, "erf", (int[]){dv}, 1);
+  int a1 = node(g, KN_OP_ADD, "add1", (int[]){erf, c_one}, 2);
+  int m = node(g, KN_OP_MUL, "mul", (int[]){h, a1}, 2);
+  output(g, node(g, KN_OP_MUL, "mul1", (int[]){m, c_half}, 2));
+  if (erf_is_output) output(g, erf);
+}
+
+static void test_matmul_gelu_fused(void **state) {
+  (void)state;
+  kn_graph g;
+  char fused[128], apart[128];
+  build_matmul_gelu(&g, false);
+  anchored_kernel_ops(&g, KN_OP_MATMUL, fused, sizeof fused);
+  kn_graph_free(&g);
+  build_matmul_gelu(&g, true);
+  anchored_kernel_ops(&g, KN_OP_MATMUL, apart, sizeof apart);
+  kn_graph_free(&g);
+  assert_string_equal(fused, "MatMul,Add,Div,Erf,Add,Mul,Mul");
+  assert_string_equal(apart, "MatMul,Add");
+  for (int o = 0; o < 2; o++) {
+    build_matmul_gelu(&g, o);
+    check(&g, 2, 1e-5);
+    kn_graph_free(&g);
+  }
+}
+
 /* matmul + bias + relu; gemm with transB; softmax; layer norm */
 static void test_dense_block(void **state) {
   (void)state;
@@ -585,6 +626,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_cnn_block),
       cmocka_unit_test(test_conv_silu_fused),
+      cmocka_unit_test(test_matmul_gelu_fused),
       cmocka_unit_test(test_dense_block),
       cmocka_unit_test(test_gemm_transpose_reshape),
       cmocka_unit_test(test_blocked_matmul),
