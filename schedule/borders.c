@@ -245,6 +245,8 @@ static kn_stmt *version_tile(borders *B, const kn_stmt *s) {
   B->n_outer = B->n;
   B->n_w = 0;
   collect(B, s->u.alloc.body);
+  for (int i = 0; i < B->n_w; i++)
+    if (B->w[i].lo > B->w[i].hi) return NULL; /* no interior tile */
   kn_expr *guard = NULL;
   for (int i = 0; i < B->n_w; i++) {
     const want *w = &B->w[i];
@@ -263,7 +265,6 @@ static kn_stmt *version_tile(borders *B, const kn_stmt *s) {
       kn_expr *t = kn_e_bin(c, KN_E_LE, x, kn_e_int(c, w->hi));
       guard = guard ? kn_e_bin(c, KN_E_AND, guard, t) : t;
     }
-    if (w->lo > w->hi) return NULL; /* no interior tile */
   }
   if (!guard) return NULL;
   /* only the parts of the tile that test bounds (its reduction loops) are
