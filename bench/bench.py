@@ -332,6 +332,7 @@ def main(argv=None):
                     tvm_lib = tb["lib"]
                     compiles[-1].update(tvm_tune_s=tb["tune_s"], tvm_compile_s=tb["compile_s"],
                                         tvm_cached=tb["cached"], tvm_tasks=tb["tasks"],
+                                        tvm_tasks_tuned=tb.get("tasks_tuned"),
                                         tvm_trials=tb["trials"], tvm_target=tb["target"])
                     print(f"{name}: TVM tuned in {tb['tune_s']:.1f} s, compiled in "
                           f"{tb['compile_s']:.1f} s{' (cached)' if tb['cached'] else ''}",
@@ -435,7 +436,7 @@ def main(argv=None):
             print(f"| {t} | {peaks[t][0]:.1f} ({peaks[t][1]}) |")
     any_tuned = any("tuned" in c for c in compiles)
     print("\n| model | kiln compile s | artifact MB |" + (" tuned kernels |" if any_tuned else "") + (
-        " tvm tasks | tvm tune s | tvm compile s |" if tvm_version else ""))
+        " tvm tasks (tuned) | tvm tune s | tvm compile s |" if tvm_version else ""))
     print("|---|---:|---:|" + ("---|" if any_tuned else "") + ("---:|---:|---:|" if tvm_version else ""))
     for c in compiles:
         if c["compile_s"] is None:
@@ -446,7 +447,8 @@ def main(argv=None):
             line += f" {c.get('tuned', '-')} |"
         if tvm_version and "tvm_tune_s" in c:
             cached = " (cached)" if c["tvm_cached"] else ""
-            line += (f" {c['tvm_tasks'] if c['tvm_tasks'] is not None else '-'} | "
+            tuned = c.get("tvm_tasks_tuned")
+            line += (f" {c['tvm_tasks']} ({tuned if tuned is not None else '?'}) | "
                      f"{c['tvm_tune_s']:.1f}{cached} | {c['tvm_compile_s']:.1f}{cached} |")
         elif tvm_version:
             line += " - | failed | - |"

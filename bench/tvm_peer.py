@@ -18,9 +18,14 @@ build: the ONNX model is imported with tvm.relax.frontend.onnx.from_onnx (weight
 bound as constants, input shapes from the model at batch 1), then
   * trials > 0: tuned with MetaSchedule (tune_relax: xgb cost model, evolutionary
     search, gradient task scheduler, local builder/runner) for a global budget of
-    N measured candidates, at most M per task, and compiled with compile_relax from
-    the tuning database; kernels whose task got no trials keep TVM's unscheduled
-    (serial, unvectorized) TIR, so a budget below ~tasks x 64 under-tunes the model;
+    N measured candidates, at most M per task, on the tasks of the legalized and
+    fused module, and compiled with compile_relax from the tuning database. compile_relax
+    gets the *unfused* module: it legalizes and fuses again itself, and fusing an
+    already fused module fuses further, so its functions no longer match the database
+    keys and every kernel ran unscheduled (a bert library 50x slower than MetaSchedule's
+    own estimate). Kernels whose task got no trials keep TVM's unscheduled (serial,
+    unvectorized) TIR, so a budget below ~tasks x 64 under-tunes the model; the summary
+    counts the tasks that have a record (tasks_tuned);
   * trials = 0: compiled with the default Relax pipeline and no schedules at all:
     "untuned", not a fair peer, and reported as such.
 The target is llvm with mcpu = LLVM's name for the host CPU (`target.llvm_get_system_cpu`,
@@ -28,9 +33,10 @@ i.e. -mcpu=native, resolved so the key is stable) and num-cores = C (MetaSchedul
 its parallel loops from it; bench.py passes its largest thread count).
 Cache: DIR/<model stem>-<sha256[:12]>/<mcpu>-c<C>-t<N>-p<M>/ holds MetaSchedule's
 JSON database and logs, the exported library (tvm.so) and done.json (the tuning and
-compile seconds). A later build with the same model bytes and settings reuses
-tvm.so without tuning or compiling and reports the tuning time of the first run,
-marked cached.
+compile seconds, and the version of this build step). A later build with the same model
+bytes and settings reuses tvm.so without tuning or compiling and reports the tuning time
+of the first run, marked cached; a library from an older build step is recompiled from
+the kept database, without tuning again.
 
 run: loads the library into a Relax VM on tvm.cpu(), binds the inputs (in graph-input
 order, the order of the .npz) as device tensors once, then `warmup` untimed and
@@ -88,8 +94,9 @@ def import_onnx(model_path):
 
 def legalize_and_fuse(mod, target):
     """The fused-TIR module MetaSchedule extracts its tasks from: the same passes, in the
-    same order, as compile_relax runs before it applies the database, so the task keys
-    match (running them again there is a no-op)."""
+    same order, as compile_relax runs on the unfused module before it applies the
+    database, so the task keys match. (Not idempotent: give compile_relax the unfused
+    module.)"""
     import tvm
     from tvm import relax
     from tvm.relax import pipeline
@@ -108,6 +115,20 @@ def cache_dir(work_dir, model_path, mcpu, num_cores, trials, per_task):
     return os.path.join(os.path.abspath(work_dir), f"{stem}-{digest}", key)
 
 
+# bumped when a change here makes earlier libraries wrong; done.json records it
+BUILD_STEP = 2
+
+
+def tuned_tasks(database, fused, target):
+    """How many of the fused module's tasks have a tuning record in the database."""
+    from tvm.s_tir import meta_schedule as ms
+    n = 0
+    for task in ms.relax_integration.extract_tasks(fused, target):
+        if database.query_tuning_record(task.dispatched[0], target, task.task_name) is not None:
+            n += 1
+    return n
+
+
 def build(model_path, work_dir, trials, per_task, num_cores, mcpu=None, timeout_s=120.0):
     """Tunes (trials > 0) and compiles the model, or reuses the cache; returns the summary."""
     import tvm
@@ -116,41 +137,52 @@ def build(model_path, work_dir, trials, per_task, num_cores, mcpu=None, timeout_
     d = cache_dir(work_dir, model_path, mcpu, num_cores, trials, per_task)
     lib = os.path.join(d, "tvm.so")
     done = os.path.join(d, "done.json")
-    if os.path.isfile(lib) and os.path.isfile(done):
+    info = None
+    if os.path.isfile(done):
         with open(done) as f:
             info = json.load(f)
-        info.update(cached=True, lib=lib)
-        return info
+        if os.path.isfile(lib) and info.get("build_step") == BUILD_STEP:
+            info.update(cached=True, lib=lib)
+            return info
     os.makedirs(d, exist_ok=True)
     target = make_target(mcpu, num_cores)
     mod = import_onnx(model_path)
     t0 = time.perf_counter()
     fused = legalize_and_fuse(mod, target)
     tasks = len(ms.relax_integration.extract_tasks(fused, target))
+    tasks_tuned = 0
     if trials > 0:
-        mod = fused
-        # the candidates MetaSchedule measures run with num_cores threads
-        os.environ["TVM_NUM_THREADS"] = str(num_cores)
-        # MetaSchedule's default 30 s build timeout kills every candidate on a loaded
-        # machine: builds and runs get `timeout_s`
-        builder = ms.builder.LocalBuilder(timeout_sec=timeout_s)
-        runner = ms.runner.LocalRunner(timeout_sec=timeout_s)
-        database = ms.relax_integration.tune_relax(
-            mod=mod, params={}, target=target, work_dir=d, max_trials_global=trials,
-            max_trials_per_task=per_task, num_trials_per_iter=min(64, per_task), seed=0,
-            builder=builder, runner=runner)
-        tune_s = time.perf_counter() - t0
+        if info is not None:
+            # tuned by an older build step: its database is still good
+            database = ms.database.JSONDatabase(work_dir=d)
+            tune_s = info["tune_s"]
+        else:
+            # the candidates MetaSchedule measures run with num_cores threads
+            os.environ["TVM_NUM_THREADS"] = str(num_cores)
+            # MetaSchedule's default 30 s build timeout kills every candidate on a loaded
+            # machine: builds and runs get `timeout_s`
+            builder = ms.builder.LocalBuilder(timeout_sec=timeout_s)
+            runner = ms.runner.LocalRunner(timeout_sec=timeout_s)
+            database = ms.relax_integration.tune_relax(
+                mod=fused, params={}, target=target, work_dir=d, max_trials_global=trials,
+                max_trials_per_task=per_task, num_trials_per_iter=min(64, per_task), seed=0,
+                builder=builder, runner=runner)
+            tune_s = time.perf_counter() - t0
+        tasks_tuned = tuned_tasks(database, fused, target)
         t1 = time.perf_counter()
         ex = ms.relax_integration.compile_relax(database, mod, target, params=None)
     else:
         tune_s = 0.0
         t1 = time.perf_counter()
         ex = tvm.compile(mod, target=target)
-    ex.export_library(lib)
+    tmp = os.path.join(d, "tvm.part.so")
+    ex.export_library(tmp)
+    os.replace(tmp, lib)
     compile_s = time.perf_counter() - t1
     info = {"target": str(target), "mcpu": mcpu, "num_cores": num_cores, "trials": trials,
             "trials_per_task": per_task if trials else 0, "tasks": tasks,
-            "tune_s": tune_s, "compile_s": compile_s, "tvm_version": tvm.__version__}
+            "tasks_tuned": tasks_tuned, "tune_s": tune_s, "compile_s": compile_s,
+            "tvm_version": tvm.__version__, "build_step": BUILD_STEP}
     with open(done, "w") as f:
         json.dump(info, f, indent=1)
     info.update(cached=False, lib=lib)
