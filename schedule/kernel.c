@@ -122,6 +122,39 @@ static void pack_weights(kn_graph *g, kn_te_ctx *tc, const kn_node *anchor, kn_t
   placeholders[slot] = p.to;
 }
 
+/* hints.gather_axis: over the placeholders O's body loads directly, the
+ * one O axis other than the last that every such load's innermost index is,
+ * provided no load's innermost index is the last O axis; else -1. */
+typedef struct gather_scan {
+  const kn_te_tensor *out;
+  int axis; /* -1 none yet, -2 disagreement or a contiguous load */
+} gather_scan;
+
+static kn_expr *scan_gather(kn_expr_ctx *c, kn_expr *load, void *ctx) {
+  (void)c;
+  gather_scan *g = ctx;
+  const kn_te_tensor *t = load->u.load.tensor;
+  int n = load->u.load.n;
+  if (t->kind != KN_TE_PLACEHOLDER || n < 1 || g->axis == -2) return load;
+  const kn_expr *inner = load->u.load.indices[n - 1];
+  int a = -1;
+  for (int i = 0; i < g->out->rank; i++)
+    if (inner->kind == KN_E_VAR && inner->u.var == g->out->axes[i]) a = i;
+  if (a < 0) return load; /* a broadcast or computed index: not a stream */
+  if (a == g->out->rank - 1 || (g->axis >= 0 && g->axis != a))
+    g->axis = -2;
+  else
+    g->axis = a;
+  return load;
+}
+
+static int gather_axis(kn_expr_ctx *c, kn_te_tensor *out) {
+  if (out->kind != KN_TE_COMPUTE || out->rank < 2 || out->body->kind == KN_E_REDUCE) return -1;
+  gather_scan g = {out, -1};
+  kn_e_map_loads(c, out->body, scan_gather, &g);
+  return g.axis >= 0 ? g.axis : -1;
+}
+
 static int find_index(const int *arr, int n, int v) {
   for (int i = 0; i < n; i++)
     if (arr[i] == v) return i;
@@ -218,6 +251,7 @@ int kn_sched_build_kernel_with(kn_graph *g, const kn_group *grp, const kn_target
   hints.is_contraction = kn_op_class_of(anchor->op) == KN_CLASS_CONTRACTION;
   hints.spatial = anchor->op == KN_OP_CONV_NHWC && result->rank == 4;
   hints.grouped = hints.spatial && kn_node_attr_int(anchor, "group", 1) != 1;
+  hints.gather_axis = hints.has_stages ? -1 : gather_axis(ec, result);
   hints.index_heavy = anchor->op == KN_OP_WINOGRAD_INPUT || anchor->op == KN_OP_WINOGRAD_OUTPUT;
   if (hints.is_contraction && anchor->n_in >= 2 && anchor->in[0] >= 0 && anchor->in[1] >= 0 &&
       g->values[anchor->in[1]].data)

@@ -124,6 +124,13 @@ typedef struct kn_sched_hints {
                            integer ops (the Winograd transforms): the
                            innermost axis stays a serial loop, so its index
                            arithmetic is computed once per row */
+  int gather_axis;      /* injective kernels: the O axis (not the last) that
+                           indexes the innermost dim of the inputs O reads,
+                           while the last O axis indexes none of them
+                           contiguously (a transpose to or from a blocked
+                           layout): the loop of that axis goes innermost of
+                           the outer loops, so consecutive vectors gather
+                           from the same cache lines; -1: none */
   bool weights_heavy;   /* contraction whose constant operand outweighs its
                            activation: iterate column tiles outermost so each
                            weight tile stays in cache across rows */

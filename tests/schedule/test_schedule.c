@@ -587,6 +587,45 @@ static void test_border_versioning(void **state) {
   kn_graph_free(&g);
 }
 
+/* Provider recording the default schedule of the Transpose kernels. */
+typedef struct order_seen {
+  int kernels;
+  int before_vector[2]; /* axis of the loop just outside the vectorized one */
+} order_seen;
+
+static void record_transpose(void *ctx, const kn_sched_task *task, kn_schedule *s) {
+  order_seen *o = ctx;
+  if (task->g->nodes[task->grp->anchor].op != KN_OP_TRANSPOSE || o->kernels >= 2) return;
+  assert_true(s->n_loops >= 2);
+  assert_int_equal(s->loops[s->n_loops - 1].kind, KN_FOR_VECTORIZED);
+  o->before_vector[o->kernels++] = s->loops[s->n_loops - 2].axis;
+}
+
+/* An NHWC -> NCHW transpose of a wide image gathers each vector along w
+ * from lines 24 channels apart: the channel loop runs innermost of the
+ * outer loops. With w short inside the channels (the NCHW -> NHWC way, 2
+ * vectors), the natural order stays. Both match the reference. */
+static void test_transpose_gather_order(void **state) {
+  (void)state;
+  for (int wide = 0; wide < 2; wide++) {
+    kn_graph g;
+    kn_graph_init(&g);
+    int64_t w = wide ? 30 : 3;
+    int x = input(&g, "x", 4, (int64_t[]){1, 40, w, wide ? 24 : 32}, 1);
+    int t = node(&g, KN_OP_TRANSPOSE, "t", (int[]){x}, 1);
+    attr_ints(&g, "perm", 4, wide ? (int64_t[]){0, 3, 1, 2} : (int64_t[]){0, 2, 3, 1});
+    output(&g, t);
+    order_seen o = {0};
+    kn_sched_provider p = {record_transpose, &o};
+    check_with(&g, 2, 0, &p, NULL);
+    assert_int_equal(o.kernels, 1);
+    /* wide: O = [n, 24, 40, 30], gather axis 1; else O = [n, 3, 32, 40]
+     * read along its w (axis 3, the vector axis: no gather) */
+    assert_int_equal(o.before_vector[0], wide ? 1 : 3);
+    kn_graph_free(&g);
+  }
+}
+
 /* ranges decide comparisons and clamps; an IF's condition bounds its
  * variables in the then-branch only */
 static void test_simplify_ranges(void **state) {
@@ -636,6 +675,7 @@ int main(void) {
       cmocka_unit_test(test_simplify_pixel_index),
       cmocka_unit_test(test_simplify_ranges),
       cmocka_unit_test(test_border_versioning),
+      cmocka_unit_test(test_transpose_gather_order),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
