@@ -119,14 +119,10 @@ def cache_dir(work_dir, model_path, mcpu, num_cores, trials, per_task):
 BUILD_STEP = 2
 
 
-def tuned_tasks(database, fused, target):
-    """How many of the fused module's tasks have a tuning record in the database."""
-    from tvm.s_tir import meta_schedule as ms
-    n = 0
-    for task in ms.relax_integration.extract_tasks(fused, target):
-        if database.query_tuning_record(task.dispatched[0], target, task.task_name) is not None:
-            n += 1
-    return n
+def tuned_tasks(database, tasks, target):
+    """How many of the extracted tasks have a tuning record in the database."""
+    return sum(database.query_tuning_record(t.dispatched[0], target, t.task_name) is not None
+               for t in tasks)
 
 
 def build(model_path, work_dir, trials, per_task, num_cores, mcpu=None, timeout_s=120.0):
@@ -149,7 +145,7 @@ def build(model_path, work_dir, trials, per_task, num_cores, mcpu=None, timeout_
     mod = import_onnx(model_path)
     t0 = time.perf_counter()
     fused = legalize_and_fuse(mod, target)
-    tasks = len(ms.relax_integration.extract_tasks(fused, target))
+    tasks = ms.relax_integration.extract_tasks(fused, target)
     tasks_tuned = 0
     if trials > 0:
         if info is not None:
@@ -168,7 +164,7 @@ def build(model_path, work_dir, trials, per_task, num_cores, mcpu=None, timeout_
                 max_trials_per_task=per_task, num_trials_per_iter=min(64, per_task), seed=0,
                 builder=builder, runner=runner)
             tune_s = time.perf_counter() - t0
-        tasks_tuned = tuned_tasks(database, fused, target)
+        tasks_tuned = tuned_tasks(database, tasks, target)
         t1 = time.perf_counter()
         ex = ms.relax_integration.compile_relax(database, mod, target, params=None)
     else:
@@ -180,7 +176,7 @@ def build(model_path, work_dir, trials, per_task, num_cores, mcpu=None, timeout_
     os.replace(tmp, lib)
     compile_s = time.perf_counter() - t1
     info = {"target": str(target), "mcpu": mcpu, "num_cores": num_cores, "trials": trials,
-            "trials_per_task": per_task if trials else 0, "tasks": tasks,
+            "trials_per_task": per_task if trials else 0, "tasks": len(tasks),
             "tasks_tuned": tasks_tuned, "tune_s": tune_s, "compile_s": compile_s,
             "tvm_version": tvm.__version__, "build_step": BUILD_STEP}
     with open(done, "w") as f:

@@ -166,7 +166,7 @@ void kn_sched_default(const kn_te_tensor *out, const kn_sched_hints *h, const kn
    * the [1,16,112,112] input transform, 2 vectors inside w, stays: its
    * writes are sequential as it is) */
   int gather = -1;
-  if (vf > 1 && !h->has_stages && h->gather_axis >= 0 && h->gather_axis < rank - 1) {
+  if (vf > 1 && h->gather_axis >= 0) {
     int64_t inside = (last + vf - 1) / vf, e = 0;
     for (int a = h->gather_axis + 1; a < rank - 1; a++)
       inside *= const_extent(out, a, &e) ? e : 4096;

@@ -124,13 +124,14 @@ typedef struct kn_sched_hints {
                            integer ops (the Winograd transforms): the
                            innermost axis stays a serial loop, so its index
                            arithmetic is computed once per row */
-  int gather_axis;      /* injective kernels: the O axis (not the last) that
-                           indexes the innermost dim of the inputs O reads,
-                           while the last O axis indexes none of them
-                           contiguously (a transpose to or from a blocked
-                           layout): the loop of that axis goes innermost of
-                           the outer loops, so consecutive vectors gather
-                           from the same cache lines; -1: none */
+  int gather_axis;      /* kernels without stages: the O axis, never the
+                           last, that indexes the innermost dim of every
+                           input O loads, while the last O axis indexes none
+                           of them (a layout transpose: each vector is a
+                           gather); -1: none. The default moves its loop
+                           innermost of the outer loops when the loops inside
+                           it would leave L1 before the gathered lines come
+                           back (rules.c) */
   bool weights_heavy;   /* contraction whose constant operand outweighs its
                            activation: iterate column tiles outermost so each
                            weight tile stays in cache across rows */
