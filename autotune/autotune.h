@@ -92,6 +92,8 @@ typedef struct kn_at_record {
   kn_at_status status;
   bool is_default;
   bool warm; /* "cache":"warm" (or no "cache": logs before cold timing), else "cold" */
+  bool confirm; /* "confirm":true: timed again at the end of a session, in turns with
+                 * the task's default (tune.c, phase 7) */
 } kn_at_record;
 
 typedef struct kn_at_log {
@@ -110,7 +112,10 @@ int kn_at_log_load(const char *path, const char *target, bool missing_ok, FILE *
 void kn_at_log_free(kn_at_log *log);
 /* Best OK record for a key, or NULL: the fastest cold-timed one, else
  * (a key with only warm-timed records) the fastest warm one; the two are
- * never compared, warm times being the faster for the same schedule. */
+ * never compared, warm times being the faster for the same schedule. Among
+ * records timed the same way, a key's confirm records, where it has any,
+ * decide: they timed the default and the search's best in turns, while the
+ * search's best is the luckiest of many single timings. */
 const kn_at_record *kn_at_log_best(const kn_at_log *log, const char *key);
 /* Whether (key, trace) has a record (any status). */
 bool kn_at_log_has(const kn_at_log *log, const char *key, const char *trace);
@@ -203,6 +208,7 @@ typedef struct kn_at_options {
   FILE *progress;              /* progress and summary lines, or NULL */
   double progress_interval;    /* seconds between progress lines when not a TTY (0: 5) */
   int early_stop;              /* stop when no task improved > 1% in this many trials (0: default) */
+  int confirm_rounds;          /* end: time each task's best and default again, in turns (0: no) */
   bool no_early_stop;
   /* tests: the first candidate measured crashes / is wrong / hangs (planted) */
   kn_at_fault plant[3];
@@ -217,6 +223,8 @@ typedef struct kn_at_summary {
   bool early_stopped, out_of_time;
   double elapsed;
   double search_s; /* spent proposing candidates (features, model, evolution) */
+  int confirmed, confirmed_default; /* tasks timed again at the end; of them, won by the default */
+  double confirm_s;                 /* spent on that */
 } kn_at_summary;
 
 /* Tunes the kernels of g (optimized, fused into `groups`) for target t.

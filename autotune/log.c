@@ -6,7 +6,10 @@
  *
  * "cache" says how the time was taken: "warm" (repeated runs, the default;
  * also every record written before the field existed) or "cold" (each run
- * after the constants were evicted, --cache cold).
+ * after the constants were evicted, --cache cold). "confirm":true (absent:
+ * false) marks a record of a session's last phase, which times each task's
+ * best and default again in turns; those decide the task's best
+ * (kn_at_log_best).
  *
  * Files merge with `cat`. Loading keeps the records of one target; a line
  * that is not such an object (bad JSON, a missing field, a trace that does
@@ -52,7 +55,7 @@ static bool parse_line(const char *line, kn_arena *scratch, kn_at_record *r, cha
     return snprintf(why, cap, "format version %lld, this kiln reads %d", (long long)v, KN_AT_FORMAT_VERSION), false;
   const kn_json *target = kn_json_get(j, "target"), *key = kn_json_get(j, "key"), *status = kn_json_get(j, "status"),
                 *seconds = kn_json_get(j, "seconds"), *dflt = kn_json_get(j, "default"),
-                *cache = kn_json_get(j, "cache");
+                *cache = kn_json_get(j, "cache"), *confirm = kn_json_get(j, "confirm");
   if (!target || target->kind != KN_JSON_STR) return snprintf(why, cap, "no \"target\" string"), false;
   if (!key || key->kind != KN_JSON_STR || !*key->str) return snprintf(why, cap, "no \"key\" string"), false;
   if (!status || status->kind != KN_JSON_STR) return snprintf(why, cap, "no \"status\" string"), false;
@@ -78,6 +81,7 @@ static bool parse_line(const char *line, kn_arena *scratch, kn_at_record *r, cha
   r->key = key->str;
   r->trace = trace;
   r->is_default = dflt && dflt->kind == KN_JSON_BOOL && dflt->num != 0;
+  r->confirm = confirm && confirm->kind == KN_JSON_BOOL && confirm->num != 0;
   return true;
 }
 
@@ -130,11 +134,13 @@ void kn_at_log_free(kn_at_log *log) {
 const kn_at_record *kn_at_log_best(const kn_at_log *log, const char *key) {
   const kn_at_record *best = NULL;
   for (int warm = 0; warm < 2 && !best; warm++)
-    for (int i = 0; i < log->n; i++) {
-      const kn_at_record *r = &log->records[i];
-      if (r->status == KN_AT_OK && r->warm == warm && !strcmp(r->key, key) && (!best || r->seconds < best->seconds))
-        best = r;
-    }
+    for (int confirm = 1; confirm >= 0 && !best; confirm--)
+      for (int i = 0; i < log->n; i++) {
+        const kn_at_record *r = &log->records[i];
+        if (r->status == KN_AT_OK && r->warm == warm && r->confirm == confirm && !strcmp(r->key, key) &&
+            (!best || r->seconds < best->seconds))
+          best = r;
+      }
   return best;
 }
 
@@ -160,9 +166,10 @@ int kn_at_log_append(FILE *f, const kn_at_record *r, kn_diag *d) {
   gmtime_r(&now, &tm);
   strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", &tm);
   n += (size_t)snprintf(buf + n, cap - n,
-                        ",\"trace\":%s,\"seconds\":%.6g,\"status\":\"%s\",\"default\":%s,\"cache\":\"%s\",\"time\":\"%s\"}\n",
+                        ",\"trace\":%s,\"seconds\":%.6g,\"status\":\"%s\",\"default\":%s,\"cache\":\"%s\"%s,\"time\":\"%s\"}\n",
                         r->trace, r->status == KN_AT_OK ? r->seconds : -1.0, kn_at_status_name(r->status),
-                        r->is_default ? "true" : "false", r->warm ? "warm" : "cold", stamp);
+                        r->is_default ? "true" : "false", r->warm ? "warm" : "cold",
+                        r->confirm ? ",\"confirm\":true" : "", stamp);
   KN_ASSERT(n < cap, "record buffer too small");
   int rc = fputs(buf, f) < 0 || fflush(f) != 0 ? kn_diag_error(d, "tuning log: write failed") : 0;
   free(buf);

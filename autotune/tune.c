@@ -24,6 +24,13 @@
  *    are exhausted, Ctrl-C, or early stop: no task's best time improved by
  *    more than 1% over the last K trials of the session (K = --early-stop,
  *    default max(64, 4 x tasks); --no-early-stop turns it off).
+ * 7. Confirm (confirm_rounds > 0, `kiln tune --confirm R`): each task whose
+ *    search found something faster than its default builds both again and
+ *    times them in turns, R times each, appending "confirm" records. The
+ *    search's best is the lowest of many single timings, the default was
+ *    timed once at the start, and on a shared machine a burst of load
+ *    inflates either; compile then takes the faster by these timings
+ *    (kn_at_log_best). This runs after --time-budget, a few seconds a task.
  * Every measured candidate is appended to the log at once (flushed), so an
  * interrupted session loses nothing; *stop (SIGINT) ends it cleanly. */
 #include <dirent.h>
@@ -149,18 +156,22 @@ static void progress(session *S, bool final) {
   fflush(S->out);
 }
 
-static int record(session *S, task *T, const kn_schedule *s, const kn_at_result *r, bool is_default, kn_diag *d) {
+static int record_as(session *S, task *T, const kn_schedule *s, const kn_at_result *r, bool is_default, bool confirm,
+                     kn_diag *d) {
   char trace[4096];
   kn_at_trace_write(s, trace, sizeof trace);
   kn_at_record rec = {.target = S->target, .key = T->key, .trace = trace, .seconds = r->seconds,
-                      .status = r->status, .is_default = is_default, .warm = S->warm};
+                      .status = r->status, .is_default = is_default, .warm = S->warm, .confirm = confirm};
   kn_at_log_add(&S->log, &rec);
-  if (!is_default) S->sum->by_status[r->status]++;
+  if (!is_default && !confirm) S->sum->by_status[r->status]++;
   FILE *f = fopen(S->o->log_path, "a");
   if (!f) return kn_diag_error(d, "tuning log '%s': cannot append to it", S->o->log_path);
   int rc = kn_at_log_append(f, &rec, d);
   if (fclose(f) != 0 && rc == 0) rc = kn_diag_error(d, "tuning log '%s': write failed", S->o->log_path);
   return rc;
+}
+static int record(session *S, task *T, const kn_schedule *s, const kn_at_result *r, bool is_default, kn_diag *d) {
+  return record_as(S, T, s, r, is_default, false, d);
 }
 
 /* ---- phase 1: tasks and their defaults ---- */
@@ -291,7 +302,7 @@ static void plan_budget(session *S, kn_arena *A) {
     const kn_at_record *rec = &S->log.records[r];
     for (int i = 0; i < S->n_tasks; i++) {
       task *T = &S->tasks[i];
-      if (!T->ok || strcmp(rec->key, T->key)) continue;
+      if (!T->ok || strcmp(rec->key, T->key) || rec->confirm) continue; /* confirm records are no trials */
       if (!rec->is_default) resumed++;
       kn_schedule sch;
       kn_diag d;
@@ -449,6 +460,81 @@ static int search(session *S, kn_arena *A, kn_diag *d) {
   }
 }
 
+/* ---- phase 7: confirm ---- */
+
+/* The search's best OK record of a key (confirm records left out), or NULL. */
+static const kn_at_record *search_best(const session *S, const char *key) {
+  const kn_at_record *best = NULL;
+  for (int i = 0; i < S->log.n; i++) {
+    const kn_at_record *r = &S->log.records[i];
+    if (r->status == KN_AT_OK && !r->confirm && !strcmp(r->key, key) && (!best || r->seconds < best->seconds))
+      best = r;
+  }
+  return best;
+}
+
+/* Times T's default and its search's best again, in turns; false when the
+ * task has nothing to compare (its best is its default) or a build fails. */
+static bool confirm_task(session *S, int ti, kn_at_job jobs[2], kn_diag *d, int *rc) {
+  task *T = &S->tasks[ti];
+  const kn_at_record *best = search_best(S, T->key);
+  char dtrace[4096];
+  kn_at_trace_write(&T->shape.dflt, dtrace, sizeof dtrace);
+  if (!best || !strcmp(best->trace, dtrace)) return false;
+  kn_schedule sch[2] = {T->shape.dflt};
+  kn_diag pd;
+  kn_diag_init(&pd);
+  bool parsed = kn_at_trace_parse(best->trace, &sch[1], &pd) == 0;
+  kn_diag_free(&pd);
+  if (!parsed) return false;
+  char so[2][320], ref[320];
+  path_of(S, ti, 0, "ref", ref, sizeof ref);
+  for (int k = 0; k < 2; k++) {
+    path_of(S, ti, k + 1, "so", so[k], sizeof so[k]);
+    kn_at_build_start(&jobs[k], graph_of(S, T), group_of(S, T), S->t, k ? &sch[1] : NULL, so[k],
+                      S->o->measure.build_timeout);
+  }
+  kn_at_jobs_wait(jobs, 2, S->o->stop);
+  bool built = jobs[0].result.status == KN_AT_OK && jobs[1].result.status == KN_AT_OK;
+  for (int r = 0; built && r < S->o->confirm_rounds && !(S->o->stop && *S->o->stop) && *rc == 0; r++)
+    for (int k = 0; k < 2 && *rc == 0; k++) {
+      kn_at_job run;
+      kn_at_run_start(&run, so[k], ref, false, &S->measure, KN_AT_FAULT_NONE);
+      kn_at_jobs_wait(&run, 1, S->o->stop);
+      if ((int)run.result.status == KN_AT_INTERRUPTED) break;
+      if (record_as(S, T, &sch[k], &run.result, k == 0, true, d) < 0) *rc = -1;
+    }
+  for (int k = 0; k < 2; k++) unlink(so[k]);
+  return built;
+}
+
+static int confirm(session *S, kn_arena *A, kn_diag *d) {
+  if (S->o->confirm_rounds <= 0) return 0;
+  double t0 = kn_at_now();
+  kn_at_job *jobs = KN_NEW_ARRAY(A, kn_at_job, 2);
+  int rc = 0;
+  for (int i = 0; i < S->n_tasks && rc == 0 && !(S->o->stop && *S->o->stop); i++) {
+    task *T = &S->tasks[i];
+    if (!T->ok || !confirm_task(S, i, jobs, d, &rc)) continue;
+    S->sum->confirmed++;
+    const kn_at_record *best = kn_at_log_best(&S->log, T->key);
+    char dtrace[4096];
+    kn_at_trace_write(&T->shape.dflt, dtrace, sizeof dtrace);
+    if (best && !strcmp(best->trace, dtrace)) S->sum->confirmed_default++;
+    /* the estimates from here on: the confirm timings */
+    if (best) T->best_s = best->seconds;
+    for (int r = 0; r < S->log.n; r++) {
+      const kn_at_record *c = &S->log.records[r];
+      if (c->confirm && c->is_default && c->status == KN_AT_OK && !strcmp(c->key, T->key) && c->seconds < T->default_s)
+        T->default_s = c->seconds;
+    }
+    if (T->best_s > T->default_s) T->best_s = T->default_s;
+    progress(S, false);
+  }
+  S->sum->confirm_s = kn_at_now() - t0;
+  return rc;
+}
+
 /* Empties the session's private folder (candidates' .so/.h, references). */
 static void remove_dir_files(const char *dir) {
   DIR *dp = opendir(dir);
@@ -522,6 +608,7 @@ int kn_at_tune_alternatives(const kn_graph *const *gs, const kn_groups *const *g
     plan_budget(&S, &A);
     progress(&S, false);
     rc = search(&S, &A, d);
+    if (rc == 0) rc = confirm(&S, &A, d);
   }
   sum->interrupted = o->stop && *o->stop;
   sum->elapsed = kn_at_now() - S.start;

@@ -40,6 +40,9 @@ static void usage(FILE *out) {
           "  --early-stop K         stop when no task's best time improved by more than 1%% over\n"
           "                         the last K trials (default max(64, 4 x tasks))\n"
           "  --no-early-stop        spend the whole budget\n"
+          "  --confirm R            at the end, time each task's best and its default again,\n"
+          "                         in turns, R times each; these timings decide (default 2,\n"
+          "                         0 = off; runs after --time-budget)\n"
           "  --progress-interval S  seconds between progress lines when stderr is not a terminal\n"
           "                         (default 5; on a terminal one line is refreshed in place)\n"
           "  --seed S               seed of the search (default 1)\n"
@@ -90,7 +93,7 @@ int kn_cmd_tune(int argc, char **argv) {
   uint64_t seed = 1;
   int64_t max_batch = 1;
   bool evolve = true;
-  kn_at_options o = {.trials = 100, .build_workers = 2, .stop = &stop_requested, .progress = stderr,
+  kn_at_options o = {.trials = 100, .build_workers = 2, .stop = &stop_requested, .progress = stderr, .confirm_rounds = 2,
                      .measure = {.build_timeout = 120, .run_timeout = 20, .min_repeat_s = 0.01, .samples = 5,
                                  .warm = true}};
   for (int i = 1; i < argc; i++) {
@@ -109,7 +112,7 @@ int kn_cmd_tune(int argc, char **argv) {
       static const char *const flags[] = {"--log", "--trials", "--time-budget", "--target", "--max-batch",
                                           "--threads", "--workers", "--seed", "--plant-faults", "--run-timeout",
                                           "--runner", "--token", "--search", "--early-stop",
-                                          "--progress-interval", "--bind", "--cache", "--conv-algo"};
+                                          "--progress-interval", "--bind", "--cache", "--conv-algo", "--confirm"};
       int f = -1;
       for (int k = 0; k < (int)(sizeof flags / sizeof *flags); k++)
         if (strlen(flags[k]) == n && !strncmp(a, flags[k], n)) f = k;
@@ -147,6 +150,7 @@ int kn_cmd_tune(int argc, char **argv) {
         break;
       case 16: ok = !strcmp(val, "cold") || !strcmp(val, "warm"); o.measure.warm = !strcmp(val, "warm"); break;
       case 17: ok = kn_pipeline_conv_algo_valid(val); conv_algo = val; break;
+      case 18: ok = parse_num(val, 0, 100, &v) && v == (int)v; o.confirm_rounds = (int)v; break;
       }
       if (!ok) {
         fprintf(stderr, "kiln: error: tune: bad value '%s' for %s (see 'kiln tune --help')\n", val, flags[f]);
@@ -246,14 +250,14 @@ int kn_cmd_tune(int argc, char **argv) {
   fprintf(stderr,
           "kiln tune: %s%d kernels in %d tasks; %d candidates measured (%d ok, %d wrong, %d crash, %d timeout, "
           "%d invalid), %d from earlier sessions; estimate %.3f ms -> %.3f ms (%.2fx) in %.0f s (search %.0f s)%s; "
-          "log %s\n",
+          "%d tasks confirmed (%d by their default, %.0f s); log %s\n",
           sum.interrupted ? "interrupted: " : "", sum.kernels, sum.tasks, sum.measured, sum.by_status[KN_AT_OK],
           sum.by_status[KN_AT_WRONG], sum.by_status[KN_AT_CRASH], sum.by_status[KN_AT_TIMEOUT],
           sum.by_status[KN_AT_INVALID], sum.resumed, sum.default_e2e * 1e3, sum.best_e2e * 1e3,
           sum.best_e2e > 0 ? sum.default_e2e / sum.best_e2e : 1.0, sum.elapsed, sum.search_s,
           sum.early_stopped ? " (early stop: no task improved by more than 1% lately)"
           : sum.out_of_time ? " (time budget reached)" : "",
-          o.log_path);
+          sum.confirmed, sum.confirmed_default, sum.confirm_s, o.log_path);
   status = sum.interrupted ? 130 : 0;
 done:
   if (status == 1) {

@@ -68,6 +68,9 @@ def check_records(recs):
         if r["status"] == "ok":
             assert r["seconds"] > 0, r
         ident = (r["key"], json.dumps(r["trace"], sort_keys=True))
+        if r.get("confirm"):  # timed again at the end: a candidate measured before
+            assert ident in seen, f"a confirm record of a schedule never measured: {ident}"
+            continue
         assert ident not in seen, f"candidate measured twice: {ident}"
         seen.add(ident)
 
@@ -80,7 +83,7 @@ def tune(kiln, model, log, trials, *extra, check=True):
 
 
 def n_tuned(recs):
-    return sum(1 for r in recs if not r["default"])
+    return sum(1 for r in recs if not r["default"] and not r.get("confirm"))
 
 
 def case_records(a, tmp):
@@ -89,7 +92,7 @@ def case_records(a, tmp):
     proc = tune(a.kiln, model, log, 8, "--plant-faults", "crash,wrong,hang", "--run-timeout", "2")
     recs = records(log)
     check_records(recs)
-    assert sum(1 for r in recs if r["default"]) == 3, "one default record per task (3 tasks)"
+    assert sum(1 for r in recs if r["default"] and not r.get("confirm")) == 3, "one default record per task (3 tasks)"
     assert n_tuned(recs) == 8, f"{n_tuned(recs)} records for 8 trials"
     statuses = [r["status"] for r in recs if not r["default"]]
     for s in ("crash", "wrong", "timeout"):
@@ -104,7 +107,7 @@ def case_resume(a, tmp):
     tune(a.kiln, model, log, 6)
     first = records(log)
     tune(a.kiln, model, log, 6)
-    assert len(records(log)) == len(first), "a re-run with the same budget measured again"
+    assert n_tuned(records(log)) == n_tuned(first), "a re-run with the same budget measured again"
     tune(a.kiln, model, log, 10)
     recs = records(log)
     check_records(recs)
@@ -136,6 +139,35 @@ def case_interrupt(a, tmp):
     recs = records(log)
     check_records(recs)
     assert n_tuned(recs) == 30, f"{n_tuned(recs)} records after the resumed session"
+
+
+def case_confirm(a, tmp):
+    """The last phase times each task's best and default again, in turns,
+    twice each (--confirm 2, the default); --confirm 0 skips it."""
+    model = os.path.join(a.models, "tiny_cnn.onnx")
+    log = os.path.join(tmp, "t.jsonl")
+    proc = tune(a.kiln, model, log, 12, "--seed", "3")
+    recs = records(log)
+    check_records(recs)
+    ok = [r for r in recs if r["status"] == "ok" and not r.get("confirm")]
+    defaults = {r["key"]: json.dumps(r["trace"]) for r in recs if r["default"] and not r.get("confirm")}
+    want = set()  # keys whose search found something faster than the default
+    for key, dflt in defaults.items():
+        best = min((r for r in ok if r["key"] == key), key=lambda r: r["seconds"])
+        if json.dumps(best["trace"]) != dflt:
+            want.add((key, json.dumps(best["trace"])))
+    assert want, "no task beat its default: nothing was confirmed (pick another seed)"
+    conf = [r for r in recs if r.get("confirm")]
+    assert {r["key"] for r in conf} == {k for k, _ in want}, "confirmed tasks differ from those with a new best"
+    for key, trace in want:
+        mine = [r for r in conf if r["key"] == key]
+        assert [r["default"] for r in mine] == [True, False, True, False], f"{key}: not in turns: {mine}"
+        assert all(json.dumps(r["trace"]) == (defaults[key] if r["default"] else trace) for r in mine), mine
+    m = re.search(r"(\d+) tasks confirmed \((\d+) by their default", proc.stderr)
+    assert m and int(m.group(1)) == len(want), proc.stderr[-2000:]
+    log0 = os.path.join(tmp, "t0.jsonl")
+    tune(a.kiln, model, log0, 12, "--seed", "3", "--confirm", "0")
+    assert not any(r.get("confirm") for r in records(log0)), "--confirm 0 wrote confirm records"
 
 
 def case_corrupt(a, tmp):
@@ -382,7 +414,7 @@ def case_random(a, tmp):
     tune(a.kiln, model, log, 5, "--search", "random")
     first = records(log)
     tune(a.kiln, model, log, 5, "--search", "random")
-    assert len(records(log)) == len(first), "a re-run with the same budget measured again"
+    assert n_tuned(records(log)) == n_tuned(first), "a re-run with the same budget measured again"
     tune(a.kiln, model, log, 9, "--search", "random")
     recs = records(log)
     check_records(recs)
@@ -392,7 +424,7 @@ def case_random(a, tmp):
 CASES = {"records": case_records, "resume": case_resume, "interrupt": case_interrupt, "corrupt": case_corrupt,
          "other": case_other, "numerics": case_numerics, "budget": case_budget, "earlystop": case_earlystop,
          "progress": case_progress, "random": case_random, "cache": case_cache,
-         "convalgo": case_convalgo}
+         "convalgo": case_convalgo, "confirm": case_confirm}
 
 
 def main():

@@ -530,12 +530,53 @@ static void test_log(void **state) {
   kn_diag_free(&d);
 }
 
+/* A key's confirm records decide its best, even against a lower single
+ * timing of the search; "confirm" survives the round trip through the file. */
+static void test_log_confirm(void **state) {
+  (void)state;
+  char path[] = "/tmp/kn_test_logc_XXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  FILE *f = fdopen(fd, "w");
+  fputs(record_line("T", "k1", "ok", 2e-3), f); /* the default, timed once */
+  fputs(record_line("T", "k1", "ok", 5e-4), f); /* the search's lucky best */
+  fputs(record_line("T", "k2", "ok", 7e-4), f); /* a key never confirmed */
+  fclose(f);
+  kn_at_log log;
+  kn_diag d;
+  kn_diag_init(&d);
+  assert_int_equal(kn_at_log_load(path, "T", false, NULL, &log, &d), 0);
+  kn_at_record c = log.records[0];
+  c.confirm = true;
+  c.is_default = true;
+  c.seconds = 9e-4; /* the default, timed again */
+  FILE *af = fopen(path, "a");
+  assert_int_equal(kn_at_log_append(af, &c, &d), 0);
+  c.is_default = false;
+  c.seconds = 1.1e-3; /* the search's best, timed again */
+  assert_int_equal(kn_at_log_append(af, &c, &d), 0);
+  fclose(af);
+  kn_at_log again;
+  assert_int_equal(kn_at_log_load(path, "T", false, NULL, &again, &d), 0);
+  assert_int_equal(again.n, 5);
+  assert_true(again.records[3].confirm && again.records[4].confirm && !again.records[1].confirm);
+  const kn_at_record *best = kn_at_log_best(&again, "k1");
+  assert_non_null(best);
+  assert_true(best->confirm && best->is_default && fabs(best->seconds - 9e-4) < 1e-12);
+  best = kn_at_log_best(&again, "k2");
+  assert_true(best && !best->confirm && fabs(best->seconds - 7e-4) < 1e-12);
+  kn_at_log_free(&again);
+  kn_at_log_free(&log);
+  kn_diag_free(&d);
+  unlink(path);
+}
+
 int main(int argc, char **argv) {
   if (argc == 5 && !strcmp(argv[1], "--rank-log") && !strcmp(argv[3], "--model"))
     return kn_test_search_rank_log(argv[4], argv[2]);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_trace_roundtrip), cmocka_unit_test(test_validate),    cmocka_unit_test(test_workload_key),
-      cmocka_unit_test(test_log),             cmocka_unit_test(test_space_conv),
+      cmocka_unit_test(test_log),             cmocka_unit_test(test_log_confirm), cmocka_unit_test(test_space_conv),
       cmocka_unit_test(test_space_conv_spatial),  cmocka_unit_test(test_space_matmul),
       cmocka_unit_test(test_space_softmax),
   };
