@@ -9,11 +9,15 @@
  *   log:  x = m 2^e with m in [sqrt(1/2), sqrt(2)), degree-9 polynomial in
  *         m - 1 (Cephes), subnormal inputs renormalised. Relative ~1.2e-7.
  *   tanh: odd polynomial for |x| < 0.625, else 1 - 2 / (exp(2|x|) + 1).
- *   sigmoid: 1 / (1 + exp(-x)).
+ *   sigmoid: with e = exp(-|x|), 1 / (1 + e) for x >= 0, e / (1 + e) below.
  *   erf:  Taylor polynomial for |x| < 0.5, else Abramowitz-Stegun 7.1.26
  *         (|error| <= 1.5e-7) with the inline exp.
  *   Absolute error of tanh / sigmoid / erf <= 1e-6 over all floats; large |x|
- *   saturates, inf and NaN follow libm.
+ *   saturates, inf and NaN follow libm (sigmoid below -87 gives e^-87, not
+ *   the subnormal). These three clamp their arguments to where exp needs no
+ *   range handling (exp_bounded) and divide with a Newton reciprocal: a
+ *   vector division costs as much as the rest of the function (vdivps zmm
+ *   issues once per ~10 cycles), and SiLU / GELU epilogues run it per output.
  * f64 versions call libm (per lane for vectors). sqrt, floor, ceil, round
  * (half to even), abs and fma map to LLVM intrinsics; sin, cos and pow become
  * libm calls, one per lane. */
@@ -115,21 +119,55 @@ static LLVMValueRef log_f32(mb *m, LLVMValueRef x) {
   return sel(m, fcmp(m, LLVMRealUNO, x, x), x, res);
 }
 
+/* min / max in the operand order of x86 minps / maxps, so that they lower to
+ * one instruction; a NaN a gives b. */
+static LLVMValueRef vmin(mb *m, LLVMValueRef a, LLVMValueRef b) { return sel(m, fcmp(m, LLVMRealOLT, a, b), a, b); }
+static LLVMValueRef vmax(mb *m, LLVMValueRef a, LLVMValueRef b) { return sel(m, fcmp(m, LLVMRealOGT, a, b), a, b); }
+static LLVMValueRef keep_nan(mb *m, LLVMValueRef x, LLVMValueRef res) {
+  return sel(m, fcmp(m, LLVMRealUNO, x, x), x, res);
+}
+
+/* exp(t) for t in [-87, 88] (the caller clamps): the polynomial of exp_f32,
+ * scaled by one normal 2^n, with no range or NaN handling. */
+static LLVMValueRef exp_bounded(mb *m, LLVMValueRef t) {
+  LLVMValueRef n = intr1(m, "llvm.roundeven", mul(m, t, C(m, 1.44269504088896341)));
+  LLVMValueRef r = fma3(m, n, C(m, -ln2_hi), t);
+  r = fma3(m, n, C(m, -ln2_lo), r);
+  static const double p[] = {1.9875691500E-4, 1.3981999507E-3, 8.3334519073E-3,
+                             4.1665795894E-2, 1.6666665459E-1, 5.0000001201E-1};
+  LLVMValueRef y = fma3(m, mul(m, horner(m, r, p, 6), r), r, add(m, r, C(m, 1.0)));
+  LLVMValueRef ni = LLVMBuildFPToSI(m->b, n, m->ity, "");
+  LLVMValueRef s = bits_to_float(m, LLVMBuildShl(m->b, LLVMBuildAdd(m->b, ni, I(m, 127), ""), I(m, 23), ""));
+  return mul(m, y, s);
+}
+
+/* 1 / d for a positive normal d in [2^-125, 2^125]: an initial guess from the
+ * bits (relative error <= 12%), then three Newton steps (error <= 4e-8). */
+static LLVMValueRef recip(mb *m, LLVMValueRef d) {
+  LLVMValueRef y = bits_to_float(m, LLVMBuildSub(m->b, I(m, 0x7ef311c3), float_to_bits(m, d), ""));
+  for (int i = 0; i < 3; i++) y = fma3(m, y, fma3(m, LLVMBuildFNeg(m->b, d, ""), y, C(m, 1.0)), y);
+  return y;
+}
+
 static LLVMValueRef tanh_f32(mb *m, LLVMValueRef x) {
   LLVMValueRef ax = intr1(m, "llvm.fabs", x);
   LLVMValueRef z = mul(m, x, x);
   static const double p[] = {-5.70498872745E-3, 2.06390887954E-2, -5.37397155531E-2,
                              1.33314422036E-1, -3.33332819422E-1};
   LLVMValueRef small = fma3(m, mul(m, x, z), horner(m, z, p, 5), x);
-  LLVMValueRef e = exp_f32(m, add(m, ax, ax));
-  LLVMValueRef big = sub(m, C(m, 1.0), m_div(m, C(m, 2.0), add(m, e, C(m, 1.0))));
+  /* tanh(9) rounds to 1 */
+  LLVMValueRef a9 = vmin(m, ax, C(m, 9.0));
+  LLVMValueRef e = exp_bounded(m, add(m, a9, a9));
+  LLVMValueRef big = sub(m, C(m, 1.0), mul(m, C(m, 2.0), recip(m, add(m, e, C(m, 1.0)))));
   big = m_copysign(m, big, x);
-  return sel(m, fcmp(m, LLVMRealOLT, ax, C(m, 0.625)), small, big);
+  return keep_nan(m, x, sel(m, fcmp(m, LLVMRealOLT, ax, C(m, 0.625)), small, big));
 }
 
 static LLVMValueRef sigmoid_f32(mb *m, LLVMValueRef x) {
-  LLVMValueRef e = exp_f32(m, LLVMBuildFNeg(m->b, x, ""));
-  return m_div(m, C(m, 1.0), add(m, C(m, 1.0), e));
+  LLVMValueRef t = vmax(m, LLVMBuildFNeg(m->b, intr1(m, "llvm.fabs", x), ""), C(m, -87.0));
+  LLVMValueRef e = exp_bounded(m, t); /* in (0, 1] */
+  LLVMValueRef r = recip(m, add(m, C(m, 1.0), e));
+  return keep_nan(m, x, sel(m, fcmp(m, LLVMRealOLT, x, C(m, 0.0)), mul(m, e, r), r));
 }
 
 static LLVMValueRef erf_f32(mb *m, LLVMValueRef x) {
@@ -140,13 +178,14 @@ static LLVMValueRef erf_f32(mb *m, LLVMValueRef x) {
                                   -3.7612638903183754e-1, 1.1283791670955126};
   LLVMValueRef z = mul(m, x, x);
   LLVMValueRef small = mul(m, x, horner(m, z, taylor, 6));
-  /* A&S 7.1.26 */
-  LLVMValueRef t = m_div(m, C(m, 1.0), fma3(m, ax, C(m, 0.3275911), C(m, 1.0)));
+  /* A&S 7.1.26; erf(9) rounds to 1 */
+  LLVMValueRef a9 = vmin(m, ax, C(m, 9.0));
+  LLVMValueRef t = recip(m, fma3(m, a9, C(m, 0.3275911), C(m, 1.0)));
   static const double as[] = {1.061405429, -1.453152027, 1.421413741, -0.284496736, 0.254829592};
   LLVMValueRef poly = mul(m, t, horner(m, t, as, 5));
-  LLVMValueRef e = exp_f32(m, LLVMBuildFNeg(m->b, mul(m, ax, ax), ""));
+  LLVMValueRef e = exp_bounded(m, LLVMBuildFNeg(m->b, mul(m, a9, a9), ""));
   LLVMValueRef big = m_copysign(m, fma3(m, LLVMBuildFNeg(m->b, poly, ""), e, C(m, 1.0)), x);
-  return sel(m, fcmp(m, LLVMRealOLT, ax, C(m, 0.5)), small, big);
+  return keep_nan(m, x, sel(m, fcmp(m, LLVMRealOLT, ax, C(m, 0.5)), small, big));
 }
 
 LLVMValueRef kn_cg_math(kn_cg_fn *f, kn_fn fn, LLVMValueRef *args, int n_args) {
