@@ -11,10 +11,13 @@
  * Pool: one per artifact (the state below is hidden), created on first use or
  * by set_threads. Default size: $KILN_NUM_THREADS, else the CPUs this process
  * may run on, at most 64. A step is published by bumping `generation`;
- * workers spin briefly, then sleep on a condition variable; the caller waits
- * for `pending` to reach zero the same way. $KILN_SPIN=always (read when the
- * pool starts) keeps them spinning: no wake-up latency after an idle gap, at
- * the price of busy cores (kiln tune's cold timing sets it: a worker woken
+ * workers spin for up to KN_RT_SPIN_US (1 ms), then sleep on a condition
+ * variable; the caller waits for `pending` to reach zero the same way. A
+ * shorter bound (64 us) let a VM's workers fall asleep inside a run after any
+ * idle gap, and each wake-up of a halted virtual CPU cost more than the kernel
+ * it started (docs/abi.md). $KILN_SPIN (read when the pool starts) sets the
+ * bound in microseconds, or "always" keeps them spinning: no wake-up latency
+ * after an idle gap, at the price of busy cores (kiln tune's cold timing sets it: a worker woken
  * after each cache sweep cost a small kernel more than the kernel did).
  * `run_lock` serialises runs and resizes, so concurrent P_run calls (with
  * distinct workspaces) are safe.
@@ -36,7 +39,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#define SPIN_ROUNDS 4000
+#ifndef KN_RT_SPIN_US
+#define KN_RT_SPIN_US 1000
+#endif
 
 typedef struct pool {
   pthread_mutex_t run_lock; /* one run / resize at a time */
@@ -45,7 +50,7 @@ typedef struct pool {
   int nthreads; /* including the calling thread; 0 = not started */
   int nworkers;
   pid_t pid; /* process that started the workers (a fork child has none) */
-  int spin_rounds; /* before sleeping; -1: never sleep ($KILN_SPIN=always) */
+  int64_t spin_ns; /* spin this long before sleeping; -1: never sleep ($KILN_SPIN) */
   pthread_t workers[KN_RT_MAX_THREADS];
   unsigned start_generation;
   atomic_uint generation;
@@ -81,6 +86,37 @@ static inline int64_t now_ns(void) {
   return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* Spinning before sleeping, bounded in time rather than in pause
+ * instructions (a pause takes ~16 ns on one x86 and ~140 cycles on another).
+ * The clock is read every 32 pauses. */
+typedef struct spin_clock {
+  int64_t until; /* 0: not started */
+  int n;
+} spin_clock;
+
+static inline bool keep_spinning(const pool *p, spin_clock *sc) {
+  if (p->spin_ns < 0) {
+    cpu_relax();
+    return true;
+  }
+  if (sc->until == 0) sc->until = now_ns() + p->spin_ns;
+  if ((++sc->n & 31) == 0 && now_ns() >= sc->until) return false;
+  cpu_relax();
+  return true;
+}
+
+/* $KILN_SPIN: "always" (never sleep), a number of microseconds, else the
+ * default KN_RT_SPIN_US. */
+static int64_t spin_ns_from_env(void) {
+  const char *s = getenv("KILN_SPIN");
+  if (!s || !*s) return (int64_t)KN_RT_SPIN_US * 1000;
+  if (!strcmp(s, "always")) return -1;
+  char *end;
+  long v = strtol(s, &end, 10);
+  if (*end || v < 0 || v > 10000000) return (int64_t)KN_RT_SPIN_US * 1000;
+  return (int64_t)v * 1000;
+}
+
 /* Runs task `task` of the published step, timing it when profiling. */
 static inline void run_task(pool *p, int64_t task) {
   kiln_prof_event *ev = p->prof;
@@ -101,12 +137,9 @@ static void *worker_main(void *arg) {
   unsigned seen = p->start_generation;
   for (;;) {
     unsigned g;
-    int spins = 0;
+    spin_clock sc = {0};
     while ((g = atomic_load(&p->generation)) == seen && !atomic_load(&p->stop)) {
-      if (p->spin_rounds < 0 || ++spins < p->spin_rounds) {
-        cpu_relax();
-        continue;
-      }
+      if (keep_spinning(p, &sc)) continue;
       pthread_mutex_lock(&p->lock);
       atomic_fetch_add(&p->sleepers, 1);
       while (atomic_load(&p->generation) == seen && !atomic_load(&p->stop))
@@ -146,8 +179,7 @@ static int pool_start(pool *p, int n) {
   if (have_attr) pthread_attr_setstacksize(&attr, (size_t)8 << 20);
   p->start_generation = atomic_load(&p->generation);
   p->pid = getpid();
-  const char *spin = getenv("KILN_SPIN");
-  p->spin_rounds = spin && !strcmp(spin, "always") ? -1 : SPIN_ROUNDS;
+  p->spin_ns = spin_ns_from_env();
   p->nworkers = 0;
   for (int i = 1; i < n; i++) {
     if (pthread_create(&p->workers[p->nworkers], have_attr ? &attr : NULL, worker_main,
@@ -195,12 +227,9 @@ static void run_parallel(pool *p, kiln_kernel_fn fn, void *const *args, int64_t 
     pthread_mutex_unlock(&p->lock);
   }
   run_task(p, 0);
-  int spins = 0;
+  spin_clock sc = {0};
   while (atomic_load(&p->pending) != 0) {
-    if (p->spin_rounds < 0 || ++spins < p->spin_rounds) {
-      cpu_relax();
-      continue;
-    }
+    if (keep_spinning(p, &sc)) continue;
     pthread_mutex_lock(&p->lock);
     while (atomic_load(&p->pending) != 0) pthread_cond_wait(&p->done, &p->lock);
     pthread_mutex_unlock(&p->lock);
