@@ -113,9 +113,11 @@ void kn_at_log_free(kn_at_log *log);
 /* Best OK record for a key, or NULL: the fastest cold-timed one, else
  * (a key with only warm-timed records) the fastest warm one; the two are
  * never compared, warm times being the faster for the same schedule. Among
- * records timed the same way, a key's confirm records, where it has any,
- * decide: they timed the default and the search's best in turns, while the
- * search's best is the luckiest of many single timings. */
+ * records timed the same way, a key's confirm records decide where they
+ * cover two schedules: they timed the default and the search's best in
+ * turns, while the search's best is the luckiest of many single timings.
+ * (A later session's find counts once a session confirms it: the confirm
+ * phase always compares the search's best over all records.) */
 const kn_at_record *kn_at_log_best(const kn_at_log *log, const char *key);
 /* Whether (key, trace) has a record (any status). */
 bool kn_at_log_has(const kn_at_log *log, const char *key, const char *trace);

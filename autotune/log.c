@@ -131,17 +131,30 @@ void kn_at_log_free(kn_at_log *log) {
   memset(log, 0, sizeof *log);
 }
 
-const kn_at_record *kn_at_log_best(const kn_at_log *log, const char *key) {
-  const kn_at_record *best = NULL;
-  for (int warm = 0; warm < 2 && !best; warm++)
-    for (int confirm = 1; confirm >= 0 && !best; confirm--)
-      for (int i = 0; i < log->n; i++) {
-        const kn_at_record *r = &log->records[i];
-        if (r->status == KN_AT_OK && r->warm == warm && r->confirm == confirm && !strcmp(r->key, key) &&
-            (!best || r->seconds < best->seconds))
-          best = r;
-      }
+/* The fastest OK record of key timed warm / cold, among confirm records or
+ * the others; NULL if none. `*traces`: whether two traces have such records. */
+static const kn_at_record *fastest(const kn_at_log *log, const char *key, bool warm, bool confirm, bool *traces) {
+  const kn_at_record *best = NULL, *first = NULL;
+  *traces = false;
+  for (int i = 0; i < log->n; i++) {
+    const kn_at_record *r = &log->records[i];
+    if (r->status != KN_AT_OK || r->warm != warm || r->confirm != confirm || strcmp(r->key, key)) continue;
+    if (!first) first = r;
+    else if (strcmp(r->trace, first->trace)) *traces = true;
+    if (!best || r->seconds < best->seconds) best = r;
+  }
   return best;
+}
+
+const kn_at_record *kn_at_log_best(const kn_at_log *log, const char *key) {
+  for (int warm = 0; warm < 2; warm++) {
+    bool two = false, unused;
+    const kn_at_record *c = fastest(log, key, warm, true, &two);
+    if (c && two) return c; /* a confirm round compared two schedules */
+    const kn_at_record *best = fastest(log, key, warm, false, &unused);
+    if (best) return best;
+  }
+  return NULL;
 }
 
 bool kn_at_log_has(const kn_at_log *log, const char *key, const char *trace) {

@@ -238,7 +238,8 @@ static int run_defaults(session *S, kn_arena *A, kn_diag *d) {
     /* resume: the baseline of the first session keeps the budget split stable */
     for (int r = 0; r < S->log.n; r++) {
       const kn_at_record *rec = &S->log.records[r];
-      if (rec->status == KN_AT_OK && rec->is_default && !strcmp(rec->key, T->key) && !strcmp(rec->trace, trace))
+      if (rec->status == KN_AT_OK && rec->is_default && !rec->confirm && !strcmp(rec->key, T->key) &&
+          !strcmp(rec->trace, trace))
         T->default_s = rec->seconds;
     }
     if (!kn_at_log_has(&S->log, T->key, trace)) {
@@ -473,39 +474,51 @@ static const kn_at_record *search_best(const session *S, const char *key) {
   return best;
 }
 
-/* Times T's default and its search's best again, in turns; false when the
- * task has nothing to compare (its best is its default) or a build fails. */
-static bool confirm_task(session *S, int ti, kn_at_job jobs[2], kn_diag *d, int *rc) {
+/* Times T's default and its search's best again, in turns; returns the
+ * rounds done (both timed), 0 when the task has nothing to compare (its best
+ * is its default) or a build fails. */
+static int confirm_task(session *S, int ti, kn_at_job jobs[2], kn_diag *d, int *rc) {
   task *T = &S->tasks[ti];
   const kn_at_record *best = search_best(S, T->key);
   char dtrace[4096];
   kn_at_trace_write(&T->shape.dflt, dtrace, sizeof dtrace);
-  if (!best || !strcmp(best->trace, dtrace)) return false;
+  if (!best || !strcmp(best->trace, dtrace)) return 0;
   kn_schedule sch[2] = {T->shape.dflt};
   kn_diag pd;
   kn_diag_init(&pd);
   bool parsed = kn_at_trace_parse(best->trace, &sch[1], &pd) == 0;
   kn_diag_free(&pd);
-  if (!parsed) return false;
+  if (!parsed) return 0;
   char so[2][320], ref[320];
   path_of(S, ti, 0, "ref", ref, sizeof ref);
+  bool one_worker = S->o->build_workers <= 1;
   for (int k = 0; k < 2; k++) {
     path_of(S, ti, k + 1, "so", so[k], sizeof so[k]);
     kn_at_build_start(&jobs[k], graph_of(S, T), group_of(S, T), S->t, k ? &sch[1] : NULL, so[k],
                       S->o->measure.build_timeout);
+    if (one_worker) kn_at_jobs_wait(&jobs[k], 1, S->o->stop);
   }
-  kn_at_jobs_wait(jobs, 2, S->o->stop);
-  bool built = jobs[0].result.status == KN_AT_OK && jobs[1].result.status == KN_AT_OK;
-  for (int r = 0; built && r < S->o->confirm_rounds && !(S->o->stop && *S->o->stop) && *rc == 0; r++)
-    for (int k = 0; k < 2 && *rc == 0; k++) {
+  if (!one_worker) kn_at_jobs_wait(jobs, 2, S->o->stop);
+  int rounds = 0;
+  bool go = jobs[0].result.status == KN_AT_OK && jobs[1].result.status == KN_AT_OK;
+  while (go && rounds < S->o->confirm_rounds && !(S->o->stop && *S->o->stop) && *rc == 0) {
+    /* a round is appended only whole, so that an interrupted one cannot
+     * leave the default alone in the confirm records */
+    kn_at_result res[2];
+    for (int k = 0; k < 2 && go; k++) {
       kn_at_job run;
       kn_at_run_start(&run, so[k], ref, false, &S->measure, KN_AT_FAULT_NONE);
       kn_at_jobs_wait(&run, 1, S->o->stop);
-      if ((int)run.result.status == KN_AT_INTERRUPTED) break;
-      if (record_as(S, T, &sch[k], &run.result, k == 0, true, d) < 0) *rc = -1;
+      res[k] = run.result;
+      go = res[k].status == KN_AT_OK;
     }
+    if (!go) break;
+    for (int k = 0; k < 2 && *rc == 0; k++)
+      if (record_as(S, T, &sch[k], &res[k], k == 0, true, d) < 0) *rc = -1;
+    rounds++;
+  }
   for (int k = 0; k < 2; k++) unlink(so[k]);
-  return built;
+  return rounds;
 }
 
 static int confirm(session *S, kn_arena *A, kn_diag *d) {
@@ -515,7 +528,7 @@ static int confirm(session *S, kn_arena *A, kn_diag *d) {
   int rc = 0;
   for (int i = 0; i < S->n_tasks && rc == 0 && !(S->o->stop && *S->o->stop); i++) {
     task *T = &S->tasks[i];
-    if (!T->ok || !confirm_task(S, i, jobs, d, &rc)) continue;
+    if (!T->ok || confirm_task(S, i, jobs, d, &rc) == 0) continue;
     S->sum->confirmed++;
     const kn_at_record *best = kn_at_log_best(&S->log, T->key);
     char dtrace[4096];

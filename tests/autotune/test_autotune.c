@@ -531,7 +531,8 @@ static void test_log(void **state) {
 }
 
 /* A key's confirm records decide its best, even against a lower single
- * timing of the search; "confirm" survives the round trip through the file. */
+ * timing of the search, once they cover two schedules; "confirm" survives
+ * the round trip through the file. */
 static void test_log_confirm(void **state) {
   (void)state;
   char path[] = "/tmp/kn_test_logc_XXXXXX";
@@ -541,6 +542,8 @@ static void test_log_confirm(void **state) {
   fputs(record_line("T", "k1", "ok", 2e-3), f); /* the default, timed once */
   fputs(record_line("T", "k1", "ok", 5e-4), f); /* the search's lucky best */
   fputs(record_line("T", "k2", "ok", 7e-4), f); /* a key never confirmed */
+  fputs(record_line("T", "k3", "ok", 2e-3), f); /* a confirm round cut short: */
+  fputs(record_line("T", "k3", "ok", 5e-4), f); /* only the default got timed again */
   fclose(f);
   kn_at_log log;
   kn_diag d;
@@ -552,19 +555,27 @@ static void test_log_confirm(void **state) {
   c.seconds = 9e-4; /* the default, timed again */
   FILE *af = fopen(path, "a");
   assert_int_equal(kn_at_log_append(af, &c, &d), 0);
-  c.is_default = false;
+  c = log.records[1];
+  c.confirm = true;
   c.seconds = 1.1e-3; /* the search's best, timed again */
+  assert_int_equal(kn_at_log_append(af, &c, &d), 0);
+  c = log.records[3];
+  c.confirm = true;
+  c.is_default = true;
+  c.seconds = 1e-3;
   assert_int_equal(kn_at_log_append(af, &c, &d), 0);
   fclose(af);
   kn_at_log again;
   assert_int_equal(kn_at_log_load(path, "T", false, NULL, &again, &d), 0);
-  assert_int_equal(again.n, 5);
-  assert_true(again.records[3].confirm && again.records[4].confirm && !again.records[1].confirm);
+  assert_int_equal(again.n, 8);
+  assert_true(again.records[5].confirm && again.records[6].confirm && !again.records[1].confirm);
   const kn_at_record *best = kn_at_log_best(&again, "k1");
   assert_non_null(best);
   assert_true(best->confirm && best->is_default && fabs(best->seconds - 9e-4) < 1e-12);
   best = kn_at_log_best(&again, "k2");
   assert_true(best && !best->confirm && fabs(best->seconds - 7e-4) < 1e-12);
+  best = kn_at_log_best(&again, "k3"); /* one schedule confirmed: the search's best stands */
+  assert_true(best && !best->confirm && fabs(best->seconds - 5e-4) < 1e-12);
   kn_at_log_free(&again);
   kn_at_log_free(&log);
   kn_diag_free(&d);
