@@ -13,8 +13,8 @@
  *   erf:  Taylor polynomial for |x| < 0.5, else Abramowitz-Stegun 7.1.26
  *         (|error| <= 1.5e-7) with the inline exp.
  *   Absolute error of tanh / sigmoid / erf <= 1e-6 over all floats; large |x|
- *   saturates, inf and NaN follow libm (sigmoid below -87 gives e^-87, not
- *   the subnormal). These three clamp their arguments to where exp needs no
+ *   saturates, inf and NaN follow libm, except that sigmoid below -87
+ *   (-inf included) gives e^-87 ~ 1.6e-38, not the subnormal or 0. These three clamp their arguments to where exp needs no
  *   range handling (exp_bounded) and divide with a Newton reciprocal: a
  *   vector division costs as much as the rest of the function (vdivps zmm
  *   issues once per ~10 cycles), and SiLU / GELU epilogues run it per output.
@@ -155,9 +155,9 @@ static LLVMValueRef tanh_f32(mb *m, LLVMValueRef x) {
   static const double p[] = {-5.70498872745E-3, 2.06390887954E-2, -5.37397155531E-2,
                              1.33314422036E-1, -3.33332819422E-1};
   LLVMValueRef small = fma3(m, mul(m, x, z), horner(m, z, p, 5), x);
-  /* tanh(9) rounds to 1 */
-  LLVMValueRef a9 = vmin(m, ax, C(m, 9.0));
-  LLVMValueRef e = exp_bounded(m, add(m, a9, a9));
+  /* tanh(10) rounds to 1 (tanh(9) does not: 1 - 3.05e-8) */
+  LLVMValueRef a10 = vmin(m, ax, C(m, 10.0));
+  LLVMValueRef e = exp_bounded(m, add(m, a10, a10));
   LLVMValueRef big = sub(m, C(m, 1.0), mul(m, C(m, 2.0), recip(m, add(m, e, C(m, 1.0)))));
   big = m_copysign(m, big, x);
   return keep_nan(m, x, sel(m, fcmp(m, LLVMRealOLT, ax, C(m, 0.625)), small, big));

@@ -91,7 +91,7 @@ static inline int64_t now_ns(void) {
  * The clock is read every 32 pauses. */
 typedef struct spin_clock {
   int64_t until; /* 0: not started */
-  int n;
+  unsigned n;
 } spin_clock;
 
 static inline bool keep_spinning(const pool *p, spin_clock *sc) {
