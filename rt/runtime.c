@@ -11,7 +11,8 @@
  * Pool: one per artifact (the state below is hidden), created on first use or
  * by set_threads. Default size: $KILN_NUM_THREADS, else the CPUs this process
  * may run on, at most 64. A step is published by bumping `generation`;
- * workers spin for up to KN_RT_SPIN_US (1 ms), then sleep on a condition
+ * workers spin for up to KN_RT_SPIN_US (1 ms; pausing, then yielding: see
+ * keep_spinning), then sleep on a condition
  * variable; the caller waits for `pending` to reach zero the same way. A
  * shorter bound (64 us) let a VM's workers fall asleep inside a run after any
  * idle gap, and each wake-up of a halted virtual CPU cost more than the kernel
@@ -87,11 +88,16 @@ static inline int64_t now_ns(void) {
 }
 
 /* Spinning before sleeping, bounded in time rather than in pause
- * instructions (a pause takes ~16 ns on one x86 and ~140 cycles on another).
- * The clock is read every 32 pauses. */
+ * instructions (a pause takes ~16 ns on one x86 and ~140 cycles on another):
+ * pauses for the first KN_RT_PAUSE_US, then sched_yield until the bound, so
+ * that on a machine with more runnable threads than CPUs the thread being
+ * waited for gets the CPU, while an idle CPU stays awake (a yield with
+ * nothing else to run returns at once). The clock is read every 32 pauses. */
+#define KN_RT_PAUSE_US 50
 typedef struct spin_clock {
-  int64_t until; /* 0: not started */
+  int64_t start, until; /* until == 0: not started */
   unsigned n;
+  bool yielding;
 } spin_clock;
 
 static inline bool keep_spinning(const pool *p, spin_clock *sc) {
@@ -99,8 +105,20 @@ static inline bool keep_spinning(const pool *p, spin_clock *sc) {
     cpu_relax();
     return true;
   }
-  if (sc->until == 0) sc->until = now_ns() + p->spin_ns;
-  if ((++sc->n & 31) == 0 && now_ns() >= sc->until) return false;
+  if (sc->until == 0) {
+    sc->start = now_ns();
+    sc->until = sc->start + p->spin_ns;
+  }
+  if (sc->yielding) {
+    if (now_ns() >= sc->until) return false;
+    sched_yield();
+    return true;
+  }
+  if ((++sc->n & 31) == 0) {
+    int64_t t = now_ns();
+    if (t >= sc->until) return false;
+    sc->yielding = t - sc->start >= (int64_t)KN_RT_PAUSE_US * 1000;
+  }
   cpu_relax();
   return true;
 }
