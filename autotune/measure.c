@@ -255,10 +255,7 @@ static void run_child(int fd, const char *so_path, const char *ref_path, bool wr
   if (o->runner) run_remote(fd, so_path, ref_path, write_ref, o, fault, &m);
   kn_diag d;
   kn_diag_init(&d);
-  /* cold timing sweeps the caches between runs: the pool's workers would
-   * fall asleep meanwhile and each timed run would pay their wake-up, which
-   * a kernel inside a model, started right after the last, does not */
-  if (!o->warm) setenv("KILN_SPIN", "always", 1);
+  setenv("KILN_SPIN", "always", 1); /* measure_util.h, KN_AT_SETTLE_S */
   kn_loader l;
   if (kn_loader_open(so_path, &l, &d) < 0) {
     set_detail(&m.result, &d, "cannot load the artifact");
@@ -320,12 +317,15 @@ static void run_child(int fd, const char *so_path, const char *ref_path, bool wr
       child_exit(fd, &m);
     }
   }
-  /* timing: `ns` samples of `reps` runs each, the median per run. Warm:
-   * reps calibrated to last min_repeat_s. Cold: single runs, each after the
-   * constants were evicted (cold_caches), and three times the samples */
+  /* timing, after KN_AT_SETTLE_S of runs: `ns` samples of `reps` runs
+   * each, the median per run. Warm: reps calibrated to last min_repeat_s.
+   * Cold: single runs, each after the constants were evicted (cold_caches),
+   * and three times the samples */
   cold_caches cc = {.sweep = o->sweep, .sweep_bytes = o->sweep ? o->sweep_bytes : 0};
   long reps = 1;
   int ns;
+  for (double until = kn_at_now() + KN_AT_SETTLE_S; kn_at_now() < until;)
+    kn_loader_run(&l, (const void *const *)ins, outs, ws, batch, &d);
   if (o->warm) {
     double t0 = kn_at_now();
     kn_loader_run(&l, (const void *const *)ins, outs, ws, batch, &d);

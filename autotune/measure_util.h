@@ -61,6 +61,19 @@ static inline double kn_at_compare(const void *got, const void *ref, kn_dtype dt
   return max_err / max_ref;
 }
 
+/* Both run children time a candidate the same way around its samples:
+ *  - the pool's workers spin without sleeping ($KILN_SPIN=always, set before
+ *    the artifact's pool starts): a kernel inside a model starts right after
+ *    the last one, while a worker that had gone to sleep between cold runs,
+ *    or yielded its CPU, would charge its wake-up to the kernel;
+ *  - KN_AT_SETTLE_S of untimed runs first. In a fresh process the scheduler
+ *    may start the pool's threads on one CPU; until it moves one, each step
+ *    waits for the other thread's turn. On the 2-core development VM that
+ *    added ~0.1 ms to half of efficientnet_b0's sub-10-us kernels and
+ *    doubled the sum of its defaults (6.8 -> 12.4 ms); 20 ms of runs cured
+ *    it (docs/autotune.md, "Measurement"). */
+#define KN_AT_SETTLE_S 0.02
+
 /* qsort order of timing samples. */
 static inline int kn_at_cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;

@@ -60,6 +60,7 @@ _Noreturn void kn_runner_measure_child(int fd, const char *so_path, const unsign
   int threads = rq->threads;
   kn_elf_image img;
   char why[200];
+  setenv("KILN_SPIN", "always", 1); /* measure_util.h, KN_AT_SETTLE_S */
   if (rq->self_load && kn_runner_elf_load(so, (size_t)rq->so_bytes, &img, why, sizeof why) == 0) {
     l.art = img.art;
     if (l.art->abi_version != KILN_ABI_VERSION) fail(fd, &o, "load", "another artifact ABI version");
@@ -125,7 +126,10 @@ _Noreturn void kn_runner_measure_child(int fd, const char *so_path, const unsign
       fail(fd, &o, "wrong", msg);
     }
   }
-  /* timing: calibrate the repeats per sample, then the median sample */
+  /* timing (measure_util.h, KN_AT_SETTLE_S): settle, calibrate the repeats
+   * per sample, then the median sample */
+  for (double until = now_s() + KN_AT_SETTLE_S; now_s() < until;)
+    kn_loader_run(&l, (const void *const *)ins, outs, ws, batch, &d);
   double t0 = now_s();
   kn_loader_run(&l, (const void *const *)ins, outs, ws, batch, &d);
   double once = now_s() - t0;
