@@ -210,14 +210,16 @@ def tvm_peer_call(python, argv, log, env=None):
         os.unlink(result)
 
 
-def bench_tvm(python, lib, feeds, threads, warmup, repeats, tmp, log):
-    """Times TVM's library in a fresh process with TVM_NUM_THREADS=threads."""
+def bench_tvm(python, lib, feeds, threads, warmup, repeats, rounds, tmp, log):
+    """Times TVM's library in a fresh process with TVM_NUM_THREADS=threads, in
+    `rounds` turns after a SETTLE_S pause each, as time_interleaved times the others."""
     inputs = os.path.join(tmp, "tvm_in.npz")
     np.savez(inputs, *feeds.values())  # graph-input order, as TVM's main takes them
     outputs = os.path.join(tmp, f"tvm_out_t{threads}.npz")
     env = dict(os.environ, TVM_NUM_THREADS=str(threads))
     r = tvm_peer_call(python, ["run", lib, "--inputs", inputs, "--threads", str(threads),
                                "--warmup", str(warmup), "--repeats", str(repeats),
+                               "--rounds", str(rounds), "--settle", str(SETTLE_S),
                                "--outputs", outputs], log, env)
     with np.load(outputs) as z:
         outs = [z[k] for k in z.files]
@@ -377,9 +379,11 @@ def main(argv=None):
                                tuned_peak_frac=flops / (tuned[0] * 1e6) / peak if peak else None)
                 if tvm_lib:
                     try:
+                        # the turns of time_interleaved (ctypes), back to back as the CLI's --bench
+                        t_rounds = args.rounds if args.mode == "ctypes" else 1
                         t_med, t_p90, t_n, t_outs = bench_tvm(args.tvm_python, tvm_lib, feeds, t,
-                                                              args.warmup, args.repeats, tmp,
-                                                              tvm_log)
+                                                              args.warmup, args.repeats, t_rounds,
+                                                              tmp, tvm_log)
                         row.update(tvm_ms=t_med, tvm_p90_ms=t_p90, tvm_repeats=t_n,
                                    kiln_tvm=k_med / t_med, tvm_err=max_err(t_outs, o_outs))
                     except RuntimeError as e:

@@ -185,8 +185,11 @@ def build(model_path, work_dir, trials, per_task, num_cores, mcpu=None, timeout_
     return info
 
 
-def run(lib, inputs_npz, threads, warmup, repeats, outputs_npz=None, max_s=60.0):
-    """Times main on the inputs; TVM_NUM_THREADS must be set before this process starts."""
+def run(lib, inputs_npz, threads, warmup, repeats, outputs_npz=None, max_s=60.0, rounds=1, settle_s=0.0):
+    """Times main on the inputs; TVM_NUM_THREADS must be set before this process starts.
+    The timed calls come in `rounds` turns, each after a `settle_s` pause and one
+    untimed call: the turn pattern bench.py's time_interleaved gives Kiln and ORT,
+    so that TVM, timed in its own process, does not alone run back to back."""
     import tvm
     from tvm import relax
     if os.environ.get("TVM_NUM_THREADS") != str(threads):
@@ -214,16 +217,23 @@ def run(lib, inputs_npz, threads, warmup, repeats, outputs_npz=None, max_s=60.0)
     for _ in range(warmup):
         call()
     times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - t0)
+    rounds = max(1, min(rounds, repeats))
+    for r in range(rounds):
+        n = repeats // rounds + (1 if r < repeats % rounds else 0)
+        if settle_s > 0:
+            time.sleep(settle_s)
+            call()
+        for _ in range(n):
+            t0 = time.perf_counter()
+            call()
+            times.append(time.perf_counter() - t0)
     ms = np.asarray(times) * 1e3
     outs = [o.numpy() for o in outs]
     if outputs_npz:
         np.savez(outputs_npz, *outs)
     return {"median_ms": float(np.median(ms)), "p90_ms": float(np.percentile(ms, 90)),
-            "threads": threads, "warmup": warmup, "repeats": repeats, "outputs": len(outs)}
+            "threads": threads, "warmup": warmup, "repeats": repeats, "rounds": rounds,
+            "outputs": len(outs)}
 
 
 def main(argv=None):
@@ -248,6 +258,10 @@ def main(argv=None):
     r.add_argument("--warmup", type=int, default=5)
     r.add_argument("--repeats", type=int, default=50)
     r.add_argument("--outputs", default=None, help="write the outputs to this .npz")
+    r.add_argument("--rounds", type=int, default=1,
+                   help="time the calls in this many turns (default 1: back to back)")
+    r.add_argument("--settle", type=float, default=0.0,
+                   help="seconds of pause, then one untimed call, before each turn (default 0)")
     r.add_argument("--max-seconds", type=float, default=60.0,
                    help="when warmup+repeats calls would take longer, drop the warm-up and "
                         "time fewer calls (at least 3); the JSON says how many")
@@ -265,7 +279,7 @@ def main(argv=None):
                         args.num_cores, args.mcpu, args.timeout), args.result)
         else:
             _emit(run(args.lib, args.inputs, args.threads, args.warmup, args.repeats,
-                      args.outputs, args.max_seconds), args.result)
+                      args.outputs, args.max_seconds, args.rounds, args.settle), args.result)
     except ImportError as e:
         print(f"tvm_peer: TVM is not importable: {e}", file=sys.stderr)
         return 3
