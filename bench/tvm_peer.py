@@ -211,8 +211,9 @@ def run(lib, inputs_npz, threads, warmup, repeats, outputs_npz=None, max_s=60.0,
     outs = [out] if isinstance(out, tvm.runtime.Tensor) else list(out)
     # an untuned TVM library can take many seconds per call (43 s for matmul1024):
     # cap warm-up + timed runs at ~max_s, judged by the first call
-    if per_call * (warmup + repeats) > max_s:
-        warmup = 0
+    capped = per_call * (warmup + repeats) > max_s
+    if capped:  # nor turns, each with an untimed call
+        warmup, rounds = 0, 1
         repeats = max(3, min(repeats, int(max_s / max(per_call, 1e-9))))
     for _ in range(warmup):
         call()
@@ -220,7 +221,7 @@ def run(lib, inputs_npz, threads, warmup, repeats, outputs_npz=None, max_s=60.0,
     rounds = max(1, min(rounds, repeats))
     for r in range(rounds):
         n = repeats // rounds + (1 if r < repeats % rounds else 0)
-        if settle_s > 0:
+        if settle_s > 0 and not capped:
             time.sleep(settle_s)
             call()
         for _ in range(n):
