@@ -317,19 +317,16 @@ static void run_child(int fd, const char *so_path, const char *ref_path, bool wr
       child_exit(fd, &m);
     }
   }
-  /* timing, after KN_AT_SETTLE_S of runs: `ns` samples of `reps` runs
-   * each, the median per run. Warm: reps calibrated to last min_repeat_s.
+  /* timing, after KN_AT_SETTLE_S of runs (kn_at_settle): `ns` samples of
+   * `reps` runs each, the median per run. Warm: reps calibrated by the settle
+   * runs to last min_repeat_s.
    * Cold: single runs, each after the constants were evicted (cold_caches),
    * and three times the samples */
   cold_caches cc = {.sweep = o->sweep, .sweep_bytes = o->sweep ? o->sweep_bytes : 0};
   long reps = 1;
   int ns;
-  for (double until = kn_at_now() + KN_AT_SETTLE_S; kn_at_now() < until;)
-    kn_loader_run(&l, (const void *const *)ins, outs, ws, batch, &d);
+  double once = kn_at_settle(&l, (const void *const *)ins, outs, ws, batch, &d, kn_at_now);
   if (o->warm) {
-    double t0 = kn_at_now();
-    kn_loader_run(&l, (const void *const *)ins, outs, ws, batch, &d);
-    double once = kn_at_now() - t0;
     reps = once > 0 ? (long)(o->min_repeat_s / once) + 1 : 1000;
     if (reps > 100000) reps = 100000;
     ns = o->samples < 1 ? 1 : o->samples > 64 ? 64 : o->samples;

@@ -1,8 +1,8 @@
 /* measure_util.h — what both halves of a measurement share: the local one
  * (autotune/measure.c) and the one on a board (runner/measure_child.c, which
  * is built without kiln's libraries, hence header-only): deterministic random
- * inputs, the output check against the default schedule, and the ordering of
- * timing samples. */
+ * inputs, the output check against the default schedule, the settle runs
+ * before timing, and the ordering of timing samples. */
 #ifndef KN_AT_MEASURE_UTIL_H
 #define KN_AT_MEASURE_UTIL_H
 
@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "../ir/base.h"
+#include "../rt/loader.h"
 
 static inline uint64_t kn_at_next_rand(uint64_t *x) {
   *x ^= *x << 13;
@@ -73,6 +74,20 @@ static inline double kn_at_compare(const void *got, const void *ref, kn_dtype dt
  *    doubled the sum of its defaults (6.8 -> 12.4 ms); 20 ms of runs cured
  *    it (docs/autotune.md, "Measurement"). */
 #define KN_AT_SETTLE_S 0.02
+
+/* Runs the candidate untimed for KN_AT_SETTLE_S (at least once); returns
+ * the mean seconds per run, which calibrates the repeats of a sample. */
+static inline double kn_at_settle(const kn_loader *l, const void *const *ins, void *const *outs, void *ws,
+                                  int64_t batch, kn_diag *d, double (*now)(void)) {
+  double start = now(), t = start;
+  long runs = 0;
+  do {
+    kn_loader_run(l, ins, outs, ws, batch, d);
+    runs++;
+    t = now();
+  } while (t < start + KN_AT_SETTLE_S);
+  return (t - start) / (double)runs;
+}
 
 /* qsort order of timing samples. */
 static inline int kn_at_cmp_double(const void *a, const void *b) {

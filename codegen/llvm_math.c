@@ -14,8 +14,9 @@
  *         (|error| <= 1.5e-7) with the inline exp.
  *   Absolute error of tanh / sigmoid / erf <= 1e-6 over all floats; large |x|
  *   saturates, inf and NaN follow libm, except that sigmoid below -87
- *   (-inf included) gives e^-87 ~ 1.6e-38, not the subnormal or 0. These three clamp their arguments to where exp needs no
- *   range handling (exp_bounded) and divide with a Newton reciprocal: a
+ *   (-inf included) gives e^-87 ~ 1.6e-38, not the subnormal or 0. These
+ *   three clamp their arguments to where exp needs no range handling
+ *   (exp_bounded) and divide with a Newton reciprocal: a
  *   vector division costs as much as the rest of the function (vdivps zmm
  *   issues once per ~10 cycles), and SiLU / GELU epilogues run it per output.
  * f64 versions call libm (per lane for vectors). sqrt, floor, ceil, round

@@ -126,13 +126,9 @@ _Noreturn void kn_runner_measure_child(int fd, const char *so_path, const unsign
       fail(fd, &o, "wrong", msg);
     }
   }
-  /* timing (measure_util.h, KN_AT_SETTLE_S): settle, calibrate the repeats
-   * per sample, then the median sample */
-  for (double until = now_s() + KN_AT_SETTLE_S; now_s() < until;)
-    kn_loader_run(&l, (const void *const *)ins, outs, ws, batch, &d);
-  double t0 = now_s();
-  kn_loader_run(&l, (const void *const *)ins, outs, ws, batch, &d);
-  double once = now_s() - t0;
+  /* timing: settle (kn_at_settle, which calibrates the repeats per sample),
+   * then the median sample */
+  double once = kn_at_settle(&l, (const void *const *)ins, outs, ws, batch, &d, now_s);
   long reps = once > 0 ? (long)(rq->repeat_s / once) + 1 : 1000;
   if (reps > 100000) reps = 100000;
   double samples[64];
