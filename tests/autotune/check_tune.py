@@ -145,22 +145,28 @@ def case_confirm(a, tmp):
     """The last phase times each task's best and default again, in turns,
     twice each (--confirm 2, the default); --confirm 0 skips it."""
     model = os.path.join(a.models, "tiny_cnn.onnx")
-    log = os.path.join(tmp, "t.jsonl")
-    proc = tune(a.kiln, model, log, 12, "--seed", "3")
-    recs = records(log)
-    check_records(recs)
-    ok = [r for r in recs if r["status"] == "ok" and not r.get("confirm")]
-    defaults = {r["key"]: json.dumps(r["trace"]) for r in recs if r["default"] and not r.get("confirm")}
-    conf = [r for r in recs if r.get("confirm")]
     # the log keeps 6 digits: where two schedules are that close, either may be the search's best
     close = lambda a, b: abs(a - b) <= 2e-6 * max(a, b)  # noqa: E731
-    must, may = set(), set()  # keys that must be confirmed / may be (a near tie with the default)
-    for key, dflt in defaults.items():
-        mine = sorted((r for r in ok if r["key"] == key), key=lambda r: r["seconds"])
-        dsec = next(r["seconds"] for r in mine if json.dumps(r["trace"]) == dflt)
-        if json.dumps(mine[0]["trace"]) != dflt:
-            (may if close(mine[0]["seconds"], dsec) else must).add(key)
-    assert must, "no task beat its default: nothing to confirm (pick another seed)"
+    # whether any task's search beats its default is up to the timings: a
+    # session where none does has nothing to confirm, so up to three seeds
+    for seed in ("3", "4", "5"):
+        log = os.path.join(tmp, f"t{seed}.jsonl")
+        proc = tune(a.kiln, model, log, 12, "--seed", seed)
+        recs = records(log)
+        check_records(recs)
+        ok = [r for r in recs if r["status"] == "ok" and not r.get("confirm")]
+        defaults = {r["key"]: json.dumps(r["trace"]) for r in recs if r["default"] and not r.get("confirm")}
+        conf = [r for r in recs if r.get("confirm")]
+        must, may = set(), set()  # keys that must be confirmed / may be (a near tie with the default)
+        for key, dflt in defaults.items():
+            mine = sorted((r for r in ok if r["key"] == key), key=lambda r: r["seconds"])
+            dsec = next(r["seconds"] for r in mine if json.dumps(r["trace"]) == dflt)
+            if json.dumps(mine[0]["trace"]) != dflt:
+                (may if close(mine[0]["seconds"], dsec) else must).add(key)
+        if must:
+            break
+        assert {r["key"] for r in conf} <= may, f"seed {seed}: no task beat its default, yet {conf}"
+    assert must, "no task beat its default in three sessions: nothing to confirm"
     got = {r["key"] for r in conf}
     assert must <= got <= must | may, f"confirmed {got}, want the tasks with a new best {must} (ties {may})"
     by_default = 0
