@@ -874,6 +874,7 @@ static void emit_stmt(cemit *c, const kn_stmt *s) {
     return;
   case KN_S_IF: emit_if(c, s); return;
   case KN_S_LET: emit_let(c, s); return;
+  case KN_S_PREFETCH: return; /* a hint without a portable C spelling: dropped */
   }
   KN_UNREACHABLE("unknown statement kind");
 }

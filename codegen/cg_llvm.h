@@ -102,6 +102,9 @@ void kn_cg_memo_clear(kn_cg_fn *f);
 void kn_cg_range(kn_cg_fn *f, const kn_expr *e, int64_t *lo, int64_t *hi);
 /* Stores `value` (register form) to buffer[index] (scalar or vector). */
 void kn_cg_store(kn_cg_fn *f, const kn_buffer *buf, const kn_expr *index, LLVMValueRef value);
+/* llvm.prefetch (a read) of element `index` (scalar) of buf into cache
+ * level `level` (1: L1, 2: L2) */
+void kn_cg_prefetch(kn_cg_fn *f, const kn_buffer *buf, const kn_expr *index, int level);
 LLVMValueRef kn_cg_buffer_ptr(kn_cg_fn *f, const kn_buffer *buf);
 
 /* Small IR helpers (llvm_expr.c). */

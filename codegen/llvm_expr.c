@@ -696,6 +696,17 @@ static LLVMValueRef emit_load(kn_cg_fn *f, const kn_expr *e) {
   }
 }
 
+void kn_cg_prefetch(kn_cg_fn *f, const kn_buffer *buf, const kn_expr *index, int level) {
+  access a = address(f, buf, index);
+  KN_ASSERT(a.kind == 0, "prefetch of a vector index");
+  LLVMTypeRef i8p = LLVMPointerType(LLVMInt8TypeInContext(f->m->ctx), 0), i32 = LLVMInt32TypeInContext(f->m->ctx);
+  /* read (0), locality 3 (x86: prefetcht0, into L1) or 2 (prefetcht1, L2), data cache (1) */
+  LLVMValueRef args[4] = {LLVMBuildBitCast(f->b, a.ptr, i8p, ""), LLVMConstInt(i32, 0, 0),
+                          LLVMConstInt(i32, level <= 1 ? 3 : 2, 0),
+                          LLVMConstInt(i32, 1, 0)};
+  kn_cg_call_intrinsic(f, "llvm.prefetch", &i8p, 1, args, 4);
+}
+
 void kn_cg_store(kn_cg_fn *f, const kn_buffer *buf, const kn_expr *index, LLVMValueRef value) {
   int lanes = index->lanes;
   unsigned align = (unsigned)kn_dtype_size(buf->dtype);

@@ -166,6 +166,11 @@ static void emit_stmt(kn_cg_fn *f, const kn_stmt *s) {
     kn_cg_memo_clear(f);
     return;
   }
+  case KN_S_PREFETCH:
+    kn_cg_memo_clear(f);
+    kn_cg_prefetch(f, s->u.prefetch.buffer, s->u.prefetch.index, s->u.prefetch.level);
+    kn_cg_memo_clear(f);
+    return;
   }
   KN_UNREACHABLE("unknown statement kind");
 }

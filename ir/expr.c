@@ -202,6 +202,30 @@ kn_expr *kn_e_reduce(kn_expr_ctx *c, kn_reduce_op op, kn_var **axes, kn_expr **e
   return e;
 }
 
+bool kn_e_uses_var(const kn_expr *e, const kn_var *v) {
+  switch (e->kind) {
+  case KN_E_INT:
+  case KN_E_FLOAT: return false;
+  case KN_E_VAR: return e->u.var == v;
+  case KN_E_LOAD:
+    if (e->u.load.buffer) return kn_e_uses_var(e->u.load.index, v);
+    for (int i = 0; i < e->u.load.n; i++)
+      if (kn_e_uses_var(e->u.load.indices[i], v)) return true;
+    return false;
+  case KN_E_NOT:
+  case KN_E_CAST:
+  case KN_E_BROADCAST: return kn_e_uses_var(e->u.un.a, v);
+  case KN_E_RAMP: return kn_e_uses_var(e->u.ramp.base, v) || kn_e_uses_var(e->u.ramp.stride, v);
+  case KN_E_SELECT: return kn_e_uses_var(e->u.sel.cond, v) || kn_e_uses_var(e->u.sel.t, v) || kn_e_uses_var(e->u.sel.f, v);
+  case KN_E_CALL:
+    for (int i = 0; i < e->u.call.n; i++)
+      if (kn_e_uses_var(e->u.call.args[i], v)) return true;
+    return false;
+  case KN_E_REDUCE: return true;
+  default: return kn_e_uses_var(e->u.bin.a, v) || kn_e_uses_var(e->u.bin.b, v);
+  }
+}
+
 bool kn_e_is_const_int(const kn_expr *e, int64_t *value) {
   if (e->kind != KN_E_INT) return false;
   if (value) *value = e->u.ival;

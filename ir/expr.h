@@ -161,6 +161,8 @@ kn_expr *kn_e_reduce(kn_expr_ctx *c, kn_reduce_op op, kn_var **axes, kn_expr **e
                      kn_expr *source);
 
 bool kn_e_is_const_int(const kn_expr *e, int64_t *value);
+/* Does e read var v (a reduction counts as reading everything)? */
+bool kn_e_uses_var(const kn_expr *e, const kn_var *v);
 /* Structural equality (same tree shape, constants, vars, buffers). */
 bool kn_e_equal(const kn_expr *a, const kn_expr *b);
 

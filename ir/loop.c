@@ -89,6 +89,15 @@ kn_stmt *kn_s_let(kn_expr_ctx *c, kn_var *v, kn_expr *value, kn_stmt *body) {
   return s;
 }
 
+kn_stmt *kn_s_prefetch(kn_expr_ctx *c, kn_buffer *b, kn_expr *index, int level) {
+  KN_ASSERT(index->lanes == 1 && index->dtype == KN_DT_I64, "prefetch index must be a scalar int64");
+  kn_stmt *s = stmt(c, KN_S_PREFETCH);
+  s->u.prefetch.buffer = b;
+  s->u.prefetch.index = index;
+  s->u.prefetch.level = level;
+  return s;
+}
+
 bool kn_stmt_stores_to(const kn_stmt *s, const kn_buffer *b) {
   if (!s) return false;
   switch (s->kind) {
@@ -101,6 +110,7 @@ bool kn_stmt_stores_to(const kn_stmt *s, const kn_buffer *b) {
     return false;
   case KN_S_IF: return kn_stmt_stores_to(s->u.ifs.then_s, b) || kn_stmt_stores_to(s->u.ifs.else_s, b);
   case KN_S_LET: return kn_stmt_stores_to(s->u.let.body, b);
+  case KN_S_PREFETCH: return false;
   }
   return false;
 }
@@ -157,6 +167,12 @@ void kn_stmt_print(const kn_stmt *s, FILE *out, int indent) {
     kn_expr_print(s->u.let.value, out);
     fputc('\n', out);
     kn_stmt_print(s->u.let.body, out, indent);
+    return;
+  case KN_S_PREFETCH:
+    pad(out, indent);
+    fprintf(out, "prefetch %s[", s->u.prefetch.buffer->name);
+    kn_expr_print(s->u.prefetch.index, out);
+    fprintf(out, "] to L%d\n", s->u.prefetch.level);
     return;
   }
 }

@@ -30,7 +30,7 @@ struct kn_buffer {
   const char *name;
   kn_dtype dtype;
   kn_buffer_kind kind;
-  int64_t size; /* elements; LOCAL only */
+  int64_t size; /* elements: LOCAL, its size; PARAM, when static (else 0), for checks */
   int id;
 };
 
@@ -49,6 +49,9 @@ typedef enum kn_stmt_kind {
   KN_S_SEQ,   /* seq: n, stmts */
   KN_S_IF,    /* ifs: cond, then_s, else_s (may be NULL) */
   KN_S_LET,   /* let: var, value, body */
+  KN_S_PREFETCH, /* prefetch: buffer, index (scalar), level: a hint to bring
+                    the element's cache line into cache level `level` (1:
+                    L1, 2: L2); no effect on values */
 } kn_stmt_kind;
 
 struct kn_stmt {
@@ -81,6 +84,11 @@ struct kn_stmt {
       kn_expr *value;
       kn_stmt *body;
     } let;
+    struct {
+      kn_buffer *buffer;
+      kn_expr *index;
+      int level;
+    } prefetch;
   } u;
 };
 
@@ -105,6 +113,7 @@ kn_stmt *kn_s_seq(kn_expr_ctx *c, kn_stmt **stmts, int n); /* copies the array *
 kn_stmt *kn_s_seq2(kn_expr_ctx *c, kn_stmt *a, kn_stmt *b);
 kn_stmt *kn_s_if(kn_expr_ctx *c, kn_expr *cond, kn_stmt *then_s, kn_stmt *else_s);
 kn_stmt *kn_s_let(kn_expr_ctx *c, kn_var *v, kn_expr *value, kn_stmt *body);
+kn_stmt *kn_s_prefetch(kn_expr_ctx *c, kn_buffer *b, kn_expr *index, int level);
 
 /* Does any STORE in s write buffer b? */
 bool kn_stmt_stores_to(const kn_stmt *s, const kn_buffer *b);

@@ -337,6 +337,11 @@ static void exec(ev *e, const kn_stmt *s, int64_t task, int64_t ntasks, bool *sp
     e->n = mark;
     return;
   }
+  case KN_S_PREFETCH: { /* a hint: no value changes, but it must stay inside its buffer */
+    int64_t i = eval(e, s->u.prefetch.index).i[0], size = s->u.prefetch.buffer->size;
+    KN_ASSERT(i >= 0 && (size <= 0 || i < size), "prefetch outside its buffer");
+    return;
+  }
   }
 }
 

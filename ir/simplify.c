@@ -442,6 +442,10 @@ static kn_stmt *simp_stmt(simp *S, kn_stmt *s) {
     if (v == s->u.let.value && b == s->u.let.body) return s;
     return kn_s_let(c, s->u.let.var, v, b);
   }
+  case KN_S_PREFETCH: {
+    kn_expr *i = simp_expr(S, s->u.prefetch.index);
+    return i == s->u.prefetch.index ? s : kn_s_prefetch(c, s->u.prefetch.buffer, i, s->u.prefetch.level);
+  }
   }
   return s;
 }
@@ -481,6 +485,9 @@ kn_stmt *kn_stmt_substitute(kn_expr_ctx *c, kn_stmt *s, const kn_var *var, kn_ex
   case KN_S_LET:
     return kn_s_let(c, s->u.let.var, kn_e_substitute(c, s->u.let.value, var, value),
                     kn_stmt_substitute(c, s->u.let.body, var, value));
+  case KN_S_PREFETCH:
+    return kn_s_prefetch(c, s->u.prefetch.buffer, kn_e_substitute(c, s->u.prefetch.index, var, value),
+                         s->u.prefetch.level);
   }
   return s;
 }

@@ -191,6 +191,7 @@ static void collect(borders *B, const kn_stmt *s) {
     collect_expr(B, s->u.store.index);
     collect_expr(B, s->u.store.value);
     return;
+  case KN_S_PREFETCH: collect_expr(B, s->u.prefetch.index); return;
   case KN_S_ALLOC: collect(B, s->u.alloc.body); return;
   case KN_S_SEQ:
     for (int i = 0; i < s->u.seq.n; i++) collect(B, s->u.seq.stmts[i]);
@@ -229,6 +230,7 @@ static bool has_select(const kn_stmt *s) {
   case KN_S_FOR: return has_select(s->u.loop.body);
   case KN_S_LET: return expr_has_select(s->u.let.value) || has_select(s->u.let.body);
   case KN_S_STORE: return expr_has_select(s->u.store.index) || expr_has_select(s->u.store.value);
+  case KN_S_PREFETCH: return expr_has_select(s->u.prefetch.index);
   case KN_S_ALLOC: return has_select(s->u.alloc.body);
   case KN_S_SEQ:
     for (int i = 0; i < s->u.seq.n; i++)
@@ -313,7 +315,8 @@ static kn_stmt *version(borders *B, kn_stmt *s) {
     kn_stmt *v = version_tile(B, s);
     return v ? v : s;
   }
-  case KN_S_STORE: return s;
+  case KN_S_STORE:
+  case KN_S_PREFETCH: return s;
   }
   return s;
 }

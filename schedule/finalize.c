@@ -137,7 +137,8 @@ static kn_stmt *finalize(kn_expr_ctx *c, kn_stmt *s) {
   }
   case KN_S_IF: return kn_s_if(c, s->u.ifs.cond, finalize(c, s->u.ifs.then_s), finalize(c, s->u.ifs.else_s));
   case KN_S_LET: return kn_s_let(c, s->u.let.var, s->u.let.value, finalize(c, s->u.let.body));
-  case KN_S_STORE: return s;
+  case KN_S_STORE:
+  case KN_S_PREFETCH: return s;
   }
   return s;
 }

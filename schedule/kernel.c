@@ -269,9 +269,13 @@ int kn_sched_build_kernel_with(kn_graph *g, const kn_group *grp, const kn_target
   k->n_params = n_inputs + 1;
   k->params = KN_NEW_ARRAY(A, kn_buffer *, k->n_params);
   k->params[0] = kn_buffer_new(ec, "out", result->dtype, KN_BUF_PARAM, 0);
-  for (int i = 0; i < n_inputs; i++)
+  for (int i = 0; i < n_inputs; i++) {
+    int64_t numel = 1, e;
+    for (int a = 0; a < placeholders[i]->rank && numel > 0; a++)
+      numel = kn_e_is_const_int(placeholders[i]->shape[a], &e) ? numel * e : 0;
     k->params[i + 1] = kn_buffer_new(ec, kn_arena_printf(A, "in%d", i), g->values[inputs[i]].dtype,
-                                     KN_BUF_PARAM, 0);
+                                     KN_BUF_PARAM, numel);
+  }
   kn_lower_params lp = {.n = n_inputs, .tensors = placeholders, .buffers = k->params + 1};
   kn_stmt *body = kn_sched_lower(ec, result, &sched, k->params[0], &lp, d);
   if (!body) return -1;
