@@ -440,30 +440,6 @@ static kn_expr *out_index(lower *L) {
 
 /* ---- packing the broadcast operand of a blocked reduction ---- */
 
-static bool uses_var(const kn_expr *e, const kn_var *v) {
-  switch (e->kind) {
-  case KN_E_INT:
-  case KN_E_FLOAT: return false;
-  case KN_E_VAR: return e->u.var == v;
-  case KN_E_LOAD:
-    if (e->u.load.buffer) return uses_var(e->u.load.index, v);
-    for (int i = 0; i < e->u.load.n; i++)
-      if (uses_var(e->u.load.indices[i], v)) return true;
-    return false;
-  case KN_E_NOT:
-  case KN_E_CAST:
-  case KN_E_BROADCAST: return uses_var(e->u.un.a, v);
-  case KN_E_RAMP: return uses_var(e->u.ramp.base, v) || uses_var(e->u.ramp.stride, v);
-  case KN_E_SELECT: return uses_var(e->u.sel.cond, v) || uses_var(e->u.sel.t, v) || uses_var(e->u.sel.f, v);
-  case KN_E_CALL:
-    for (int i = 0; i < e->u.call.n; i++)
-      if (uses_var(e->u.call.args[i], v)) return true;
-    return false;
-  case KN_E_REDUCE: return true;
-  default: return uses_var(e->u.bin.a, v) || uses_var(e->u.bin.b, v);
-  }
-}
-
 typedef struct pack_ctx {
   lower *L;
   int nr;
@@ -487,7 +463,7 @@ static kn_expr *pack_load(kn_expr_ctx *c, kn_expr *load, void *ctx) {
   if (L->pack_buf || load->u.load.tensor->kind != KN_TE_PLACEHOLDER || s->n_loops < 1) return load;
   kn_expr *fin = finish(L, load);
   kn_expr *ix = fin->u.load.index;
-  if (uses_var(ix, L->piece_var[s->n_loops - 1])) return load;
+  if (kn_e_uses_var(ix, L->piece_var[s->n_loops - 1])) return load;
   kn_var *vars[KN_SCHED_MAX_LOOPS + 2 * KN_MAX_RANK];
   kn_expr *ext[KN_SCHED_MAX_LOOPS + 2 * KN_MAX_RANK];
   int64_t size[KN_SCHED_MAX_LOOPS + 2 * KN_MAX_RANK];
@@ -497,7 +473,7 @@ static kn_expr *pack_load(kn_expr_ctx *c, kn_expr *load, void *ctx) {
     int lo = pass == 0 ? s->rsplit_depth : s->attach, hi = pass == 0 ? s->attach : s->n_loops;
     for (int i = pass == 1 ? 0 : lo; i < (pass == 1 ? p->nr : hi); i++) {
       kn_var *v = pass == 1 ? p->rvars[i] : L->piece_var[i];
-      if (!uses_var(ix, v)) continue;
+      if (!kn_e_uses_var(ix, v)) continue;
       int64_t e = 0;
       if (pass == 1 ? (e = p->rmax[i]) < 1 : !kn_e_is_const_int(L->piece_extent[i], &e)) return load;
       vars[n] = v;
@@ -527,6 +503,36 @@ static kn_expr *pack_load(kn_expr_ctx *c, kn_expr *load, void *ctx) {
   }
   L->pack_copy = copy;
   return kn_e_load(c, L->pack_buf, flat);
+}
+
+/* The nest of a contraction's reduction step as kn_sched_prefetch sees it;
+ * NULL (no hints) for blocked reductions and nests it does not cover. */
+static kn_stmt *prefetch_hints(lower *L, const kn_expr *src, kn_var **rvars, kn_expr **rext, int nr) {
+  const kn_schedule *s = L->s;
+  int last = s->n_loops - 1, col = loop_of(s, s->n_axes - 1, 0);
+  if (L->block_var || L->n_stages != 1 || last < 0 || s->loops[last].kind != KN_FOR_VECTORIZED || col < 0 ||
+      col >= s->attach || nr > 2 * KN_MAX_RANK)
+    return NULL;
+  kn_prefetch_nest n = {.col = L->piece_var[col], .lane = L->piece_var[last], .n_red = nr};
+  if (!kn_e_is_const_int(L->piece_extent[col], &n.n_cols)) return NULL;
+  for (int i = 0; i < nr; i++) {
+    n.red[i] = rvars[i];
+    if (!kn_e_is_const_int(rext[i], &n.red_ext[i])) return NULL;
+  }
+  for (int i = col + 1; i < s->n_loops; i++) {
+    int64_t e;
+    bool known = kn_e_is_const_int(L->piece_extent[i], &e);
+    if (i >= s->attach) {
+      if (!known) return NULL;
+      n.tile[n.n_tile] = L->piece_var[i], n.tile_ext[n.n_tile++] = e;
+    } else if (known) {
+      n.pass[n.n_pass] = L->piece_var[i], n.pass_ext[n.n_pass++] = e;
+    } else {
+      /* the batch: the hints run their course over the first image */
+      n.other[n.n_other++] = L->piece_var[i];
+    }
+  }
+  return kn_sched_prefetch(L->ec, src, &n);
 }
 
 /* init + update loops of one stage, computed at the attach depth. */
@@ -576,6 +582,8 @@ static kn_stmt *stage_code(lower *L, stage *st) {
   kn_expr *ai = acc_index(L, st);
   kn_stmt *update = kn_s_store(ec, st->acc, ai, combine(L, red->u.reduce.op, kn_e_load(ec, st->acc, ai), src));
   update = wrap_tile(L, st, update);
+  kn_stmt *hints = prefetch_hints(L, src, rvars, rext, nr);
+  if (hints) update = kn_s_seq2(ec, hints, update);
   for (int i = nr - 1; i >= 0; i--) update = kn_s_for(ec, rvars[i], kn_e_int(ec, 0), rext[i], KN_FOR_SERIAL, update);
   return kn_s_seq2(ec, init, update);
 }

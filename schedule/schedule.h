@@ -191,6 +191,24 @@ typedef struct kn_lower_params {
 kn_stmt *kn_sched_lower(kn_expr_ctx *ec, kn_te_tensor *out, const kn_schedule *s,
                         kn_buffer *out_buf, const kn_lower_params *params, kn_diag *d);
 
+/* The loops around a contraction's innermost reduction step, for
+ * kn_sched_prefetch: the outer piece of the column axis, the outer loops
+ * inside it (the passes over one column tile), the reduction loops, the
+ * tile loops and, innermost, the vector lane. Extents are constants. */
+typedef struct kn_prefetch_nest {
+  kn_var *col;
+  int64_t n_cols;
+  int n_pass, n_red, n_tile, n_other;
+  kn_var *pass[KN_SCHED_MAX_LOOPS], *red[2 * KN_MAX_RANK], *tile[KN_SCHED_MAX_LOOPS], *lane;
+  kn_var *other[KN_SCHED_MAX_LOOPS]; /* passes of symbolic extent (left out of the spread) */
+  int64_t pass_ext[KN_SCHED_MAX_LOOPS], red_ext[2 * KN_MAX_RANK], tile_ext[KN_SCHED_MAX_LOOPS];
+} kn_prefetch_nest;
+
+/* Prefetch hints for the operand of `src` (a reduction step) read as
+ * vectors, one column tile after the other (prefetch.c); NULL when it has
+ * none of that form. */
+kn_stmt *kn_sched_prefetch(kn_expr_ctx *ec, const kn_expr *src, const kn_prefetch_nest *n);
+
 /* Removes VECTORIZED and UNROLLED loops (vectorize, unroll, simplify). */
 kn_stmt *kn_loop_finalize(kn_expr_ctx *ec, kn_stmt *s);
 /* Versions each accumulator tile of a finalized nest on whether it touches

@@ -522,6 +522,7 @@ static int stmt_selects(const kn_stmt *s, int *ifs) {
   case KN_S_FOR: return stmt_selects(s->u.loop.body, ifs);
   case KN_S_LET: return expr_selects(s->u.let.value) + stmt_selects(s->u.let.body, ifs);
   case KN_S_STORE: return expr_selects(s->u.store.index) + expr_selects(s->u.store.value);
+  case KN_S_PREFETCH: return expr_selects(s->u.prefetch.index);
   case KN_S_ALLOC: return stmt_selects(s->u.alloc.body, ifs);
   case KN_S_SEQ: {
     int n = 0;
@@ -585,6 +586,86 @@ static void test_border_versioning(void **state) {
   build_padded_windows(&g);
   check(&g, 2, 1e-5);
   kn_graph_free(&g);
+}
+
+/* ---- prefetch hints (prefetch.c) ---- */
+
+static void count_prefetch(const kn_stmt *s, int *l1, int *l2) {
+  if (!s) return;
+  switch (s->kind) {
+  case KN_S_FOR: count_prefetch(s->u.loop.body, l1, l2); return;
+  case KN_S_ALLOC: count_prefetch(s->u.alloc.body, l1, l2); return;
+  case KN_S_LET: count_prefetch(s->u.let.body, l1, l2); return;
+  case KN_S_IF:
+    count_prefetch(s->u.ifs.then_s, l1, l2);
+    count_prefetch(s->u.ifs.else_s, l1, l2);
+    return;
+  case KN_S_SEQ:
+    for (int i = 0; i < s->u.seq.n; i++) count_prefetch(s->u.seq.stmts[i], l1, l2);
+    return;
+  case KN_S_PREFETCH: ++*(s->u.prefetch.level == 1 ? l1 : l2); return;
+  case KN_S_STORE: return;
+  }
+}
+
+/* conv(x[N, cin, hw, hw], k x k, pad k/2) + relu, cout output channels */
+static void build_conv(kn_graph *g, int64_t cin, int64_t cout, int64_t hw, int64_t k) {
+  kn_graph_init(g);
+  int x = input(g, "x", 4, (int64_t[]){1, cin, hw, hw}, 1);
+  int w = weight(g, "w", 4, (int64_t[]){cout, cin, k, k}), b = weight(g, "b", 1, (int64_t[]){cout});
+  int c = node(g, KN_OP_CONV, "conv", (int[]){x, w, b}, 3);
+  attr_ints(g, "pads", 4, (int64_t[]){k / 2, k / 2, k / 2, k / 2});
+  output(g, node(g, KN_OP_RELU, "relu", (int[]){c}, 1));
+}
+
+/* Prefetch hints of the conv kernel of build_conv(c[0..3]) (the other
+ * kernels, layout transposes and padding, read no weights). */
+static void conv_prefetch(const int64_t *c, int *l1, int *l2) {
+  kn_graph g;
+  build_conv(&g, c[0], c[1], c[2], c[3]);
+  kn_diag d;
+  kn_diag_init(&d);
+  kn_compile_opts o = {.conv_algo = "direct"};
+  assert_int_equal(kn_infer_shapes(&g, &d), 0);
+  assert_int_equal(kn_pipeline_optimize(&o, &g, &d), 0);
+  kn_arena arena;
+  kn_arena_init(&arena);
+  kn_expr_ctx ec = {.arena = &arena};
+  kn_groups groups = {0};
+  assert_int_equal(kn_sched_fuse(&g, &arena, &groups, &d), 0);
+  *l1 = *l2 = 0;
+  for (int i = 0; i < groups.n; i++) {
+    kn_kernel_build kb;
+    assert_int_equal(kn_sched_build_kernel_with(&g, &groups.groups[i], &avx512, &ec, "k", NULL, &kb, NULL, NULL, &d), 0);
+    count_prefetch(kb.kernel->body, l1, l2);
+  }
+  kn_arena_free(&arena);
+  kn_diag_free(&d);
+  kn_graph_free(&g);
+}
+
+/* 7x7 layers (49 output rows per column tile, 512 KiB and 1.1 MiB of
+ * weights streamed from memory) get both hints, 1x1 and 3x3; a layer
+ * whose 16 KiB of weights stay in cache gets none. The hinted kernels compute the reference's
+ * values at batch 2, and the interpreter checks every hint's index against
+ * the weights' size (the last column tile prefetches itself, not past the
+ * end). */
+static void test_prefetch_hints(void **state) {
+  (void)state;
+  int64_t cases[][4] = {{512, 256, 7, 1}, {128, 256, 7, 3}};
+  for (int i = 0; i < 2; i++) {
+    int l1, l2;
+    conv_prefetch(cases[i], &l1, &l2);
+    assert_true(l1 >= 1);
+    assert_true(l2 >= 1);
+    kn_graph g;
+    build_conv(&g, cases[i][0], cases[i][1], cases[i][2], cases[i][3]);
+    check(&g, 2, 1e-4);
+    kn_graph_free(&g);
+  }
+  int l1, l2;
+  conv_prefetch((int64_t[]){64, 64, 28, 1}, &l1, &l2);
+  assert_int_equal(l1 + l2, 0);
 }
 
 /* Provider recording the default schedule of the Transpose kernels. */
@@ -676,6 +757,7 @@ int main(void) {
       cmocka_unit_test(test_simplify_ranges),
       cmocka_unit_test(test_border_versioning),
       cmocka_unit_test(test_transpose_gather_order),
+      cmocka_unit_test(test_prefetch_hints),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
