@@ -90,7 +90,8 @@ kn_stmt *kn_s_let(kn_expr_ctx *c, kn_var *v, kn_expr *value, kn_stmt *body) {
 }
 
 kn_stmt *kn_s_prefetch(kn_expr_ctx *c, kn_buffer *b, kn_expr *index, int level) {
-  KN_ASSERT(index->lanes == 1 && index->dtype == KN_DT_I64, "prefetch index must be a scalar int64");
+  KN_ASSERT(b && index->lanes == 1 && index->dtype == KN_DT_I64, "prefetch index must be a scalar int64 into a buffer");
+  KN_ASSERT(level == 1 || level == 2, "prefetch level must be 1 (L1) or 2 (L2)");
   kn_stmt *s = stmt(c, KN_S_PREFETCH);
   s->u.prefetch.buffer = b;
   s->u.prefetch.index = index;

@@ -13,13 +13,17 @@
  *   iteration (pass j, reduction step k) prefetches line
  *   ((j * E + k) * q + i) * lines / (R * E * q) of the next tile's slice, so
  *   the slice arrives at a rate memory sustains, before it is needed;
- * - stream, into L1: the current slice `dist` reduction steps ahead (only
- *   when the slice is read in address order), for the first pass.
+ * - stream, into L1: the current slice ~STREAM_AHEAD_BYTES ahead of the
+ *   reduction step, on every pass (only when the slice is read in address
+ *   order; the hints of consecutive steps are at most a line apart, so they
+ *   touch every line of it).
  * Only where it pays: at most MAX_ROWS output rows per column tile (a
  * slice reused by more rows is cold for a small share of its passes) and
  * an operand of at least MIN_OPERAND_BYTES (a smaller one stays in L2).
- * Prefetches never change a value; every prefetched index is inside the
- * operand (the last tile prefetches itself; the interpreter checks it). */
+ * Prefetches never change a value; each hint is kept only when its largest
+ * index is inside the operand's buffer (the last tile prefetches itself;
+ * the L2 hint covers a tile's footprint, not its stride; the interpreter
+ * checks every index). */
 #include "../ir/simplify.h"
 #include "schedule.h"
 
@@ -87,6 +91,7 @@ static kn_expr *mixed_radix(kn_expr_ctx *c, kn_var *const *vars, const int64_t *
 }
 
 kn_stmt *kn_sched_prefetch(kn_expr_ctx *c, const kn_expr *src, const kn_prefetch_nest *n) {
+  KN_ASSERT(n->n_red <= 2 * KN_MAX_RANK, "prefetch nest with more reduction loops than a nest has");
   if (!n->col || !n->lane || n->n_red < 1 || n->n_cols < 2) return NULL;
   const kn_expr *load = find(src, n);
   if (!load) return NULL;
@@ -97,30 +102,31 @@ kn_stmt *kn_sched_prefetch(kn_expr_ctx *c, const kn_expr *src, const kn_prefetch
   for (int i = 0; i < n->n_other; i++)
     if (kn_e_uses_var(ix, n->other[i])) return NULL;
   int64_t esize = kn_dtype_size(buf->dtype), v00, v10, vlast, vmax, E = 1, R = 1;
-  if (esize < 1 || LINE_BYTES % esize) return NULL;
+  if (esize < 1 || LINE_BYTES % esize || buf->size <= 0) return NULL;
   int64_t rmax[2 * KN_MAX_RANK];
   for (int i = 0; i < n->n_red; i++) rmax[i] = n->red_ext[i] - 1, E *= n->red_ext[i];
   for (int i = 0; i < n->n_pass; i++) R *= n->pass_ext[i];
   if (!value_at(c, n, ix, 0, NULL, false, &v00) || !value_at(c, n, ix, 1, NULL, false, &v10) ||
       !value_at(c, n, ix, n->n_cols - 1, NULL, false, &vlast) || !value_at(c, n, ix, 0, rmax, true, &vmax))
     return NULL;
-  /* column tiles one after the other: tile t is [v00 + t*S, v00 + (t+1)*S) */
-  int64_t S = v10 - v00;
-  if (S < 1 || vlast != v00 + (n->n_cols - 1) * S || vmax < v00 || vmax - v00 >= S || S * esize < MIN_SLICE_BYTES ||
+  /* column tiles one after the other: tile t reads [v00 + t*S, v00 + t*S + F) */
+  int64_t S = v10 - v00, F = vmax - v00 + 1;
+  if (S < 1 || v00 < 0 || vlast != v00 + (n->n_cols - 1) * S || F < 1 || F > S || S * esize < MIN_SLICE_BYTES ||
       n->n_cols * S * esize < MIN_OPERAND_BYTES)
     return NULL;
+  int64_t last_tile = v00 + (n->n_cols - 1) * S; /* a hint's index is last_tile + offset at most */
   kn_stmt *parts[2 * MAX_PER_STEP];
   int np = 0;
   kn_expr *col = kn_e_var(c, n->col);
   kn_expr *k = mixed_radix(c, n->red, n->red_ext, n->n_red), *j = mixed_radix(c, n->pass, n->pass_ext, n->n_pass);
-  int64_t epl = LINE_BYTES / esize, lines = (S - 1) / epl + 1;
+  int64_t epl = LINE_BYTES / esize, lines = (F - 1) / epl + 1;
   /* next tile: q hints per step cover `lines` over R * E steps */
   int64_t q = (lines + R * E - 1) / (R * E);
   int64_t rows = R;
   for (int i = 0; i < n->n_tile; i++)
     if (!kn_e_uses_var(ix, n->tile[i])) rows *= n->tile_ext[i];
   if (rows > MAX_ROWS) return NULL;
-  if (q <= MAX_PER_STEP) {
+  if (q <= MAX_PER_STEP && last_tile + (lines - 1) * epl < buf->size) {
     kn_expr *next = kn_e_min(c, kn_e_add(c, col, kn_e_int(c, 1)), kn_e_int(c, n->n_cols - 1));
     kn_expr *base = kn_e_add(c, kn_e_int(c, v00), kn_e_mul(c, next, kn_e_int(c, S)));
     kn_expr *step = kn_e_add(c, kn_e_mul(c, j, kn_e_int(c, E)), k);
@@ -140,15 +146,12 @@ kn_stmt *kn_sched_prefetch(kn_expr_ctx *c, const kn_expr *src, const kn_prefetch
     stride *= n->red_ext[i];
   }
   int64_t per_step = (W * esize + LINE_BYTES - 1) / LINE_BYTES;
-  if (in_order && per_step <= MAX_PER_STEP) {
+  if (in_order && per_step <= MAX_PER_STEP && last_tile + (E - 1) * W + (per_step - 1) * epl < buf->size) {
     int64_t dist = STREAM_AHEAD_BYTES / (W * esize) + 1;
     kn_expr *ahead = kn_e_min(c, kn_e_add(c, k, kn_e_int(c, dist)), kn_e_int(c, E - 1));
     kn_expr *base = kn_e_add(c, kn_e_add(c, kn_e_int(c, v00), kn_e_mul(c, col, kn_e_int(c, S))),
                              kn_e_mul(c, ahead, kn_e_int(c, W)));
-    for (int64_t i = 0; i < per_step; i++) {
-      int64_t off = i * epl < W ? i * epl : W - 1;
-      parts[np++] = kn_s_prefetch(c, buf, kn_e_add(c, base, kn_e_int(c, off)), 1);
-    }
+    for (int64_t i = 0; i < per_step; i++) parts[np++] = kn_s_prefetch(c, buf, kn_e_add(c, base, kn_e_int(c, i * epl)), 1);
   }
   return np ? kn_s_seq(c, parts, np) : NULL;
 }

@@ -455,13 +455,38 @@ static void test_shared_dag(void **state) {
   cg_free(&t);
 }
 
+/* out[i] = 3 a[i] with prefetch hints of a (ahead into L1, scattered into
+ * L2) in the loop: llvm.prefetch compiles, runs, and changes no value. */
+static void test_prefetch(void **state) {
+  (void)state;
+  cg_case t;
+  cg_init(&t, "prefetch");
+  const int n = 64;
+  int ia = cg_input(&t, "a", KN_DT_F32, n), io = cg_output(&t, "out", KN_DT_F32, n);
+  kn_buffer *p[2] = {cg_param(&t, "a", KN_DT_F32), cg_param(&t, "out", KN_DT_F32)};
+  kn_kernel *k = cg_kernel(&t, "prefetch_kernel", 2, p);
+  kn_var *i = kn_var_new(&t.c, "i");
+  kn_expr *ahead = kn_e_min(&t.c, kn_e_add(&t.c, cg_var(&t, i), cg_i(&t, 16)), cg_i(&t, n - 1));
+  kn_expr *scattered = kn_e_mod(&t.c, kn_e_mul(&t.c, cg_var(&t, i), cg_i(&t, 7)), cg_i(&t, n));
+  kn_stmt *hints[2] = {kn_s_prefetch(&t.c, p[0], ahead, 1), kn_s_prefetch(&t.c, p[0], scattered, 2)};
+  kn_stmt *body = st(&t, p[1], cg_var(&t, i), kn_e_mul(&t.c, ld(&t, p[0], cg_var(&t, i)), f32c(&t, 3.0)));
+  k->body = loop(&t, i, 0, n, kn_s_seq2(&t.c, kn_s_seq(&t.c, hints, 2), body));
+  cg_step(&t, k, (int[]){IN, OUT}, (int[]){ia, io});
+  cg_build_and_load(&t);
+  float a[64], out[64];
+  for (int j = 0; j < n; j++) a[j] = (float)j - 20.5f;
+  cg_run(&t, (const void *[]){a}, (void *[]){out}, 1);
+  for (int j = 0; j < n; j++) assert_float_equal(out[j], a[j] * 3.0f, 0);
+  cg_free(&t);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_scalar_loop),      cmocka_unit_test(test_vector_add_tail),
       cmocka_unit_test(test_gather_scatter),   cmocka_unit_test(test_floor_divmod),
       cmocka_unit_test(test_select_compare),   cmocka_unit_test(test_half_types),
       cmocka_unit_test(test_local_accumulator), cmocka_unit_test(test_parallel),
-      cmocka_unit_test(test_shared_dag),
+      cmocka_unit_test(test_shared_dag),       cmocka_unit_test(test_prefetch),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

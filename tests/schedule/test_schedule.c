@@ -122,12 +122,12 @@ static void run_plan(const kn_plan *plan, void **inputs, void **outputs, int64_t
 /* Compiles g down to loop IR (schedules from `provider`, NULL: the
  * defaults), runs it at `batch`, compares with the reference. With
  * `must_fail` set, kernel building must fail with a diagnostic containing it. */
-static void check_with(kn_graph *g, int64_t batch, double tol, const kn_sched_provider *provider,
-                       const char *must_fail) {
+static void check_full(kn_graph *g, int64_t batch, double tol, const kn_sched_provider *provider,
+                       const char *must_fail, const char *conv_algo) {
   kn_diag d;
   kn_diag_init(&d);
   g->max_batch = batch;
-  kn_compile_opts o = {0};
+  kn_compile_opts o = {.conv_algo = conv_algo};
   int rc = kn_infer_shapes(g, &d);
   if (rc == 0) rc = kn_graph_toposort(g, &d);
   /* reference on the original graph */
@@ -185,6 +185,11 @@ done:
   }
   kn_arena_free(&arena);
   kn_diag_free(&d);
+}
+
+static void check_with(kn_graph *g, int64_t batch, double tol, const kn_sched_provider *provider,
+                       const char *must_fail) {
+  check_full(g, batch, tol, provider, must_fail, NULL);
 }
 
 static void check(kn_graph *g, int64_t batch, double tol) { check_with(g, batch, tol, NULL, NULL); }
@@ -645,11 +650,11 @@ static void conv_prefetch(const int64_t *c, int *l1, int *l2) {
 }
 
 /* 7x7 layers (49 output rows per column tile, 512 KiB and 1.1 MiB of
- * weights streamed from memory) get both hints, 1x1 and 3x3; a layer
- * whose 16 KiB of weights stay in cache gets none. The hinted kernels compute the reference's
- * values at batch 2, and the interpreter checks every hint's index against
- * the weights' size (the last column tile prefetches itself, not past the
- * end). */
+ * weights streamed from memory) get both hints, 1x1 and 3x3 (direct, not
+ * Winograd); a layer whose 16 KiB of weights stay in cache gets none. The
+ * hinted kernels, compiled the same way, compute the reference's values at
+ * batch 2, and the interpreter checks every hint's index against the
+ * weights' size (the last column tile prefetches itself, not past the end). */
 static void test_prefetch_hints(void **state) {
   (void)state;
   int64_t cases[][4] = {{512, 256, 7, 1}, {128, 256, 7, 3}};
@@ -660,7 +665,7 @@ static void test_prefetch_hints(void **state) {
     assert_true(l2 >= 1);
     kn_graph g;
     build_conv(&g, cases[i][0], cases[i][1], cases[i][2], cases[i][3]);
-    check(&g, 2, 1e-4);
+    check_full(&g, 2, 1e-4, NULL, NULL, "direct");
     kn_graph_free(&g);
   }
   int l1, l2;
