@@ -140,8 +140,17 @@ static void host_features(kn_arch arch, char *out, size_t cap) {
   LLVMDisposeMessage(all);
 }
 
-/* Derives vector width / registers / FMA from the CPU class and features. */
+/* AMD's x86 CPUs, by LLVM's names. */
+static bool amd_cpu(const char *cpu) {
+  static const char *const prefixes[] = {"znver", "bdver", "btver", "amdfam", "barcelona", "k6", "k8", "opteron", "athlon", "geode"};
+  for (size_t i = 0; i < sizeof prefixes / sizeof *prefixes; i++)
+    if (!strncmp(cpu, prefixes[i], strlen(prefixes[i]))) return true;
+  return false;
+}
+
+/* Derives vector width / registers / FMA / prefetch from the CPU class and features. */
 static void derive_vector_info(kn_target *t) {
+  t->sw_prefetch = t->arch == KN_ARCH_X86_64 && !amd_cpu(t->cpu);
   if (t->arch == KN_ARCH_AARCH64) {
     t->vector_bits = 128;
     t->vector_regs = 32;

@@ -276,7 +276,7 @@ int kn_sched_build_kernel_with(kn_graph *g, const kn_group *grp, const kn_target
     k->params[i + 1] = kn_buffer_new(ec, kn_arena_printf(A, "in%d", i), g->values[inputs[i]].dtype,
                                      KN_BUF_PARAM, numel);
   }
-  kn_lower_params lp = {.n = n_inputs, .tensors = placeholders, .buffers = k->params + 1};
+  kn_lower_params lp = {.n = n_inputs, .tensors = placeholders, .buffers = k->params + 1, .prefetch = t->sw_prefetch};
   kn_stmt *body = kn_sched_lower(ec, result, &sched, k->params[0], &lp, d);
   if (!body) return -1;
   k->body = kn_loop_version_borders(ec, kn_loop_finalize(ec, kn_simplify_stmt(ec, body)));

@@ -510,7 +510,7 @@ static kn_expr *pack_load(kn_expr_ctx *c, kn_expr *load, void *ctx) {
 static kn_stmt *prefetch_hints(lower *L, const kn_expr *src, kn_var **rvars, kn_expr **rext, int nr) {
   const kn_schedule *s = L->s;
   int last = s->n_loops - 1, col = loop_of(s, s->n_axes - 1, 0);
-  if (L->block_var || L->n_stages != 1 || last < 0 || s->loops[last].kind != KN_FOR_VECTORIZED || col < 0 ||
+  if (!L->params->prefetch || L->block_var || L->n_stages != 1 || last < 0 || s->loops[last].kind != KN_FOR_VECTORIZED || col < 0 ||
       col >= s->attach || nr > 2 * KN_MAX_RANK)
     return NULL;
   kn_prefetch_nest n = {.col = L->piece_var[col], .lane = L->piece_var[last], .n_red = nr};

@@ -184,6 +184,7 @@ typedef struct kn_lower_params {
   int n;
   kn_te_tensor **tensors; /* placeholders */
   kn_buffer **buffers;    /* their param buffers */
+  bool prefetch;          /* add prefetch hints where they apply (kn_target.sw_prefetch) */
 } kn_lower_params;
 
 /* Lowers O (+ its stages) under schedule s into a loop nest storing into

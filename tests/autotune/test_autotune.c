@@ -22,7 +22,7 @@
 #include "tools/plan_build.h"
 #include "fixture.h"
 
-const kn_target avx512 = {.arch = KN_ARCH_X86_64, .vector_bits = 512, .vector_regs = 32, .has_fma = true};
+const kn_target avx512 = {.arch = KN_ARCH_X86_64, .vector_bits = 512, .vector_regs = 32, .has_fma = true, .sw_prefetch = true};
 const kn_target avx2 = {.arch = KN_ARCH_X86_64, .vector_bits = 256, .vector_regs = 16, .has_fma = true};
 
 /* ---- graphs ---- */

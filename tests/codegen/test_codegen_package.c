@@ -53,6 +53,7 @@ static void test_target_parse(void **state) {
   assert_int_equal(t.vector_bits, 512);
   assert_int_equal(t.vector_regs, 32);
   assert_true(t.has_fma);
+  assert_true(t.sw_prefetch);
   assert_int_equal(kn_target_lanes(&t, KN_DT_F32), 16);
   assert_int_equal(kn_target_lanes(&t, KN_DT_F64), 8);
   assert_int_equal(kn_target_lanes(&t, KN_DT_I8), 64);
@@ -65,6 +66,10 @@ static void test_target_parse(void **state) {
   assert_int_equal(parse("x86_64-linux-gnu -mcpu=haswell", &t, &d), 0);
   assert_int_equal(t.vector_bits, 256);
   assert_true(t.has_fma);
+  /* AMD's prefetch hints go unused (kn_target.sw_prefetch) */
+  assert_int_equal(parse("x86_64-linux-gnu -mcpu=znver3 -mattr=+avx512f", &t, &d), 0);
+  assert_int_equal(t.vector_bits, 512);
+  assert_false(t.sw_prefetch);
   assert_int_equal(parse("x86_64-linux-gnu", &t, &d), 0);
   assert_string_equal(t.cpu, "x86-64");
   assert_int_equal(t.vector_bits, 128);
@@ -76,6 +81,7 @@ static void test_target_parse(void **state) {
   assert_int_equal(t.vector_bits, 128);
   assert_int_equal(t.vector_regs, 32);
   assert_true(t.has_fma);
+  assert_false(t.sw_prefetch);
   assert_int_equal(kn_target_lanes(&t, KN_DT_F32), 4);
   assert_int_equal(parse("aarch64-linux-gnu", &t, &d), 0);
   assert_string_equal(t.cpu, "generic");
@@ -96,6 +102,7 @@ static void test_target_parse(void **state) {
   assert_int_equal(t.vector_bits, 128);
   assert_int_equal(t.vector_regs, 16);
   assert_false(t.has_fma);
+  assert_false(t.sw_prefetch);
   assert_int_equal(kn_target_lanes(&t, KN_DT_F32), 4);
   assert_int_equal(kn_cg_check_target(&t, &d), 0);
   expect_target_error("c -mcpu=cortex-a76", "takes no options");

@@ -24,7 +24,7 @@
 #include "tools/pipeline.h"
 #include "tools/plan_build.h"
 
-static const kn_target avx512 = {.arch = KN_ARCH_X86_64, .vector_bits = 512, .vector_regs = 32, .has_fma = true};
+static const kn_target avx512 = {.arch = KN_ARCH_X86_64, .vector_bits = 512, .vector_regs = 32, .has_fma = true, .sw_prefetch = true};
 
 /* ---- graph building helpers ---- */
 
@@ -625,7 +625,7 @@ static void build_conv(kn_graph *g, int64_t cin, int64_t cout, int64_t hw, int64
 
 /* Prefetch hints of the conv kernel of build_conv(c[0..3]) (the other
  * kernels, layout transposes and padding, read no weights). */
-static void conv_prefetch(const int64_t *c, int *l1, int *l2) {
+static void conv_prefetch(const int64_t *c, const kn_target *t, int *l1, int *l2) {
   kn_graph g;
   build_conv(&g, c[0], c[1], c[2], c[3]);
   kn_diag d;
@@ -641,7 +641,7 @@ static void conv_prefetch(const int64_t *c, int *l1, int *l2) {
   *l1 = *l2 = 0;
   for (int i = 0; i < groups.n; i++) {
     kn_kernel_build kb;
-    assert_int_equal(kn_sched_build_kernel_with(&g, &groups.groups[i], &avx512, &ec, "k", NULL, &kb, NULL, NULL, &d), 0);
+    assert_int_equal(kn_sched_build_kernel_with(&g, &groups.groups[i], t, &ec, "k", NULL, &kb, NULL, NULL, &d), 0);
     count_prefetch(kb.kernel->body, l1, l2);
   }
   kn_arena_free(&arena);
@@ -654,13 +654,14 @@ static void conv_prefetch(const int64_t *c, int *l1, int *l2) {
  * Winograd); a layer whose 16 KiB of weights stay in cache gets none. The
  * hinted kernels, compiled the same way, compute the reference's values at
  * batch 2, and the interpreter checks every hint's index against the
- * weights' size (the last column tile prefetches itself, not past the end). */
+ * weights' size (the last column tile prefetches itself, not past the end).
+ * A target whose sw_prefetch is off gets none. */
 static void test_prefetch_hints(void **state) {
   (void)state;
   int64_t cases[][4] = {{512, 256, 7, 1}, {128, 256, 7, 3}};
   for (int i = 0; i < 2; i++) {
     int l1, l2;
-    conv_prefetch(cases[i], &l1, &l2);
+    conv_prefetch(cases[i], &avx512, &l1, &l2);
     assert_true(l1 >= 1);
     assert_true(l2 >= 1);
     kn_graph g;
@@ -669,7 +670,12 @@ static void test_prefetch_hints(void **state) {
     kn_graph_free(&g);
   }
   int l1, l2;
-  conv_prefetch((int64_t[]){64, 64, 28, 1}, &l1, &l2);
+  conv_prefetch((int64_t[]){64, 64, 28, 1}, &avx512, &l1, &l2);
+  assert_int_equal(l1 + l2, 0);
+  /* a target without sw_prefetch (AMD's) gets none */
+  kn_target amd = avx512;
+  amd.sw_prefetch = false;
+  conv_prefetch(cases[0], &amd, &l1, &l2);
   assert_int_equal(l1 + l2, 0);
 }
 
