@@ -679,6 +679,24 @@ static void test_prefetch_hints(void **state) {
   assert_int_equal(l1 + l2, 0);
 }
 
+/* A batch-1 classifier: Gemm(x[N, 64], W[40, 64]^T) + b, 40 columns. The
+ * default vector is 8 columns, which divide 40 (16 do not), so W is packed
+ * tile by tile instead of read 64 apart per lane; the values match the
+ * reference at batch 2. */
+static void test_gemv_columns(void **state) {
+  (void)state;
+  kn_graph g;
+  kn_graph_init(&g);
+  int x = input(&g, "x", 2, (int64_t[]){1, 64}, 1);
+  int w = weight(&g, "w", 2, (int64_t[]){40, 64}), b = weight(&g, "b", 1, (int64_t[]){40});
+  int gemm = node(&g, KN_OP_GEMM, "fc", (int[]){x, w, b}, 3);
+  attr_int(&g, "transB", 1);
+  output(&g, gemm);
+  check(&g, 2, 1e-5);
+  assert_true(kn_graph_find_value(&g, "w.packed8") >= 0);
+  kn_graph_free(&g);
+}
+
 /* Provider recording the default schedule of the Transpose kernels. */
 typedef struct order_seen {
   int kernels;
@@ -769,6 +787,7 @@ int main(void) {
       cmocka_unit_test(test_border_versioning),
       cmocka_unit_test(test_transpose_gather_order),
       cmocka_unit_test(test_prefetch_hints),
+      cmocka_unit_test(test_gemv_columns),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
