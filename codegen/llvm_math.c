@@ -19,6 +19,13 @@
  *   (exp_bounded) and divide with a Newton reciprocal: a
  *   vector division costs as much as the rest of the function (vdivps zmm
  *   issues once per ~10 cycles), and SiLU / GELU epilogues run it per output.
+ * On an AVX-512 target, f32 vectors of 16 lanes (wider ones in 16-lane
+ *   pieces) take two x86 instructions instead: vscalefps for the 2^n of exp
+ *   (no split, no integer ops) and vrcp14ps plus one Newton step for the
+ *   reciprocal (three steps from a bit guess otherwise). That is ~10 of the
+ *   ~31 vector ops of a sigmoid: efficientnet_b0's SiLU epilogues made the
+ *   model 6.8% faster on a Zen 4. There sigmoid lets NaN flow through
+ *   without a select and is exact down to 0 (sigmoid(-inf) = 0).
  * f64 versions call libm (per lane for vectors). sqrt, floor, ceil, round
  * (half to even), abs and fma map to LLVM intrinsics; sin, cos and pow become
  * libm calls, one per lane. */
@@ -31,6 +38,7 @@ typedef struct mb {
   LLVMBuilderRef b;
   LLVMTypeRef fty; /* float or <n x float> */
   LLVMTypeRef ity; /* i32 or <n x i32> */
+  bool avx512;      /* <16 x float> on an AVX-512 target: vrcp14ps, vscalefps */
 } mb;
 
 static LLVMValueRef C(mb *m, double v) { return kn_cg_const_f(m->fty, v); }
@@ -67,6 +75,19 @@ static LLVMValueRef float_to_bits(mb *m, LLVMValueRef x) { return LLVMBuildBitCa
 
 static const double ln2_hi = 0.693359375, ln2_lo = -2.12194440e-4;
 
+/* y * 2^n for float n holding an integer: vscalefps on AVX-512 (one
+ * instruction, right down to the subnormals and 0), else the exponent bits of
+ * one normal 2^n, n in [-126, 127]. */
+static LLVMValueRef scale2n(mb *m, LLVMValueRef y, LLVMValueRef n) {
+  if (m->avx512) {
+    LLVMTypeRef i16 = LLVMInt16TypeInContext(m->f->m->ctx), i32 = LLVMInt32TypeInContext(m->f->m->ctx);
+    LLVMValueRef args[5] = {y, n, y, LLVMConstInt(i16, 0xffff, 0), LLVMConstInt(i32, 4, 0)}; /* current rounding */
+    return kn_cg_call_intrinsic(m->f, "llvm.x86.avx512.mask.scalef.ps.512", NULL, 0, args, 5);
+  }
+  LLVMValueRef ni = LLVMBuildFPToSI(m->b, n, m->ity, "");
+  return mul(m, y, bits_to_float(m, LLVMBuildShl(m->b, LLVMBuildAdd(m->b, ni, I(m, 127), ""), I(m, 23), "")));
+}
+
 static LLVMValueRef exp_f32(mb *m, LLVMValueRef x) {
   LLVMValueRef nan = fcmp(m, LLVMRealUNO, x, x);
   /* Clamp so that n stays in [-150, 129]; NaN lanes compute on 0. */
@@ -80,7 +101,8 @@ static LLVMValueRef exp_f32(mb *m, LLVMValueRef x) {
                              4.1665795894E-2, 1.6666665459E-1, 5.0000001201E-1};
   LLVMValueRef poly = horner(m, r, p, 6);
   LLVMValueRef y = fma3(m, mul(m, poly, r), r, add(m, r, C(m, 1.0)));
-  /* y * 2^n, with 2^n split in two normal factors */
+  /* y * 2^n, with 2^n split in two normal factors (vscalefps needs no split) */
+  if (m->avx512) return sel(m, nan, x, scale2n(m, y, n));
   LLVMValueRef ni = LLVMBuildFPToSI(m->b, n, m->ity, "");
   LLVMValueRef n1 = LLVMBuildAShr(m->b, ni, I(m, 1), "");
   LLVMValueRef n2 = LLVMBuildSub(m->b, ni, n1, "");
@@ -128,8 +150,9 @@ static LLVMValueRef keep_nan(mb *m, LLVMValueRef x, LLVMValueRef res) {
   return sel(m, fcmp(m, LLVMRealUNO, x, x), x, res);
 }
 
-/* exp(t) for t in [-87, 88] (the caller clamps): the polynomial of exp_f32,
- * scaled by one normal 2^n, with no range or NaN handling. */
+/* exp(t) for t in [-87, 88] (the caller clamps; with vscalefps t may go down
+ * to -150, where the result is a subnormal or 0): the polynomial of exp_f32
+ * scaled by 2^n, with no NaN handling: a NaN t gives NaN on AVX-512 only. */
 static LLVMValueRef exp_bounded(mb *m, LLVMValueRef t) {
   LLVMValueRef n = intr1(m, "llvm.roundeven", mul(m, t, C(m, 1.44269504088896341)));
   LLVMValueRef r = fma3(m, n, C(m, -ln2_hi), t);
@@ -137,16 +160,23 @@ static LLVMValueRef exp_bounded(mb *m, LLVMValueRef t) {
   static const double p[] = {1.9875691500E-4, 1.3981999507E-3, 8.3334519073E-3,
                              4.1665795894E-2, 1.6666665459E-1, 5.0000001201E-1};
   LLVMValueRef y = fma3(m, mul(m, horner(m, r, p, 6), r), r, add(m, r, C(m, 1.0)));
-  LLVMValueRef ni = LLVMBuildFPToSI(m->b, n, m->ity, "");
-  LLVMValueRef s = bits_to_float(m, LLVMBuildShl(m->b, LLVMBuildAdd(m->b, ni, I(m, 127), ""), I(m, 23), ""));
-  return mul(m, y, s);
+  return scale2n(m, y, n);
 }
 
-/* 1 / d for a positive normal d in [2^-125, 2^125]: an initial guess from the
- * bits (relative error <= 12%), then three Newton steps (error <= 4e-8). */
+/* 1 / d for a positive normal d in [2^-125, 2^125]. AVX-512: vrcp14ps
+ * (relative error <= 2^-14) and one Newton step (<= 2^-28 before rounding).
+ * Else an initial guess from the bits (<= 12%) and three Newton steps
+ * (<= 4e-8). A NaN d gives NaN on AVX-512 only. */
 static LLVMValueRef recip(mb *m, LLVMValueRef d) {
+  LLVMValueRef nd = LLVMBuildFNeg(m->b, d, "");
+  if (m->avx512) {
+    LLVMTypeRef i16 = LLVMInt16TypeInContext(m->f->m->ctx);
+    LLVMValueRef args[3] = {d, d, LLVMConstInt(i16, 0xffff, 0)};
+    LLVMValueRef y = kn_cg_call_intrinsic(m->f, "llvm.x86.avx512.rcp14.ps.512", NULL, 0, args, 3);
+    return fma3(m, y, fma3(m, nd, y, C(m, 1.0)), y);
+  }
   LLVMValueRef y = bits_to_float(m, LLVMBuildSub(m->b, I(m, 0x7ef311c3), float_to_bits(m, d), ""));
-  for (int i = 0; i < 3; i++) y = fma3(m, y, fma3(m, LLVMBuildFNeg(m->b, d, ""), y, C(m, 1.0)), y);
+  for (int i = 0; i < 3; i++) y = fma3(m, y, fma3(m, nd, y, C(m, 1.0)), y);
   return y;
 }
 
@@ -164,9 +194,19 @@ static LLVMValueRef tanh_f32(mb *m, LLVMValueRef x) {
   return keep_nan(m, x, sel(m, fcmp(m, LLVMRealOLT, ax, C(m, 0.625)), small, big));
 }
 
+/* max(a, lo) that keeps a NaN a (maxps with lo first). */
+static LLVMValueRef max_keep_nan(mb *m, LLVMValueRef a, LLVMValueRef lo) {
+  return sel(m, fcmp(m, LLVMRealOLT, a, lo), lo, a);
+}
+
 static LLVMValueRef sigmoid_f32(mb *m, LLVMValueRef x) {
-  LLVMValueRef t = vmax(m, LLVMBuildFNeg(m->b, intr1(m, "llvm.fabs", x), ""), C(m, -87.0));
-  LLVMValueRef e = exp_bounded(m, t); /* in (0, 1] */
+  LLVMValueRef neg_abs = LLVMBuildFNeg(m->b, intr1(m, "llvm.fabs", x), "");
+  if (m->avx512) { /* NaN flows through; e = exp(-|x|) is exact down to 0 */
+    LLVMValueRef e = exp_bounded(m, max_keep_nan(m, neg_abs, C(m, -150.0)));
+    LLVMValueRef r = recip(m, add(m, C(m, 1.0), e));
+    return sel(m, fcmp(m, LLVMRealOLT, x, C(m, 0.0)), mul(m, e, r), r);
+  }
+  LLVMValueRef e = exp_bounded(m, vmax(m, neg_abs, C(m, -87.0))); /* in (0, 1] */
   LLVMValueRef r = recip(m, add(m, C(m, 1.0), e));
   return keep_nan(m, x, sel(m, fcmp(m, LLVMRealOLT, x, C(m, 0.0)), mul(m, e, r), r));
 }
@@ -189,12 +229,41 @@ static LLVMValueRef erf_f32(mb *m, LLVMValueRef x) {
   return keep_nan(m, x, sel(m, fcmp(m, LLVMRealOLT, ax, C(m, 0.5)), small, big));
 }
 
+/* Lanes [lo, lo + n) of v. */
+static LLVMValueRef lanes_of(kn_cg_fn *f, LLVMValueRef v, unsigned lo, unsigned n) {
+  LLVMTypeRef i32 = LLVMInt32TypeInContext(f->m->ctx);
+  LLVMValueRef idx[64];
+  for (unsigned i = 0; i < n; i++) idx[i] = LLVMConstInt(i32, lo + i, 0);
+  return LLVMBuildShuffleVector(f->b, v, LLVMGetUndef(LLVMTypeOf(v)), LLVMConstVector(idx, n), "");
+}
+
+/* fn on the two halves of wide vectors, joined: the AVX-512 forms work on
+ * one zmm register (16 floats), and schedules use 32 or 64 lanes. */
+static LLVMValueRef by_halves(kn_cg_fn *f, kn_fn fn, LLVMValueRef *args, int n_args, unsigned lanes) {
+  LLVMValueRef lo[3], hi[3];
+  for (int a = 0; a < n_args; a++) {
+    lo[a] = lanes_of(f, args[a], 0, lanes / 2);
+    hi[a] = lanes_of(f, args[a], lanes / 2, lanes / 2);
+  }
+  LLVMValueRef rl = kn_cg_math(f, fn, lo, n_args), rh = kn_cg_math(f, fn, hi, n_args);
+  LLVMTypeRef i32 = LLVMInt32TypeInContext(f->m->ctx);
+  LLVMValueRef idx[64];
+  for (unsigned i = 0; i < lanes; i++) idx[i] = LLVMConstInt(i32, i, 0);
+  return LLVMBuildShuffleVector(f->b, rl, rh, LLVMConstVector(idx, lanes), "");
+}
+
 LLVMValueRef kn_cg_math(kn_cg_fn *f, kn_fn fn, LLVMValueRef *args, int n_args) {
   LLVMTypeRef ty = LLVMTypeOf(args[0]);
   bool vec = LLVMGetTypeKind(ty) == LLVMVectorTypeKind;
   LLVMTypeRef elem = vec ? LLVMGetElementType(ty) : ty;
   bool f32 = LLVMGetTypeKind(elem) == LLVMFloatTypeKind;
-  mb m = {f, f->b, ty, NULL};
+  const kn_target *tg = f->m->target;
+  unsigned lanes = vec ? LLVMGetVectorSize(ty) : 1;
+  bool x512 = f32 && tg->arch == KN_ARCH_X86_64 && tg->vector_bits >= 512;
+  bool inline_poly = fn == KN_FN_EXP || fn == KN_FN_SIGMOID || fn == KN_FN_TANH || fn == KN_FN_ERF;
+  if (x512 && inline_poly && lanes > 16 && lanes <= 64 && (lanes & (lanes - 1)) == 0)
+    return by_halves(f, fn, args, n_args, lanes);
+  mb m = {f, f->b, ty, NULL, x512 && lanes == 16};
   LLVMTypeRef i32 = LLVMInt32TypeInContext(f->m->ctx);
   m.ity = vec ? LLVMVectorType(i32, LLVMGetVectorSize(ty)) : i32;
   switch (fn) {
