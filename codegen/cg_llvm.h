@@ -112,6 +112,9 @@ LLVMValueRef kn_cg_const_f(LLVMTypeRef ty, double v);  /* float scalar or splat 
 LLVMValueRef kn_cg_const_i(LLVMTypeRef ty, int64_t v); /* int scalar or splat */
 LLVMValueRef kn_cg_call_intrinsic(kn_cg_fn *f, const char *name, LLVMTypeRef *overloads,
                                   int n_overloads, LLVMValueRef *args, int n_args);
+/* Lanes [lo, lo + n) of a's lanes followed by b's (b NULL: a alone), as one
+ * shufflevector: a slice of a vector, or two vectors joined. */
+LLVMValueRef kn_cg_lane_range(kn_cg_fn *f, LLVMValueRef a, LLVMValueRef b, unsigned lo, unsigned n);
 /* Calls a C function `double name(double)` / `float namef(float)` per lane. */
 LLVMValueRef kn_cg_call_libm(kn_cg_fn *f, const char *name, LLVMValueRef *args, int n_args);
 

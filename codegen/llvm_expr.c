@@ -120,6 +120,14 @@ LLVMValueRef kn_cg_call_intrinsic(kn_cg_fn *f, const char *name, LLVMTypeRef *ov
   return LLVMBuildCall2(f->b, fty, decl, args, (unsigned)n_args, "");
 }
 
+LLVMValueRef kn_cg_lane_range(kn_cg_fn *f, LLVMValueRef a, LLVMValueRef b, unsigned lo, unsigned n) {
+  LLVMTypeRef i32 = LLVMInt32TypeInContext(f->m->ctx);
+  LLVMValueRef idx[256];
+  KN_ASSERT(n <= 256, "vector too wide");
+  for (unsigned i = 0; i < n; i++) idx[i] = LLVMConstInt(i32, lo + i, 0);
+  return LLVMBuildShuffleVector(f->b, a, b ? b : LLVMGetUndef(LLVMTypeOf(a)), LLVMConstVector(idx, n), "");
+}
+
 LLVMValueRef kn_cg_call_libm(kn_cg_fn *f, const char *name, LLVMValueRef *args, int n_args) {
   KN_ASSERT(n_args >= 1 && n_args <= 3, "libm call arity");
   LLVMTypeRef ty = LLVMTypeOf(args[0]);
@@ -913,14 +921,7 @@ static LLVMValueRef vreduce(kn_cg_fn *f, kn_fn fn, kn_dtype t, LLVMValueRef v) {
   kn_expr probe = {.kind = op, .dtype = t, .lanes = 1};
   while (n > 1 && !(n & 1)) {
     unsigned h = n / 2;
-    LLVMValueRef lo_idx[256], hi_idx[256];
-    KN_ASSERT(h <= 256, "vector too wide");
-    for (unsigned i = 0; i < h; i++) {
-      lo_idx[i] = LLVMConstInt(i32, i, 0);
-      hi_idx[i] = LLVMConstInt(i32, h + i, 0);
-    }
-    LLVMValueRef lo = LLVMBuildShuffleVector(f->b, v, LLVMGetUndef(LLVMTypeOf(v)), LLVMConstVector(lo_idx, h), "");
-    LLVMValueRef hi = LLVMBuildShuffleVector(f->b, v, LLVMGetUndef(LLVMTypeOf(v)), LLVMConstVector(hi_idx, h), "");
+    LLVMValueRef lo = kn_cg_lane_range(f, v, NULL, 0, h), hi = kn_cg_lane_range(f, v, NULL, h, h);
     if (op == KN_E_ADD)
       v = is_float(t) ? LLVMBuildFAdd(f->b, lo, hi, "") : LLVMBuildAdd(f->b, lo, hi, "");
     else

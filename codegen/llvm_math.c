@@ -229,27 +229,16 @@ static LLVMValueRef erf_f32(mb *m, LLVMValueRef x) {
   return keep_nan(m, x, sel(m, fcmp(m, LLVMRealOLT, ax, C(m, 0.5)), small, big));
 }
 
-/* Lanes [lo, lo + n) of v. */
-static LLVMValueRef lanes_of(kn_cg_fn *f, LLVMValueRef v, unsigned lo, unsigned n) {
-  LLVMTypeRef i32 = LLVMInt32TypeInContext(f->m->ctx);
-  LLVMValueRef idx[64];
-  for (unsigned i = 0; i < n; i++) idx[i] = LLVMConstInt(i32, lo + i, 0);
-  return LLVMBuildShuffleVector(f->b, v, LLVMGetUndef(LLVMTypeOf(v)), LLVMConstVector(idx, n), "");
-}
-
 /* fn on the two halves of wide vectors, joined: the AVX-512 forms work on
  * one zmm register (16 floats), and schedules use 32 or 64 lanes. */
 static LLVMValueRef by_halves(kn_cg_fn *f, kn_fn fn, LLVMValueRef *args, int n_args, unsigned lanes) {
   LLVMValueRef lo[3], hi[3];
   for (int a = 0; a < n_args; a++) {
-    lo[a] = lanes_of(f, args[a], 0, lanes / 2);
-    hi[a] = lanes_of(f, args[a], lanes / 2, lanes / 2);
+    lo[a] = kn_cg_lane_range(f, args[a], NULL, 0, lanes / 2);
+    hi[a] = kn_cg_lane_range(f, args[a], NULL, lanes / 2, lanes / 2);
   }
   LLVMValueRef rl = kn_cg_math(f, fn, lo, n_args), rh = kn_cg_math(f, fn, hi, n_args);
-  LLVMTypeRef i32 = LLVMInt32TypeInContext(f->m->ctx);
-  LLVMValueRef idx[64];
-  for (unsigned i = 0; i < lanes; i++) idx[i] = LLVMConstInt(i32, i, 0);
-  return LLVMBuildShuffleVector(f->b, rl, rh, LLVMConstVector(idx, lanes), "");
+  return kn_cg_lane_range(f, rl, rh, 0, lanes);
 }
 
 LLVMValueRef kn_cg_math(kn_cg_fn *f, kn_fn fn, LLVMValueRef *args, int n_args) {
