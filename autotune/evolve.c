@@ -161,7 +161,7 @@ static void mutate_once(kn_schedule *s, const kn_at_task_shape *task, const kn_t
   kn_at_task_shape buf;
   const kn_at_task_shape *ts = kn_at_task_axes(s, task, &buf);
   if (!ts) ts = task; /* a crossover's child that validation will refuse */
-  switch (rnd_int(rng, 8)) {
+  switch (rnd_int(rng, 9)) {
   case 0: { /* a split factor */
     int a = rnd_int(rng, s->n_axes);
     if (!s->n_factors[a]) return;
@@ -209,6 +209,10 @@ static void mutate_once(kn_schedule *s, const kn_at_task_shape *task, const kn_t
     return;
   case 7: /* a conv's pixels as one axis, or not */
     if (ts->hints.spatial) s->fuse_spatial = !s->fuse_spatial;
+    return;
+  case 8: /* how many innermost reduction axes are unrolled (validation
+           * refuses what does not fit) */
+    if (ts->hints.n_reduce > 0) s->unroll_reduce = rnd_int(rng, ts->hints.n_reduce < 2 ? 2 : 3);
     return;
   default: { /* reduction lanes, or the vectorized loop's width */
     int lanes = kn_target_lanes(t, ts->dtype != KN_DT_INVALID ? ts->dtype : KN_DT_F32);
@@ -274,6 +278,7 @@ bool kn_at_crossover(const kn_schedule *a, const kn_schedule *b, const kn_at_tas
     }
     if (rnd_int(rng, 2)) out->n_parallel = b->n_parallel;
     if (rnd_int(rng, 2)) out->reduce_lanes = b->reduce_lanes;
+    if (rnd_int(rng, 2)) out->unroll_reduce = b->unroll_reduce;
     if (acceptable(out, ts)) return true;
   }
   return false;

@@ -4,7 +4,9 @@
  * column factor (multiples of the target's vector lanes, and half a
  * vector) x row factor (accumulators within the register file) x loop
  * order (column tiles outermost or not) x unrolled or serial row tile x
- * parallel depth (how many of the outer loops fuse into the parallel loop).
+ * parallel depth (how many of the outer loops fuse into the parallel loop)
+ * x, when the innermost reduction axis is short (a depthwise conv's kw),
+ * that axis unrolled or not (unroll_reduction).
  * Everything else: vector width of the innermost axis x parallel depth,
  * x an unrolled split of the next axis (no reductions), or x the lanes of a
  * vectorized row reduction (softmax, layer norm).
@@ -88,6 +90,9 @@ static void contraction(space *sp, const kn_target *t, int lanes, bool fuse) {
       if (!in_list(cfs, n_cf, f)) cfs[n_cf++] = f;
   }
   if (n_cf == 0) cfs[n_cf++] = 1;
+  /* a short innermost reduction (a depthwise conv's kw) is also unrolled */
+  int nred = ts->hints.n_reduce;
+  bool small_taps = nred >= 1 && ts->hints.reduce_extent[nred - 1] >= 2 && ts->hints.reduce_extent[nred - 1] <= 7;
   int64_t cand_rf[] = {1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 28, default_factor(&ts->dflt, r)};
   for (int i = 0; i < 14; i++)
     if (cand_rf[i] <= rows && !in_list(rfs, n_rf, cand_rf[i])) rfs[n_rf++] = cand_rf[i];
@@ -122,6 +127,10 @@ static void contraction(space *sp, const kn_target *t, int lanes, bool fuse) {
             if (rf > 1) loop(&s, r, 1, unroll ? KN_FOR_UNROLLED : KN_FOR_SERIAL);
             if (cf > 1) loop(&s, c, 1, cf >= 4 ? KN_FOR_VECTORIZED : KN_FOR_UNROLLED);
             add(sp, &s);
+            if (small_taps) {
+              s.unroll_reduce = 1;
+              add(sp, &s);
+            }
           }
         }
     }

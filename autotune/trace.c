@@ -2,7 +2,8 @@
  *
  * A trace is a JSON array of the primitives kn_sched_print prints, in a
  * canonical order (splits by axis, reorder, fuse_parallel, compute_at,
- * vectorize_reduction, then the loop kinds), so equal schedules give equal
+ * vectorize_reduction, split_reduction, unroll_reduction, then the loop
+ * kinds), so equal schedules give equal
  * text and the text can key a set of measured candidates. Parsing accepts
  * the primitives in any order and checks only their form; whether the
  * schedule fits a kernel is kn_at_sched_validate's job. */
@@ -40,6 +41,7 @@ void kn_at_trace_write(const kn_schedule *s, char *buf, size_t cap) {
   if (s->rsplit_factor > 0)
     put(buf, cap, &n, ",{\"p\":\"split_reduction\",\"axis\":%d,\"factor\":%lld,\"depth\":%d%s}", s->rsplit_axis,
         (long long)s->rsplit_factor, s->rsplit_depth, s->rsplit_pack ? ",\"pack\":1" : "");
+  if (s->unroll_reduce > 0) put(buf, cap, &n, ",{\"p\":\"unroll_reduction\",\"axes\":%d}", s->unroll_reduce);
   for (int i = 0; i < s->n_loops; i++) {
     kn_for_kind k = s->loops[i].kind;
     if (k == KN_FOR_SERIAL) continue;
@@ -116,6 +118,9 @@ int kn_at_trace_from_json(const kn_json *trace, kn_schedule *s, kn_diag *d) {
       if (kn_json_get(p, "pack") && !get_int(p, "pack", 0, 1, &pack))
         return kn_diag_error(d, "trace: split_reduction %d: pack must be 0 or 1", i);
       s->rsplit_pack = pack == 1;
+    } else if (!strcmp(nm, "unroll_reduction")) {
+      if (!get_int(p, "axes", 0, 2 * KN_MAX_RANK, &v)) return kn_diag_error(d, "trace: unroll_reduction: axes not in [0, %d]", 2 * KN_MAX_RANK);
+      s->unroll_reduce = (int)v;
     } else if (!strcmp(nm, "vectorize") || !strcmp(nm, "unroll")) {
       if (n_kinds == KN_SCHED_MAX_LOOPS || !get_pair(kn_json_get(p, "loop"), &kinds[n_kinds].axis, &kinds[n_kinds].piece))
         return kn_diag_error(d, "trace: %s %d wants a loop [axis, piece]", nm, i);
@@ -228,6 +233,22 @@ int kn_at_sched_validate(const kn_schedule *s, const kn_at_task_shape *task, kn_
       if (e < 0) return kn_diag_error(d, "loop %d.%d: symbolic extent inside the accumulator tile", s->loops[i].axis, s->loops[i].piece);
       size *= e;
       if (size > 4096) return kn_diag_error(d, "accumulator tile over 4096 elements");
+    }
+  }
+  if (s->unroll_reduce < 0) return kn_diag_error(d, "unroll_reduction: negative axis count");
+  if (s->unroll_reduce > 0) {
+    /* the stage's innermost axes, constant, few copies in all; known for a
+     * stage read at O's own indices (kn_sched_reduction_hints) */
+    const kn_sched_hints *h = &ts->hints;
+    if (s->reduce_lanes > 1) return kn_diag_error(d, "unroll_reduction: not with vectorize_reduction");
+    if (s->unroll_reduce > h->n_reduce)
+      return kn_diag_error(d, "unroll_reduction over %d axes, the kernel has %d it can unroll", s->unroll_reduce, h->n_reduce);
+    int64_t copies = 1;
+    for (int i = h->n_reduce - s->unroll_reduce; i < h->n_reduce; i++) {
+      if (h->reduce_extent[i] < 1) return kn_diag_error(d, "unroll_reduction: reduction axis %d has no constant extent", i);
+      if (s->rsplit_factor > 0 && s->rsplit_axis == i) return kn_diag_error(d, "unroll_reduction: not over the blocked axis %d", i);
+      copies *= h->reduce_extent[i];
+      if (copies > KN_SCHED_MAX_UNROLL_REDUCE) return kn_diag_error(d, "unroll_reduction: over %d copies", KN_SCHED_MAX_UNROLL_REDUCE);
     }
   }
   if (s->rsplit_factor < 0) return kn_diag_error(d, "split_reduction: negative factor");

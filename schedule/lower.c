@@ -584,7 +584,18 @@ static kn_stmt *stage_code(lower *L, stage *st) {
   update = wrap_tile(L, st, update);
   kn_stmt *hints = prefetch_hints(L, src, rvars, rext, nr);
   if (hints) update = kn_s_seq2(ec, hints, update);
-  for (int i = nr - 1; i >= 0; i--) update = kn_s_for(ec, rvars[i], kn_e_int(ec, 0), rext[i], KN_FOR_SERIAL, update);
+  int64_t copies = 1;
+  for (int i = nr - 1; i >= 0; i--) {
+    bool unroll = i >= nr - L->s->unroll_reduce;
+    if (unroll && (rmax[i] < 1 || !kn_e_is_const_int(rext[i], &rmax[i]) ||
+                   (copies *= rmax[i]) > KN_SCHED_MAX_UNROLL_REDUCE)) {
+      kn_diag_error(L->d, "unroll_reduction: reduction axis %d of %s has no constant extent, or the unrolled "
+                    "copies exceed %d", i, st->t->name, KN_SCHED_MAX_UNROLL_REDUCE);
+      L->failed = true;
+      unroll = false;
+    }
+    update = kn_s_for(ec, rvars[i], kn_e_int(ec, 0), rext[i], unroll ? KN_FOR_UNROLLED : KN_FOR_SERIAL, update);
+  }
   return kn_s_seq2(ec, init, update);
 }
 

@@ -16,7 +16,8 @@
  * Everything else: the innermost axis is vectorized with native vectors, the
  * outer axes are fused into one parallel loop; reductions are computed per
  * vector of the innermost axis when they keep that axis (pooling), else per
- * row (softmax, layer norm). */
+ * row (softmax, layer norm). A depthwise conv also unrolls its innermost
+ * reduction axis (unroll_reduce). */
 #include <string.h>
 
 #include "schedule.h"
@@ -141,6 +142,14 @@ void kn_sched_default(const kn_te_tensor *out, const kn_sched_hints *h, const kn
     s->attach = s->n_loops;
     if (rf > 1) add_loop(s, rank - 2, 1, KN_FOR_UNROLLED);
     if (cf > 1) add_loop(s, rank - 1, 1, cf >= 4 ? KN_FOR_VECTORIZED : KN_FOR_UNROLLED);
+    /* a depthwise conv unrolls its innermost taps (kw): the tile's pixels
+     * then share the input vectors of neighbouring taps (8 pixels x 3 taps
+     * load 10 vectors, not 24). Unrolling kh as well measured slower.
+     * mobilenet_v2's 56x56x144 3x3, default tile, 2 threads: 0.11 -> 0.07
+     * ms; efficientnet_b0's 28x28x240 5x5: 0.23 -> 0.11 ms */
+    if (h->grouped && h->n_reduce >= 1 && h->reduce_extent[h->n_reduce - 1] >= 2 &&
+        h->reduce_extent[h->n_reduce - 1] <= 7)
+      s->unroll_reduce = 1;
     return;
   }
   if (rank == 0) return;
@@ -222,6 +231,7 @@ void kn_sched_print(const kn_schedule *s, FILE *out) {
   if (s->n_parallel) fprintf(out, "fuse_parallel(loops=%d)\n", s->n_parallel);
   fprintf(out, "compute_at(stages, depth=%d)\n", s->attach);
   if (s->reduce_lanes > 1) fprintf(out, "vectorize_reduction(lanes=%d)\n", s->reduce_lanes);
+  if (s->unroll_reduce > 0) fprintf(out, "unroll_reduction(axes=%d)\n", s->unroll_reduce);
   if (s->rsplit_factor > 0)
     fprintf(out, "split_reduction(axis=%d, factor=%lld, depth=%d%s)\n", s->rsplit_axis, (long long)s->rsplit_factor,
             s->rsplit_depth, s->rsplit_pack ? ", pack" : "");

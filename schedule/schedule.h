@@ -16,6 +16,9 @@
  * computed at depth `attach` into LOCAL accumulators covering the tile formed
  * by the deeper loops; the deeper loops then run the epilogue that stores O.
  * The innermost loop may be VECTORIZED, loops below `attach` UNROLLED.
+ * `unroll_reduce` unrolls the innermost reduction loops of the stages too (a
+ * depthwise conv's kw: the tile's pixels then share the input vectors of
+ * neighbouring taps, which LLVM loads once).
  *
  * Reduction blocking (`rsplit_factor` > 0, contractions whose single stage
  * covers O one to one): reduction axis `rsplit_axis` of the stage is split
@@ -70,7 +73,14 @@ typedef struct kn_schedule {
                             local buffer in the order the tiles read it */
   bool fuse_spatial;     /* axes rank-3 and rank-2 as one (see above); not
                             with split_reduction */
+  int unroll_reduce;     /* the innermost this many reduction axes of each
+                            stage are unrolled (constant extents, at most
+                            KN_SCHED_MAX_UNROLL_REDUCE copies in all) */
 } kn_schedule;
+
+/* The most copies of a tile's update that unroll_reduce may make (a 5x5
+ * window unrolled over both axes is 25). */
+#define KN_SCHED_MAX_UNROLL_REDUCE 64
 
 /* The extents the schedule's axes run over: O's, or with fuse_spatial
  * [.., 1, oh*ow, c]. Returns false when fuse_spatial does not fit O (rank

@@ -30,12 +30,18 @@ void make_conv(kn_graph *g, const char *prefix, int64_t cin, int64_t cout, int64
 void make_conv_small(kn_graph *g);
 void make_matmul(kn_graph *g);
 void make_softmax(kn_graph *g);
+/* depthwise k x k conv (pad k / 2) + relu on [1, channels, hw, hw] */
+void make_depthwise(kn_graph *g, int64_t channels, int64_t hw, int64_t k, int64_t stride);
 void force_choose(void *ctx, const kn_sched_task *task, kn_schedule *s);
 void setup(fixture *fx, void (*make)(kn_graph *));
 void teardown(fixture *fx);
 /* max error relative to max(1, max|ref|), or -1 when the forced schedule
  * was rejected; the target kernel's loop IR into *loops when set */
 double compile_run(fixture *fx, const kn_target *t, force *f, char **loops);
+
+/* test_unroll_reduce.c: unroll_reduction, in the rules, the space, traces
+ * and validation */
+int kn_test_unroll_reduce_run(void);
 
 /* test_search.c: the cost model and the evolutionary search */
 int kn_test_search_run(void);

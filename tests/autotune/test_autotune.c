@@ -320,15 +320,18 @@ static void test_space_conv(void **state) {
   (void)state;
   check_space(make_conv_small, &avx512, 20);
 }
-/* depthwise 3x3 pad 1 + relu on [1, 16, 7, 7] (group 16) */
-static void make_depthwise_7x7(kn_graph *g) {
-  int x = input(g, "x", 4, (int64_t[]){1, 16, 7, 7});
-  int w = weight(g, "w", 4, (int64_t[]){16, 1, 3, 3}), b = weight(g, "b", 1, (int64_t[]){16});
+void make_depthwise(kn_graph *g, int64_t channels, int64_t hw, int64_t k, int64_t stride) {
+  int x = input(g, "x", 4, (int64_t[]){1, channels, hw, hw});
+  int w = weight(g, "w", 4, (int64_t[]){channels, 1, k, k}), b = weight(g, "b", 1, (int64_t[]){channels});
   int c = node(g, KN_OP_CONV, "dw", (int[]){x, w, b}, 3);
-  attr_ints(g, "pads", 4, (int64_t[]){1, 1, 1, 1});
-  attr_int(g, "group", 16);
+  attr_ints(g, "pads", 4, (int64_t[]){k / 2, k / 2, k / 2, k / 2});
+  attr_ints(g, "strides", 2, (int64_t[]){stride, stride});
+  attr_int(g, "group", channels);
   output(g, node(g, KN_OP_RELU, "relu", (int[]){c}, 1));
 }
+
+/* depthwise 3x3 pad 1 + relu on [1, 16, 7, 7] (group 16) */
+static void make_depthwise_7x7(kn_graph *g) { make_depthwise(g, 16, 7, 3, 1); }
 
 /* a 7x7 conv on AVX2: the default tiles the 49 pixels as one axis
  * (fuse_spatial); the space has fused and unfused tiles, and every one
@@ -592,5 +595,5 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_space_softmax),
   };
   int failed = cmocka_run_group_tests(tests, NULL, NULL);
-  return failed + kn_test_search_run();
+  return failed + kn_test_search_run() + kn_test_unroll_reduce_run();
 }

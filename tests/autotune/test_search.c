@@ -17,7 +17,6 @@
 #include <cmocka.h>
 
 #include "autotune/json.h"
-#include "autotune/json.h"
 #include "autotune/search.h"
 #include "fixture.h"
 #include "tools/pipeline.h"
