@@ -245,7 +245,9 @@ int kn_at_sched_validate(const kn_schedule *s, const kn_at_task_shape *task, kn_
       return kn_diag_error(d, "unroll_reduction over %d axes, the kernel has %d it can unroll", s->unroll_reduce, h->n_reduce);
     int64_t copies = 1;
     for (int i = h->n_reduce - s->unroll_reduce; i < h->n_reduce; i++) {
-      if (h->reduce_extent[i] < 1) return kn_diag_error(d, "unroll_reduction: reduction axis %d has no constant extent", i);
+      if (h->reduce_extent[i] < 1 || h->reduce_extent[i] > KN_SCHED_MAX_UNROLL_AXIS)
+        return kn_diag_error(d, "unroll_reduction: reduction axis %d has no constant extent of at most %d", i,
+                             KN_SCHED_MAX_UNROLL_AXIS);
       if (s->rsplit_factor > 0 && s->rsplit_axis == i) return kn_diag_error(d, "unroll_reduction: not over the blocked axis %d", i);
       copies *= h->reduce_extent[i];
       if (copies > KN_SCHED_MAX_UNROLL_REDUCE) return kn_diag_error(d, "unroll_reduction: over %d copies", KN_SCHED_MAX_UNROLL_REDUCE);

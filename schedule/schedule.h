@@ -74,13 +74,17 @@ typedef struct kn_schedule {
   bool fuse_spatial;     /* axes rank-3 and rank-2 as one (see above); not
                             with split_reduction */
   int unroll_reduce;     /* the innermost this many reduction axes of each
-                            stage are unrolled (constant extents, at most
+                            stage are unrolled (constant extents of at most
+                            KN_SCHED_MAX_UNROLL_AXIS, at most
                             KN_SCHED_MAX_UNROLL_REDUCE copies in all) */
 } kn_schedule;
 
-/* The most copies of a tile's update that unroll_reduce may make (a 5x5
- * window unrolled over both axes is 25). */
-#define KN_SCHED_MAX_UNROLL_REDUCE 64
+/* The longest reduction axis unroll_reduce unrolls, and the most copies of
+ * a tile's update it makes (a 5x5 window over both axes is 25). A 1x1
+ * conv's 64 input channels unrolled under a 4 x 32 tile kept LLVM busy
+ * past the tuner's 120 s build timeout. */
+#define KN_SCHED_MAX_UNROLL_AXIS 7
+#define KN_SCHED_MAX_UNROLL_REDUCE 25
 
 /* The extents the schedule's axes run over: O's, or with fuse_spatial
  * [.., 1, oh*ow, c]. Returns false when fuse_spatial does not fit O (rank
