@@ -92,7 +92,8 @@ static void contraction(space *sp, const kn_target *t, int lanes, bool fuse) {
   if (n_cf == 0) cfs[n_cf++] = 1;
   /* a short innermost reduction (a depthwise conv's kw) is also unrolled */
   int nred = ts->hints.n_reduce;
-  bool small_taps = nred >= 1 && ts->hints.reduce_extent[nred - 1] >= 2 && ts->hints.reduce_extent[nred - 1] <= KN_SCHED_MAX_UNROLL_AXIS;
+  int64_t inner = nred >= 1 ? ts->hints.reduce_extent[nred - 1] : 0;
+  bool small_taps = inner >= 2 && inner <= KN_SCHED_MAX_UNROLL_AXIS;
   int64_t cand_rf[] = {1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 28, default_factor(&ts->dflt, r)};
   for (int i = 0; i < 14; i++)
     if (cand_rf[i] <= rows && !in_list(rfs, n_rf, cand_rf[i])) rfs[n_rf++] = cand_rf[i];

@@ -1,10 +1,10 @@
 /* trace.c — schedules as replayable traces, and their validation.
  *
  * A trace is a JSON array of the primitives kn_sched_print prints, in a
- * canonical order (splits by axis, reorder, fuse_parallel, compute_at,
- * vectorize_reduction, split_reduction, unroll_reduction, then the loop
- * kinds), so equal schedules give equal
- * text and the text can key a set of measured candidates. Parsing accepts
+ * canonical order (fuse_spatial, splits by axis, reorder, fuse_parallel,
+ * compute_at, vectorize_reduction, split_reduction, unroll_reduction, then
+ * the loop kinds), so equal schedules give equal text and the text can key
+ * a set of measured candidates. Parsing accepts
  * the primitives in any order and checks only their form; whether the
  * schedule fits a kernel is kn_at_sched_validate's job. */
 #include <stdarg.h>
@@ -119,7 +119,8 @@ int kn_at_trace_from_json(const kn_json *trace, kn_schedule *s, kn_diag *d) {
         return kn_diag_error(d, "trace: split_reduction %d: pack must be 0 or 1", i);
       s->rsplit_pack = pack == 1;
     } else if (!strcmp(nm, "unroll_reduction")) {
-      if (!get_int(p, "axes", 0, 2 * KN_MAX_RANK, &v)) return kn_diag_error(d, "trace: unroll_reduction: axes not in [0, %d]", 2 * KN_MAX_RANK);
+      if (!get_int(p, "axes", 0, 2 * KN_MAX_RANK, &v))
+        return kn_diag_error(d, "trace: unroll_reduction: axes not in [0, %d]", 2 * KN_MAX_RANK);
       s->unroll_reduce = (int)v;
     } else if (!strcmp(nm, "vectorize") || !strcmp(nm, "unroll")) {
       if (n_kinds == KN_SCHED_MAX_LOOPS || !get_pair(kn_json_get(p, "loop"), &kinds[n_kinds].axis, &kinds[n_kinds].piece))
@@ -242,15 +243,18 @@ int kn_at_sched_validate(const kn_schedule *s, const kn_at_task_shape *task, kn_
     const kn_sched_hints *h = &ts->hints;
     if (s->reduce_lanes > 1) return kn_diag_error(d, "unroll_reduction: not with vectorize_reduction");
     if (s->unroll_reduce > h->n_reduce)
-      return kn_diag_error(d, "unroll_reduction over %d axes, the kernel has %d it can unroll", s->unroll_reduce, h->n_reduce);
+      return kn_diag_error(d, "unroll_reduction over %d axes, the kernel has %d it can unroll", s->unroll_reduce,
+                           h->n_reduce);
     int64_t copies = 1;
     for (int i = h->n_reduce - s->unroll_reduce; i < h->n_reduce; i++) {
       if (h->reduce_extent[i] < 1 || h->reduce_extent[i] > KN_SCHED_MAX_UNROLL_AXIS)
         return kn_diag_error(d, "unroll_reduction: reduction axis %d has no constant extent of at most %d", i,
                              KN_SCHED_MAX_UNROLL_AXIS);
-      if (s->rsplit_factor > 0 && s->rsplit_axis == i) return kn_diag_error(d, "unroll_reduction: not over the blocked axis %d", i);
+      if (s->rsplit_factor > 0 && s->rsplit_axis == i)
+        return kn_diag_error(d, "unroll_reduction: not over the blocked axis %d", i);
       copies *= h->reduce_extent[i];
-      if (copies > KN_SCHED_MAX_UNROLL_REDUCE) return kn_diag_error(d, "unroll_reduction: over %d copies", KN_SCHED_MAX_UNROLL_REDUCE);
+      if (copies > KN_SCHED_MAX_UNROLL_REDUCE)
+        return kn_diag_error(d, "unroll_reduction: over %d copies", KN_SCHED_MAX_UNROLL_REDUCE);
     }
   }
   if (s->rsplit_factor < 0) return kn_diag_error(d, "split_reduction: negative factor");

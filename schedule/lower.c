@@ -593,7 +593,6 @@ static kn_stmt *stage_code(lower *L, stage *st) {
                     "the unrolled copies exceed %d", i, st->t->name, KN_SCHED_MAX_UNROLL_AXIS,
                     KN_SCHED_MAX_UNROLL_REDUCE);
       L->failed = true;
-      unroll = false;
     }
     update = kn_s_for(ec, rvars[i], kn_e_int(ec, 0), rext[i], unroll ? KN_FOR_UNROLLED : KN_FOR_SERIAL, update);
   }
@@ -791,6 +790,7 @@ kn_stmt *kn_sched_lower(kn_expr_ctx *ec, kn_te_tensor *out, const kn_schedule *s
   if (L.n_stages) {
     kn_stmt *parts[MAX_STAGES + 1];
     for (int i = 0; i < L.n_stages; i++) parts[i] = stage_code(&L, &L.stages[i]);
+    if (L.failed) return NULL; /* a reduction the schedule cannot unroll */
     parts[L.n_stages] = nest;
     nest = kn_s_seq(ec, parts, L.n_stages + 1);
     for (int i = L.n_stages - 1; i >= 0; i--) nest = kn_s_alloc(ec, L.stages[i].acc, nest);

@@ -16,8 +16,8 @@
  * Everything else: the innermost axis is vectorized with native vectors, the
  * outer axes are fused into one parallel loop; reductions are computed per
  * vector of the innermost axis when they keep that axis (pooling), else per
- * row (softmax, layer norm). A depthwise conv also unrolls its innermost
- * reduction axis (unroll_reduce). */
+ * row (softmax, layer norm). On 32 vector registers a depthwise conv also
+ * unrolls its kw taps (unroll_reduce). */
 #include <string.h>
 
 #include "schedule.h"
@@ -149,9 +149,9 @@ void kn_sched_default(const kn_te_tensor *out, const kn_sched_hints *h, const kn
      * ms; efficientnet_b0's 28x28x240 5x5: 0.23 -> 0.11 ms (Zen 4, AVX-512).
      * With 16 registers the extra live inputs may spill: not measured, left
      * to the autotuner */
-    if (h->grouped && t->vector_regs >= 32 && h->n_reduce >= 1 && h->reduce_extent[h->n_reduce - 1] >= 2 &&
-        h->reduce_extent[h->n_reduce - 1] <= KN_SCHED_MAX_UNROLL_AXIS)
-      s->unroll_reduce = 1;
+    if (h->grouped && h->n_reduce == 2 && t->vector_regs >= 32 && h->reduce_extent[1] >= 2 &&
+        h->reduce_extent[1] <= KN_SCHED_MAX_UNROLL_AXIS)
+      s->unroll_reduce = 1; /* kh, kw: one input channel per group */
     return;
   }
   if (rank == 0) return;
@@ -233,10 +233,10 @@ void kn_sched_print(const kn_schedule *s, FILE *out) {
   if (s->n_parallel) fprintf(out, "fuse_parallel(loops=%d)\n", s->n_parallel);
   fprintf(out, "compute_at(stages, depth=%d)\n", s->attach);
   if (s->reduce_lanes > 1) fprintf(out, "vectorize_reduction(lanes=%d)\n", s->reduce_lanes);
-  if (s->unroll_reduce > 0) fprintf(out, "unroll_reduction(axes=%d)\n", s->unroll_reduce);
   if (s->rsplit_factor > 0)
     fprintf(out, "split_reduction(axis=%d, factor=%lld, depth=%d%s)\n", s->rsplit_axis, (long long)s->rsplit_factor,
             s->rsplit_depth, s->rsplit_pack ? ", pack" : "");
+  if (s->unroll_reduce > 0) fprintf(out, "unroll_reduction(axes=%d)\n", s->unroll_reduce);
   static const char *kinds[] = {"serial", "parallel", "vectorize", "unroll"};
   for (int i = 0; i < s->n_loops; i++)
     if (s->loops[i].kind != KN_FOR_SERIAL)

@@ -33,6 +33,9 @@ void make_softmax(kn_graph *g);
 /* depthwise k x k conv (pad k / 2) + relu on [1, channels, hw, hw] */
 void make_depthwise(kn_graph *g, int64_t channels, int64_t hw, int64_t k, int64_t stride);
 void force_choose(void *ctx, const kn_sched_task *task, kn_schedule *s);
+/* s written as a trace into text, parsed back (asserted to give the same
+ * text) and returned */
+kn_schedule trace_roundtrip(const kn_schedule *s, char *text, size_t cap);
 void setup(fixture *fx, void (*make)(kn_graph *));
 void teardown(fixture *fx);
 /* max error relative to max(1, max|ref|), or -1 when the forced schedule

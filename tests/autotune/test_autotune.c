@@ -226,6 +226,19 @@ void make_conv_small(kn_graph *g) { make_conv(g, "", 8, 16, 6); }
 
 static void (*const workloads[])(kn_graph *) = {make_conv_small, make_matmul, make_softmax};
 
+kn_schedule trace_roundtrip(const kn_schedule *s, char *text, size_t cap) {
+  char again[4096];
+  kn_at_trace_write(s, text, cap);
+  kn_schedule back;
+  kn_diag d;
+  kn_diag_init(&d);
+  assert_int_equal(kn_at_trace_parse(text, &back, &d), 0);
+  kn_diag_free(&d);
+  kn_at_trace_write(&back, again, sizeof again);
+  assert_string_equal(text, again);
+  return back;
+}
+
 /* schedule -> JSON -> schedule: the same struct and the same loop IR */
 static void test_trace_roundtrip(void **state) {
   (void)state;
@@ -244,15 +257,8 @@ static void test_trace_roundtrip(void **state) {
     assert_true(n > 4);
     int n_blocked = 0;
     for (int i = 0; i < n; i++) {
-      char text[4096], again[4096];
-      kn_at_trace_write(&space[i], text, sizeof text);
-      kn_schedule back;
-      kn_diag d;
-      kn_diag_init(&d);
-      assert_int_equal(kn_at_trace_parse(text, &back, &d), 0);
-      kn_diag_free(&d);
-      kn_at_trace_write(&back, again, sizeof again);
-      assert_string_equal(text, again);
+      char text[4096];
+      kn_schedule back = trace_roundtrip(&space[i], text, sizeof text);
       assert_int_equal(back.n_axes, space[i].n_axes);
       assert_int_equal(back.n_loops, space[i].n_loops);
       assert_int_equal(back.n_parallel, space[i].n_parallel);

@@ -1,8 +1,10 @@
 /* test_unroll_reduce.c — unroll_reduction (schedule.h): a depthwise conv's
- * default unrolls its kw taps; its space offers the taps unrolled and not;
- * every candidate, and the schedule with both tap axes unrolled, computes
- * the reference's values (loop-IR interpreter); the trace round-trips; and
- * validation refuses what the lowering could not unroll. */
+ * default unrolls its kw taps (32-register targets); its space offers the
+ * taps unrolled and not, and mutation and crossover change the count; every
+ * candidate, and the schedule with both tap axes unrolled, computes the
+ * reference's values (loop-IR interpreter); the trace round-trips; and
+ * validation refuses, with its reason, what the lowering could not unroll,
+ * which itself fails the kernel when handed such a schedule unvalidated. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,7 +14,9 @@
 
 #include <cmocka.h>
 
+#include "autotune/search.h"
 #include "fixture.h"
+#include "schedule/schedule.h"
 
 static void make_dw_3x3(kn_graph *g) { make_depthwise(g, 16, 7, 3, 1); }
 static void make_dw_5x5_s2(kn_graph *g) { make_depthwise(g, 32, 9, 5, 2); }
@@ -23,6 +27,17 @@ static int validate(const kn_schedule *s, const force *probe) {
   int rc = kn_at_sched_validate(s, &probe->shape, &d);
   kn_diag_free(&d);
   return rc;
+}
+
+/* validation refuses s with a reason containing `why` */
+static void refused(const kn_schedule *s, const force *probe, const char *why) {
+  kn_diag d;
+  kn_diag_init(&d);
+  assert_int_equal(kn_at_sched_validate(s, &probe->shape, &d), -1);
+  assert_int_equal(d.count, 1);
+  if (!strstr(d.lines[0], why)) fprintf(stderr, "refused for '%s', expected '%s'\n", d.lines[0], why);
+  assert_non_null(strstr(d.lines[0], why));
+  kn_diag_free(&d);
 }
 
 static void check_depthwise(void (*make)(kn_graph *)) {
@@ -45,15 +60,8 @@ static void check_depthwise(void (*make)(kn_graph *)) {
   for (int i = 0; i < n; i++) {
     assert_true(space[i].unroll_reduce == 0 || space[i].unroll_reduce == 1);
     with[space[i].unroll_reduce]++;
-    char text[4096], again[4096];
-    kn_at_trace_write(&space[i], text, sizeof text);
-    kn_schedule back;
-    kn_diag d;
-    kn_diag_init(&d);
-    assert_int_equal(kn_at_trace_parse(text, &back, &d), 0);
-    kn_diag_free(&d);
-    kn_at_trace_write(&back, again, sizeof again);
-    assert_string_equal(text, again);
+    char text[4096];
+    kn_schedule back = trace_roundtrip(&space[i], text, sizeof text);
     assert_int_equal(back.unroll_reduce, space[i].unroll_reduce);
     force f = {.grp = fx.target, .use = &space[i]};
     double err = compile_run(&fx, &avx512, &f, NULL);
@@ -75,9 +83,43 @@ static void check_depthwise(void (*make)(kn_graph *)) {
   free(loops);
   /* more axes than the reduction has: refused, the kernel keeps its default */
   s.unroll_reduce = 3;
-  assert_int_equal(validate(&s, &probe), -1);
+  refused(&s, &probe, "the kernel has 2 it can unroll");
   force three = {.grp = fx.target, .use = &s};
   assert_true(compile_run(&fx, &avx512, &three, NULL) < 0);
+  /* not the axis split_reduction blocks, not with vectorize_reduction */
+  s = probe.shape.dflt;
+  s.rsplit_factor = 2;
+  s.rsplit_axis = 1;
+  s.rsplit_depth = s.n_parallel;
+  refused(&s, &probe, "not over the blocked axis 1");
+  s = probe.shape.dflt;
+  s.reduce_lanes = 16;
+  refused(&s, &probe, "not with vectorize_reduction");
+  /* the dump prints it */
+  char *text = NULL;
+  size_t len = 0;
+  FILE *m = open_memstream(&text, &len);
+  kn_sched_print(&probe.shape.dflt, m);
+  fclose(m);
+  assert_non_null(strstr(text, "unroll_reduction(axes=1)"));
+  free(text);
+
+  /* mutation changes the count (to 0 or 2), crossover takes it from either parent */
+  uint64_t rng = 7;
+  bool mutated = false, crossed[2] = {false, false};
+  kn_schedule rolled = probe.shape.dflt, child;
+  rolled.unroll_reduce = 0;
+  for (int i = 0; i < 400; i++) {
+    if (kn_at_mutate(&probe.shape.dflt, &probe.shape, &avx512, &rng, &child)) {
+      assert_int_equal(validate(&child, &probe), 0);
+      mutated |= child.unroll_reduce != probe.shape.dflt.unroll_reduce;
+    }
+    if (kn_at_crossover(&rolled, &probe.shape.dflt, &probe.shape, &rng, &child)) {
+      assert_int_equal(validate(&child, &probe), 0);
+      crossed[child.unroll_reduce == 1] = true;
+    }
+  }
+  assert_true(mutated && crossed[0] && crossed[1]);
   teardown(&fx);
 }
 
@@ -91,6 +133,20 @@ static void test_depthwise(void **state) {
   force probe = {.grp = fx.target};
   assert_true(compile_run(&fx, &avx2, &probe, NULL) <= 1e-5);
   assert_int_equal(probe.shape.dflt.unroll_reduce, 0);
+  teardown(&fx);
+}
+
+/* the default of make's kernel with its innermost reduction axis unrolled
+ * (and no vectorized reduction) is refused for `why` */
+static void refused_on(void (*make)(kn_graph *), const char *why) {
+  fixture fx;
+  setup(&fx, make);
+  force probe = {.grp = fx.target};
+  assert_true(compile_run(&fx, &avx512, &probe, NULL) <= 1e-5);
+  kn_schedule s = probe.shape.dflt;
+  s.unroll_reduce = 1;
+  s.reduce_lanes = 0;
+  refused(&s, &probe, why);
   teardown(&fx);
 }
 
@@ -111,38 +167,23 @@ static void test_refusals(void **state) {
   for (int axes = 1; axes <= 2; axes++) { /* ic, then kw too: 3, 9 copies */
     s.unroll_reduce = axes;
     force f = {.grp = fx.target, .use = &s};
-    assert_true(compile_run(&fx, &avx512, &f, NULL) <= 1e-5);
+    char *loops = NULL;
+    assert_true(compile_run(&fx, &avx512, &f, &loops) <= 1e-5);
     assert_false(f.rejected);
+    assert_null(strstr(loops, "for ic in"));
+    assert_true((strstr(loops, "for kw in") == NULL) == (axes == 2));
+    assert_non_null(strstr(loops, "for kh in"));
+    free(loops);
   }
   s.unroll_reduce = 3; /* 27 copies */
-  assert_int_equal(validate(&s, &probe), -1);
+  refused(&s, &probe, "over 25 copies");
   s.unroll_reduce = -1;
-  assert_int_equal(validate(&s, &probe), -1);
+  refused(&s, &probe, "negative axis count");
   teardown(&fx);
 
-  setup(&fx, make_conv_small);
-  force cp = {.grp = fx.target};
-  assert_true(compile_run(&fx, &avx512, &cp, NULL) <= 1e-5);
-  s = cp.shape.dflt;
-  s.unroll_reduce = 1; /* ic = 8 */
-  assert_int_equal(validate(&s, &cp), -1);
-  teardown(&fx);
-
-  setup(&fx, make_matmul);
-  force mp = {.grp = fx.target};
-  assert_true(compile_run(&fx, &avx512, &mp, NULL) <= 1e-5);
-  s = mp.shape.dflt;
-  s.unroll_reduce = 1; /* k = 24 */
-  assert_int_equal(validate(&s, &mp), -1);
-  teardown(&fx);
-
-  setup(&fx, make_softmax);
-  force sp = {.grp = fx.target};
-  assert_true(compile_run(&fx, &avx512, &sp, NULL) <= 1e-5);
-  s = sp.shape.dflt;
-  s.unroll_reduce = 1;
-  assert_int_equal(validate(&s, &sp), -1);
-  teardown(&fx);
+  refused_on(make_conv_small, "reduction axis 2 has no constant extent of at most 7"); /* ic = 8 */
+  refused_on(make_matmul, "reduction axis 0 has no constant extent of at most 7");     /* k = 24 */
+  refused_on(make_softmax, "the kernel has 0 it can unroll");
 
   kn_diag d;
   kn_diag_init(&d);
@@ -153,10 +194,41 @@ static void test_refusals(void **state) {
   kn_diag_free(&d);
 }
 
+/* a provider that hands over its schedule without validating it */
+static void blind_choose(void *ctx, const kn_sched_task *task, kn_schedule *s) {
+  (void)task;
+  s->unroll_reduce = *(const int *)ctx;
+}
+
+/* the lowering itself refuses an axis it cannot unroll (a matmul's k = 24):
+ * the kernel fails with the reason, it is not built with the loop rolled */
+static void test_lowering_refuses(void **state) {
+  (void)state;
+  fixture fx;
+  setup(&fx, make_matmul);
+  for (int axes = 0; axes <= 1; axes++) {
+    kn_arena A;
+    kn_arena_init(&A);
+    kn_expr_ctx ec = {.arena = &A};
+    kn_diag d;
+    kn_diag_init(&d);
+    kn_sched_provider p = {.choose = blind_choose, .ctx = &axes};
+    kn_kernel_build kb;
+    int rc = kn_sched_build_kernel_with(&fx.g, fx.target, &avx512, &ec, "k", &p, &kb, NULL, NULL, &d);
+    assert_int_equal(rc, axes ? -1 : 0);
+    assert_int_equal(d.count, axes);
+    if (axes) assert_non_null(strstr(d.lines[0], "unroll_reduction: reduction axis 0"));
+    kn_diag_free(&d);
+    kn_arena_free(&A);
+  }
+  teardown(&fx);
+}
+
 int kn_test_unroll_reduce_run(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_depthwise),
       cmocka_unit_test(test_refusals),
+      cmocka_unit_test(test_lowering_refuses),
   };
   return cmocka_run_group_tests_name("unroll_reduce", tests, NULL, NULL);
 }
