@@ -4,9 +4,9 @@
  * canonical order (fuse_spatial, splits by axis, reorder, fuse_parallel,
  * compute_at, vectorize_reduction, split_reduction, unroll_reduction, then
  * the loop kinds), so equal schedules give equal text and the text can key
- * a set of measured candidates. Parsing accepts
- * the primitives in any order and checks only their form; whether the
- * schedule fits a kernel is kn_at_sched_validate's job. */
+ * a set of measured candidates. Parsing accepts the primitives in any order
+ * and checks only their form; whether the schedule fits a kernel is
+ * kn_at_sched_validate's job. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>

@@ -587,8 +587,9 @@ static kn_stmt *stage_code(lower *L, stage *st) {
   int64_t copies = 1;
   for (int i = nr - 1; i >= 0; i--) {
     bool unroll = i >= nr - L->s->unroll_reduce;
-    if (unroll && (rmax[i] < 1 || !kn_e_is_const_int(rext[i], &rmax[i]) || rmax[i] > KN_SCHED_MAX_UNROLL_AXIS ||
-                   (copies *= rmax[i]) > KN_SCHED_MAX_UNROLL_REDUCE)) {
+    int64_t e = 0;
+    if (unroll && (!kn_e_is_const_int(rext[i], &e) || e > KN_SCHED_MAX_UNROLL_AXIS ||
+                   (copies *= e) > KN_SCHED_MAX_UNROLL_REDUCE)) {
       kn_diag_error(L->d, "unroll_reduction: reduction axis %d of %s has no constant extent of at most %d, or "
                     "the unrolled copies exceed %d", i, st->t->name, KN_SCHED_MAX_UNROLL_AXIS,
                     KN_SCHED_MAX_UNROLL_REDUCE);
