@@ -9,12 +9,13 @@
  *   log:  x = m 2^e with m in [sqrt(1/2), sqrt(2)), degree-9 polynomial in
  *         m - 1 (Cephes), subnormal inputs renormalised. Relative ~1.2e-7.
  *   tanh: odd polynomial for |x| < 0.625, else 1 - 2 / (exp(2|x|) + 1).
- *   sigmoid: with e = exp(-|x|), 1 / (1 + e) for x >= 0, e / (1 + e) below.
+ *   sigmoid: 1 / (1 + 2^u), u = -x log2(e), 2^u from a degree-5 polynomial
+ *         of u's fraction (sigmoid_f32).
  *   erf:  Taylor polynomial for |x| < 0.5, else Abramowitz-Stegun 7.1.26
  *         (|error| <= 1.5e-7) with the inline exp.
  *   Absolute error of tanh / sigmoid / erf <= 1e-6 over all floats; large |x|
- *   saturates, inf and NaN follow libm, except that sigmoid below -87
- *   (-inf included) gives e^-87 ~ 1.6e-38, not the subnormal or 0. These
+ *   saturates, inf and NaN follow libm, except that sigmoid below -86.6
+ *   (-inf included) gives 2^-125 ~ 2.4e-38, not the subnormal or 0. These
  *   three clamp their arguments to where exp needs no range handling
  *   (exp_bounded) and divide with a Newton reciprocal: a
  *   vector division costs as much as the rest of the function (vdivps zmm
@@ -24,10 +25,7 @@
  *   (no split, no integer ops) and vrcp14ps plus one Newton step for the
  *   reciprocal (three steps from a bit guess otherwise). That is ~10 of the
  *   ~31 vector ops of a sigmoid: efficientnet_b0's SiLU epilogues made the
- *   model 6.8% faster on a Zen 4. Sigmoid there goes further: it works in
- *   base 2 with a shorter polynomial and no select (sigmoid_avx512, 15
- *   vector ops; the model another ~12% faster on the same Zen 4), and
- *   below -86.6 it gives 2^-125 ~ 2.4e-38.
+ *   model 6.8% faster on a Zen 4; sigmoid in base 2 (15 ops) another ~12%.
  * f64 versions call libm (per lane for vectors). sqrt, floor, ceil, round
  * (half to even), abs and fma map to LLVM intrinsics; sin, cos and pow become
  * libm calls, one per lane. */
@@ -196,44 +194,40 @@ static LLVMValueRef tanh_f32(mb *m, LLVMValueRef x) {
   return keep_nan(m, x, sel(m, fcmp(m, LLVMRealOLT, ax, C(m, 0.625)), small, big));
 }
 
-/* max(a, lo) that keeps a NaN a (maxps with lo first). */
+/* max(a, lo) / min(a, hi) that keep a NaN a (maxps / minps with the bound
+ * first). */
 static LLVMValueRef max_keep_nan(mb *m, LLVMValueRef a, LLVMValueRef lo) {
   return sel(m, fcmp(m, LLVMRealOLT, a, lo), lo, a);
 }
-
-/* min(a, hi) that keeps a NaN a (minps with hi first). */
 static LLVMValueRef min_keep_nan(mb *m, LLVMValueRef a, LLVMValueRef hi) {
   return sel(m, fcmp(m, LLVMRealOGT, a, hi), hi, a);
 }
 
-/* AVX-512: 1 / (1 + 2^u) with u = -x log2(e) clamped to [-30, 125], in the
- * base-2 domain: n = round(u), f = u - n (exact, |f| <= 1/2), 2^f by a
- * degree-5 polynomial (relative error 2.4e-7 in float, fitted here to 2^f on
- * [-1/2, 1/2]), vscalefps by n, vrcp14ps and one Newton step. 15 vector
- * ops, where exp(-|x|) with the two-part ln2 reduction, the degree-7 Cephes
- * polynomial and a select between 1 / (1 + e) and e / (1 + e) took 25. u's
- * rounding (|u| <= 126 holds 7 significant digits) moves 2^u by a relative
- * 1e-5 at most where it is large, which moves sigmoid by < 1e-9. From
- * x = 20.8 on the result rounds to 1; below x = -86.6, where 2^u would pass
- * 2^125 (recip's domain), it is 2^-125 ~ 2.4e-38 instead of going to 0.
- * NaN flows through the clamps, the rounding, vscalefps and vrcp14ps. */
-static LLVMValueRef sigmoid_avx512(mb *m, LLVMValueRef x) {
+/* 1 / (1 + 2^u) with u = -x log2(e) clamped to [-30, 125], in base 2:
+ * n = round(u), f = u - n (exact, |f| <= 1/2), 2^f by a degree-5 polynomial
+ * (relative error 2.4e-7 in float, fitted here to 2^f on [-1/2, 1/2]),
+ * scaled by 2^n (scale2n) and inverted (recip). On AVX-512 that is 15 vector
+ * ops, where exp(-|x|) with the two-part ln2 reduction, the degree-7
+ * Cephes polynomial and a select between 1 / (1 + e) and e / (1 + e) took
+ * 25 (the portable form: 23 against 31). u's rounding (|u| <= 125 holds 7
+ * significant digits) moves 2^u by a relative 1e-5 at most where it is
+ * large, which moves sigmoid by < 1e-9. From x = 20.8 on the result rounds
+ * to 1; below x = -86.6, where 2^u would pass 2^125 (recip's domain), it is
+ * 2^-125 ~ 2.4e-38 instead of going to 0. On AVX-512 NaN flows through the
+ * clamps, the rounding, vscalefps and vrcp14ps; the portable form clamps it
+ * to a number (its 2^n goes through an integer) and selects it back. */
+static LLVMValueRef sigmoid_f32(mb *m, LLVMValueRef x) {
   LLVMValueRef u = mul(m, x, C(m, -1.44269504088896341));
-  u = max_keep_nan(m, min_keep_nan(m, u, C(m, 125.0)), C(m, -30.0));
+  if (m->avx512)
+    u = max_keep_nan(m, min_keep_nan(m, u, C(m, 125.0)), C(m, -30.0));
+  else
+    u = vmax(m, vmin(m, u, C(m, 125.0)), C(m, -30.0));
   LLVMValueRef n = intr1(m, "llvm.roundeven", u);
   LLVMValueRef f = sub(m, u, n);
   static const double p[] = {1.327647129073739e-3, 9.675541892647743e-3, 5.550713092088699e-2,
                              2.4022120237350464e-1, 6.931469440460205e-1, 1.0000001192092896};
-  LLVMValueRef e = scale2n(m, horner(m, f, p, 6), n);
-  return recip(m, add(m, e, C(m, 1.0)));
-}
-
-static LLVMValueRef sigmoid_f32(mb *m, LLVMValueRef x) {
-  if (m->avx512) return sigmoid_avx512(m, x);
-  LLVMValueRef neg_abs = LLVMBuildFNeg(m->b, intr1(m, "llvm.fabs", x), "");
-  LLVMValueRef e = exp_bounded(m, vmax(m, neg_abs, C(m, -87.0))); /* in (0, 1] */
-  LLVMValueRef r = recip(m, add(m, C(m, 1.0), e));
-  return keep_nan(m, x, sel(m, fcmp(m, LLVMRealOLT, x, C(m, 0.0)), mul(m, e, r), r));
+  LLVMValueRef s = recip(m, add(m, scale2n(m, horner(m, f, p, 6), n), C(m, 1.0)));
+  return m->avx512 ? s : keep_nan(m, x, s);
 }
 
 static LLVMValueRef erf_f32(mb *m, LLVMValueRef x) {
