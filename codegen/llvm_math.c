@@ -25,7 +25,7 @@
  *   (no split, no integer ops) and vrcp14ps plus one Newton step for the
  *   reciprocal (three steps from a bit guess otherwise). That is ~10 of the
  *   ~31 vector ops of a sigmoid: efficientnet_b0's SiLU epilogues made the
- *   model 6.8% faster on a Zen 4; sigmoid in base 2 (15 ops) another ~12%.
+ *   model 6.8% faster on a Zen 4; sigmoid in base 2 (21 -> 15) another ~12%.
  * f64 versions call libm (per lane for vectors). sqrt, floor, ceil, round
  * (half to even), abs and fma map to LLVM intrinsics; sin, cos and pow become
  * libm calls, one per lane. */
@@ -207,9 +207,10 @@ static LLVMValueRef min_keep_nan(mb *m, LLVMValueRef a, LLVMValueRef hi) {
  * n = round(u), f = u - n (exact, |f| <= 1/2), 2^f by a degree-5 polynomial
  * (relative error 2.4e-7 in float, fitted here to 2^f on [-1/2, 1/2]),
  * scaled by 2^n (scale2n) and inverted (recip). On AVX-512 that is 15 vector
- * ops, where exp(-|x|) with the two-part ln2 reduction, the degree-7
- * Cephes polynomial and a select between 1 / (1 + e) and e / (1 + e) took
- * 25 (the portable form: 23 against 31). u's rounding (|u| <= 125 holds 7
+ * instructions in the loop (objdump), where exp(-|x|) with the two-part ln2
+ * reduction, the degree-7 Cephes polynomial and a masked e / (1 + e) for
+ * x < 0 took 21; the portable form (AVX2: integer 2^n, 3 Newton steps, the
+ * NaN select) 24 against 32. u's rounding (|u| <= 125 holds 7
  * significant digits) moves 2^u by a relative 1e-5 at most where it is
  * large, which moves sigmoid by < 1e-9. From x = 20.8 on the result rounds
  * to 1; below x = -86.6, where 2^u would pass 2^125 (recip's domain), it is
