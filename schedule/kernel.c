@@ -86,12 +86,14 @@ static void repack_tensor(kn_expr_ctx *c, kn_te_tensor *t, packing *p, kn_te_ten
 static void pack_weights(kn_graph *g, kn_te_ctx *tc, const kn_node *anchor, kn_te_tensor *result,
                          const kn_schedule *s, int *inputs, kn_te_tensor **placeholders, int n_inputs) {
   int rank = result->rank;
-  if (anchor->n_in < 2 || anchor->in[1] < 0 || rank < 1 || s->n_factors[rank - 1] != 1) return;
+  /* the column tile: one split (a vector), or two (vectors x lanes) */
+  int nf = rank >= 1 ? s->n_factors[rank - 1] : 0;
+  if (anchor->n_in < 2 || anchor->in[1] < 0 || rank < 1 || nf < 1 || nf > 2) return;
   int v = anchor->in[1], slot = find_index(inputs, n_inputs, v);
   const kn_value *w = &g->values[v];
   /* Gemm with transB reads B[j, k]: its column dim is the first */
   int col = anchor->op == KN_OP_GEMM && kn_node_attr_int(anchor, "transB", 0) ? 0 : w->shape.rank - 1;
-  int64_t cf = s->factors[rank - 1][0], m;
+  int64_t cf = s->factors[rank - 1][0] * (nf == 2 ? s->factors[rank - 1][1] : 1), m;
   if (slot < 0 || !w->data || w->dtype != KN_DT_F32 || w->shape.batch_mask || w->shape.rank < 2 ||
       w->shape.rank >= KN_MAX_RANK || cf < 4 || !kn_e_is_const_int(result->shape[rank - 1], &m) ||
       w->shape.dim[col] != m || m % cf != 0)

@@ -173,6 +173,16 @@ void kn_sched_default(const kn_te_tensor *out, const kn_sched_hints *h, const kn
    * (mobilenet_v2's classifier, warm, alone: 16 columns 0.32-0.40 ms, 8
    * columns 0.19 ms) */
   while (h->is_contraction && vf > 4 && last % vf != 0) vf /= 2;
+  /* one vector per tile is one FMA chain over the whole reduction, bound by
+   * the FMA latency (mobilenet_v2's classifier, 1280 x 1000, 8 columns: 13%
+   * of the bandwidth of L3): a tile of u vectors, u the largest divisor of
+   * the vectors per row up to 8 (1000 columns: 5 x 8), so that the packed
+   * weights still cover the columns exactly */
+  int64_t u = 1;
+  if (h->is_contraction && vf >= 4 && last % vf == 0)
+    for (int64_t k = 8; k >= 2 && u == 1; k--)
+      if ((last / vf) % k == 0 && last / vf > k) u = k;
+  if (u > 1) split(s, rank - 1, u);
   if (vf > 1) split(s, rank - 1, vf);
   bool stages_keep_last = (h->stage_axes >> (rank - 1)) & 1u;
   /* a transpose between layouts gathers each vector from vf lines a row
@@ -218,7 +228,8 @@ void kn_sched_default(const kn_te_tensor *out, const kn_sched_hints *h, const kn
     }
     s->attach = rank;
   }
-  if (vf > 1) add_loop(s, rank - 1, 1, KN_FOR_VECTORIZED);
+  if (u > 1) add_loop(s, rank - 1, 1, KN_FOR_UNROLLED);
+  if (vf > 1) add_loop(s, rank - 1, u > 1 ? 2 : 1, KN_FOR_VECTORIZED);
 }
 
 void kn_sched_print(const kn_schedule *s, FILE *out) {
