@@ -355,18 +355,27 @@ static void push_range(simp *S, const kn_var *v, int64_t lo, int64_t hi) {
   S->r[S->n++] = (kn_var_range){v, lo, hi};
 }
 
-/* Where cond holds, a conjunct "v op constant" (either way round) bounds the
- * variable v: pushes the narrowed ranges (the caller pops them). */
-static void narrow(simp *S, const kn_expr *cond) {
+/* The comparison that holds where "a k b" does not (NE and EQ: none). */
+static kn_expr_kind negated(kn_expr_kind k) {
+  return k == KN_E_LT ? KN_E_GE : k == KN_E_LE ? KN_E_GT : k == KN_E_GT ? KN_E_LE : k == KN_E_GE ? KN_E_LT : KN_E_NE;
+}
+
+/* Where cond holds (or, with negate, where it does not), a conjunct "v op
+ * constant" (either way round) bounds the variable v: pushes the narrowed
+ * ranges (the caller pops them). Negated, only a single comparison narrows:
+ * the negation of a conjunction is a disjunction. */
+static void narrow(simp *S, const kn_expr *cond, bool negate) {
   if (cond->lanes != 1) return;
   if (cond->kind == KN_E_AND) {
-    narrow(S, cond->u.bin.a);
-    narrow(S, cond->u.bin.b);
+    if (negate) return;
+    narrow(S, cond->u.bin.a, false);
+    narrow(S, cond->u.bin.b, false);
     return;
   }
   if (!is_compare(cond->kind) || cond->kind == KN_E_NE) return;
   const kn_expr *a = cond->u.bin.a, *b = cond->u.bin.b;
-  kn_expr_kind k = cond->kind;
+  kn_expr_kind k = negate ? negated(cond->kind) : cond->kind;
+  if (k == KN_E_NE) return;
   int64_t v;
   if (a->kind != KN_E_VAR) {
     /* c op v -> v op' c */
@@ -381,6 +390,7 @@ static void narrow(simp *S, const kn_expr *cond) {
   range_of(S, a, &lo, &hi);
   if ((k == KN_E_LT || k == KN_E_LE || k == KN_E_EQ) && hi > v - (k == KN_E_LT)) hi = v - (k == KN_E_LT);
   if ((k == KN_E_GT || k == KN_E_GE || k == KN_E_EQ) && lo < v + (k == KN_E_GT)) lo = v + (k == KN_E_GT);
+  if (lo > hi) return; /* a branch that never runs: nothing to narrow to */
   push_range(S, a->u.var, lo, hi);
 }
 
@@ -423,10 +433,12 @@ static kn_stmt *simp_stmt(simp *S, kn_stmt *s) {
     int64_t x;
     if (cint(k, &x)) return simp_stmt(S, x ? s->u.ifs.then_s : s->u.ifs.else_s);
     int n0 = S->n;
-    narrow(S, k);
+    narrow(S, k, false);
     kn_stmt *t = simp_stmt(S, s->u.ifs.then_s);
     S->n = n0;
+    narrow(S, k, true);
     kn_stmt *f = simp_stmt(S, s->u.ifs.else_s);
+    S->n = n0;
     if (k == s->u.ifs.cond && t == s->u.ifs.then_s && f == s->u.ifs.else_s) return s;
     return kn_s_if(c, k, t, f);
   }

@@ -6,13 +6,15 @@
  * although only the tiles that touch the border need them. This pass wraps
  * each accumulator tile (the body of an ALLOC) in
  *
- *   if (v0 in [a0, b0] && v1 in [a1, b1] ...) tile else tile
+ *   if (v0 < a0) tile else if (v0 <= b0) [the same for v1 ...] else tile
  *
  * where the v are the loop and let variables bound outside the tile, and the
- * intervals are the values for which every bounds test of the tile holds
- * whatever its inner loops do. The simplifier then knows the narrowed ranges
- * inside the then-branch (simplify.c, narrow) and folds the tests to true and
- * the clamps away: the interior tiles run plain loads.
+ * intervals [a, b] are the values for which every bounds test of the tile
+ * holds whatever its inner loops do (a cascade, the variable with the fewest
+ * border values first; see cascade()). The simplifier then knows the
+ * narrowed ranges in each branch (simplify.c, narrow) and folds the tests to
+ * true and the clamps away: the interior tiles run plain loads, and a
+ * border tile of an inner row tests its columns only.
  *
  * Requires: a finalized nest (kn_loop_finalize): loops SERIAL or PARALLEL.
  * Guarantees: the result computes exactly what the input computes (both
@@ -242,42 +244,66 @@ static bool has_select(const kn_stmt *s) {
   return false;
 }
 
+/* The range of want w's variable outside the tile. */
+static kn_var_range outer_range(const borders *B, const want *w) {
+  for (int j = B->n - 1; j >= 0; j--)
+    if (B->r[j].var == w->var) return B->r[j];
+  return (kn_var_range){w->var, w->lo, w->hi};
+}
+
+/* The share of its variable's values that are on the border. */
+static double border_share(const borders *B, const want *w) {
+  kn_var_range v = outer_range(B, w);
+  return 1.0 - (double)(w->hi - w->lo + 1) / (double)(v.hi - v.lo + 1);
+}
+
+/* Tile part p as a cascade over the wanted variables B->w[i..], the one
+ * with the fewest border values first: x < lo, lo <= x <= hi and x > hi
+ * each get a copy, and only the middle one goes on to the next variable.
+ * A tile on the left or right border of a row that is inside then tests
+ * only its columns: a depthwise conv's 8-pixel tiles of a 56-wide row are
+ * 2 in 7 on the border, its rows 2 in 56. The simplifier narrows each copy
+ * (then-branches and, for a single comparison, else-branches). */
+static kn_stmt *cascade(borders *B, int i, kn_stmt *p) {
+  if (i == B->n_w) return p;
+  kn_expr_ctx *c = B->c;
+  const want *w = &B->w[i];
+  kn_var_range v = outer_range(B, w);
+  kn_stmt *s = cascade(B, i + 1, p);
+  kn_expr *x = kn_e_var(c, w->var);
+  if (w->hi < v.hi) s = kn_s_if(c, kn_e_bin(c, KN_E_LE, x, kn_e_int(c, w->hi)), s, p);
+  if (w->lo > v.lo) s = kn_s_if(c, kn_e_bin(c, KN_E_LE, x, kn_e_int(c, w->lo - 1)), p, s);
+  return s;
+}
+
 static kn_stmt *version_tile(borders *B, const kn_stmt *s) {
   kn_expr_ctx *c = B->c;
   B->n_outer = B->n;
   B->n_w = 0;
   collect(B, s->u.alloc.body);
-  for (int i = 0; i < B->n_w; i++)
-    if (B->w[i].lo > B->w[i].hi) return NULL; /* no interior tile */
-  kn_expr *guard = NULL;
+  int n = 0;
   for (int i = 0; i < B->n_w; i++) {
-    const want *w = &B->w[i];
-    kn_var_range v = {0};
-    for (int j = B->n - 1; j >= 0; j--)
-      if (B->r[j].var == w->var) {
-        v = B->r[j];
-        break;
-      }
-    kn_expr *x = kn_e_var(c, w->var);
-    if (w->lo > v.lo) {
-      kn_expr *t = kn_e_bin(c, KN_E_LE, kn_e_int(c, w->lo), x);
-      guard = guard ? kn_e_bin(c, KN_E_AND, guard, t) : t;
-    }
-    if (w->hi < v.hi) {
-      kn_expr *t = kn_e_bin(c, KN_E_LE, x, kn_e_int(c, w->hi));
-      guard = guard ? kn_e_bin(c, KN_E_AND, guard, t) : t;
-    }
+    if (B->w[i].lo > B->w[i].hi) return NULL; /* no interior tile */
+    kn_var_range v = outer_range(B, &B->w[i]);
+    if (B->w[i].lo > v.lo || B->w[i].hi < v.hi) B->w[n++] = B->w[i]; /* a test that can fail */
   }
-  if (!guard) return NULL;
+  B->n_w = n;
+  if (n == 0) return NULL;
+  for (int i = 1; i < n; i++) /* insertion sort by border share, fewest first */
+    for (int j = i; j > 0 && border_share(B, &B->w[j]) < border_share(B, &B->w[j - 1]); j--) {
+      want t = B->w[j];
+      B->w[j] = B->w[j - 1];
+      B->w[j - 1] = t;
+    }
   /* only the parts of the tile that test bounds (its reduction loops) are
-   * doubled, not its epilogue: a SiLU epilogue twice made efficientnet_b0's
-   * depthwise kernels slower than the tests it saved */
+   * versioned, not its epilogue: a SiLU epilogue twice made
+   * efficientnet_b0's depthwise kernels slower than the tests it saved */
   kn_stmt *body = s->u.alloc.body;
-  if (body->kind != KN_S_SEQ) return kn_s_alloc(c, s->u.alloc.buffer, kn_s_if(c, guard, body, body));
+  if (body->kind != KN_S_SEQ) return kn_s_alloc(c, s->u.alloc.buffer, cascade(B, 0, body));
   kn_stmt **parts = KN_NEW_ARRAY(c->arena, kn_stmt *, body->u.seq.n > 0 ? body->u.seq.n : 1);
   for (int i = 0; i < body->u.seq.n; i++) {
     kn_stmt *p = body->u.seq.stmts[i];
-    parts[i] = has_select(p) ? kn_s_if(c, guard, p, p) : p;
+    parts[i] = has_select(p) ? cascade(B, 0, p) : p;
   }
   return kn_s_alloc(c, s->u.alloc.buffer, kn_s_seq(c, parts, body->u.seq.n));
 }

@@ -543,6 +543,30 @@ static int stmt_selects(const kn_stmt *s, int *ifs) {
   return 0;
 }
 
+/* the branches of IFs in s that are not IFs themselves and hold no select:
+ * the copies of a tile that run without bounds tests */
+static int select_free_copies(const kn_stmt *s) {
+  if (!s) return 0;
+  switch (s->kind) {
+  case KN_S_FOR: return select_free_copies(s->u.loop.body);
+  case KN_S_LET: return select_free_copies(s->u.let.body);
+  case KN_S_ALLOC: return select_free_copies(s->u.alloc.body);
+  case KN_S_SEQ: {
+    int n = 0;
+    for (int i = 0; i < s->u.seq.n; i++) n += select_free_copies(s->u.seq.stmts[i]);
+    return n;
+  }
+  case KN_S_IF: {
+    int n = 0, ifs = 0;
+    const kn_stmt *b[2] = {s->u.ifs.then_s, s->u.ifs.else_s};
+    for (int i = 0; i < 2; i++)
+      n += b[i] && b[i]->kind != KN_S_IF ? stmt_selects(b[i], &ifs) == 0 : select_free_copies(b[i]);
+    return n;
+  }
+  default: return 0;
+  }
+}
+
 /* depthwise 3x3 conv (pads 1) + relu, then a 3x3 max pool (pads 1): */
 static void build_padded_windows(kn_graph *g) {
   kn_graph_init(g);
@@ -559,8 +583,10 @@ static void build_padded_windows(kn_graph *g) {
 }
 
 /* every kernel of both windowed ops reads through bounds tests on the
- * border and runs a select-free copy of its tile inside; the results match
- * the reference */
+ * border and runs a select-free copy of its tile inside; in the depthwise
+ * conv, a tile on the left or right border of an inner row is a copy of its
+ * own with its columns known (the cascade), select-free as well; the results
+ * match the reference */
 static void test_border_versioning(void **state) {
   (void)state;
   kn_graph g;
@@ -583,6 +609,9 @@ static void test_border_versioning(void **state) {
     if (selects == 0) continue; /* the layout transposes */
     windowed++;
     assert_true(ifs >= 1);
+    /* the depthwise conv (first) unrolls kw, so its left and right column
+     * tiles are select-free too; the pool's taps loop, and keep their tests */
+    assert_true(select_free_copies(kb.kernel->body) >= (windowed == 1 ? 3 : 1));
   }
   assert_int_equal(windowed, 2);
   kn_arena_free(&arena);
@@ -737,7 +766,8 @@ static void test_transpose_gather_order(void **state) {
 }
 
 /* ranges decide comparisons and clamps; an IF's condition bounds its
- * variables in the then-branch only */
+ * variables in the then-branch, and a single comparison's negation in the
+ * else-branch */
 static void test_simplify_ranges(void **state) {
   (void)state;
   kn_arena A;
@@ -768,6 +798,16 @@ static void test_simplify_ranges(void **state) {
   assert_int_equal(kn_expr_truth(kn_e_bin(&c, KN_E_LT, x, kn_e_int(&c, 11)), r, 2), 1);
   assert_int_equal(kn_expr_truth(kn_e_bin(&c, KN_E_LT, x, kn_e_int(&c, -1)), r, 2), 0);
   assert_int_equal(kn_expr_truth(inb, r, 2), -1);
+  /* the else-branch of a single comparison: if (i <= 0) ... else i in
+   * [1, 9], so the lower test and the lower clamp go, the upper ones stay */
+  kn_stmt *split = kn_s_if(&c, kn_e_bin(&c, KN_E_LE, I, kn_e_int(&c, 0)), kloop, kloop);
+  s = kn_simplify_stmt(&c, kn_s_for(&c, i, kn_e_int(&c, 0), kn_e_int(&c, 10), KN_FOR_SERIAL, split));
+  v = s->u.loop.body->u.ifs.else_s->u.loop.body->u.store.value;
+  assert_int_equal(v->kind, KN_E_SELECT);
+  assert_int_equal(v->u.sel.cond->kind, KN_E_LT);
+  assert_int_equal(v->u.sel.t->u.load.index->kind, KN_E_MIN);
+  /* not the else-branch of a conjunction: both tests stay there */
+  assert_int_equal(else_s->u.loop.body->u.store.value->u.sel.cond->kind, KN_E_AND);
   kn_arena_free(&A);
 }
 
