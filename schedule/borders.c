@@ -26,11 +26,16 @@
 #include "../ir/simplify.h"
 #include "schedule.h"
 
-enum { MAX_SCAN = 4096 }; /* outer variables with more values are not scanned */
+enum {
+  MAX_SCAN = 4096, /* outer variables with more values are not scanned */
+  MAX_PIN = 4,     /* a variable with no interior and at most this many values gets a copy per value */
+  MAX_COPIES = 8,  /* pinned copies of one tile part, all pinned variables together */
+};
 
 typedef struct want {
   kn_var *var;
   int64_t lo, hi; /* the interval on which the tests seen so far hold */
+  bool pin;       /* no value passes every test: one copy per value */
 } want;
 
 typedef struct borders {
@@ -131,7 +136,7 @@ static void consider(borders *B, const kn_expr *test) {
       return;
     }
   if (B->n_w == B->cap_w) B->w = grow(B->w, &B->cap_w, sizeof *B->w);
-  B->w[B->n_w++] = (want){var, first, last};
+  B->w[B->n_w++] = (want){var, first, last, false};
 }
 
 static void collect_expr(borders *B, const kn_expr *e) {
@@ -251,8 +256,10 @@ static kn_var_range outer_range(const borders *B, const want *w) {
   return (kn_var_range){w->var, w->lo, w->hi};
 }
 
-/* The share of its variable's values that are on the border. */
+/* The share of its variable's values that are on the border (all of them
+ * for a pinned one, which thus comes last). */
 static double border_share(const borders *B, const want *w) {
+  if (w->pin) return 1.0;
   kn_var_range v = outer_range(B, w);
   return 1.0 - (double)(w->hi - w->lo + 1) / (double)(v.hi - v.lo + 1);
 }
@@ -263,7 +270,12 @@ static double border_share(const borders *B, const want *w) {
  * A tile on the left or right border of a row that is inside then tests
  * only its columns: a depthwise conv's 8-pixel tiles of a 56-wide row are
  * 2 in 7 on the border, its rows 2 in 56. The simplifier narrows each copy
- * (then-branches and, for a single comparison, else-branches). */
+ * (then-branches and, for a single comparison, else-branches).
+ *
+ * A variable on which no value passes every test (a 14-wide row in two
+ * 7-pixel tiles: the left one reads column -1, the right one column 14) is
+ * pinned instead: x <= lo, x <= lo + 1, ... each get a copy, in which the
+ * simplifier knows x and folds the tests of the other side. */
 static kn_stmt *cascade(borders *B, int i, kn_stmt *p) {
   if (i == B->n_w) return p;
   kn_expr_ctx *c = B->c;
@@ -271,6 +283,11 @@ static kn_stmt *cascade(borders *B, int i, kn_stmt *p) {
   kn_var_range v = outer_range(B, w);
   kn_stmt *s = cascade(B, i + 1, p);
   kn_expr *x = kn_e_var(c, w->var);
+  if (w->pin) {
+    kn_stmt *r = s;
+    for (int64_t k = v.hi - 1; k >= v.lo; k--) r = kn_s_if(c, kn_e_bin(c, KN_E_LE, x, kn_e_int(c, k)), s, r);
+    return r;
+  }
   if (w->hi < v.hi) s = kn_s_if(c, kn_e_bin(c, KN_E_LE, x, kn_e_int(c, w->hi)), s, p);
   if (w->lo > v.lo) s = kn_s_if(c, kn_e_bin(c, KN_E_LE, x, kn_e_int(c, w->lo - 1)), p, s);
   return s;
@@ -282,10 +299,16 @@ static kn_stmt *version_tile(borders *B, const kn_stmt *s) {
   B->n_w = 0;
   collect(B, s->u.alloc.body);
   int n = 0;
+  int64_t copies = 1;
   for (int i = 0; i < B->n_w; i++) {
-    if (B->w[i].lo > B->w[i].hi) return NULL; /* no interior tile */
     kn_var_range v = outer_range(B, &B->w[i]);
-    if (B->w[i].lo > v.lo || B->w[i].hi < v.hi) B->w[n++] = B->w[i]; /* a test that can fail */
+    if (B->w[i].lo > B->w[i].hi) { /* no interior value: pin a small range, else keep its tests */
+      int64_t values = v.hi - v.lo + 1;
+      if (values > MAX_PIN || copies * values > MAX_COPIES) continue;
+      copies *= values;
+      B->w[i].pin = true;
+    }
+    if (B->w[i].lo > v.lo || B->w[i].hi < v.hi || B->w[i].pin) B->w[n++] = B->w[i]; /* a test that can fail */
   }
   B->n_w = n;
   if (n == 0) return NULL;

@@ -567,19 +567,51 @@ static int select_free_copies(const kn_stmt *s) {
   }
 }
 
-/* depthwise 3x3 conv (pads 1) + relu, then a 3x3 max pool (pads 1): */
-static void build_padded_windows(kn_graph *g) {
+/* depthwise 3x3 conv (pads 1) over [N, channels, 14, width] + relu, then
+ * (pool) a 3x3 max pool (pads 1) */
+static void build_padded_windows(kn_graph *g, int64_t channels, int64_t width, bool pool) {
   kn_graph_init(g);
-  int x = input(g, "x", 4, (int64_t[]){1, 16, 14, 30}, 1);
-  int wd = weight(g, "wd", 4, (int64_t[]){16, 1, 3, 3});
+  int x = input(g, "x", 4, (int64_t[]){1, channels, 14, width}, 1);
+  int wd = weight(g, "wd", 4, (int64_t[]){channels, 1, 3, 3});
   int dw = node(g, KN_OP_CONV, "dwconv", (int[]){x, wd}, 2);
   attr_ints(g, "pads", 4, (int64_t[]){1, 1, 1, 1});
-  attr_int(g, "group", 16);
+  attr_int(g, "group", channels);
   int r = node(g, KN_OP_RELU, "relu", (int[]){dw}, 1);
+  if (!pool) {
+    output(g, r);
+    return;
+  }
   int mp = node(g, KN_OP_MAX_POOL, "pool", (int[]){r}, 1);
   attr_ints(g, "kernel_shape", 2, (int64_t[]){3, 3});
   attr_ints(g, "pads", 4, (int64_t[]){1, 1, 1, 1});
   output(g, mp);
+}
+
+/* builds the kernels of g; *versioned counts those with bounds tests, and
+ * copies[i] is the select-free copies of the i-th of them (up to 4) */
+static void count_versioned(kn_graph *g, int *versioned, int copies[4]) {
+  kn_diag d;
+  kn_diag_init(&d);
+  kn_compile_opts o = {0};
+  assert_int_equal(kn_infer_shapes(g, &d), 0);
+  assert_int_equal(kn_pipeline_optimize(&o, g, &d), 0);
+  kn_arena arena;
+  kn_arena_init(&arena);
+  kn_expr_ctx ec = {.arena = &arena};
+  kn_groups groups = {0};
+  assert_int_equal(kn_sched_fuse(g, &arena, &groups, &d), 0);
+  *versioned = 0;
+  for (int i = 0; i < groups.n; i++) {
+    kn_kernel_build kb;
+    assert_int_equal(kn_sched_build_kernel_with(g, &groups.groups[i], &avx512, &ec, "k", NULL, &kb, NULL, NULL, &d), 0);
+    int ifs = 0, selects = stmt_selects(kb.kernel->body, &ifs);
+    if (selects == 0) continue; /* the layout transposes */
+    assert_true(ifs >= 1);
+    if (*versioned < 4) copies[*versioned] = select_free_copies(kb.kernel->body);
+    ++*versioned;
+  }
+  kn_arena_free(&arena);
+  kn_diag_free(&d);
 }
 
 /* every kernel of both windowed ops reads through bounds tests on the
@@ -590,34 +622,33 @@ static void build_padded_windows(kn_graph *g) {
 static void test_border_versioning(void **state) {
   (void)state;
   kn_graph g;
-  build_padded_windows(&g);
-  kn_diag d;
-  kn_diag_init(&d);
-  kn_compile_opts o = {0};
-  assert_int_equal(kn_infer_shapes(&g, &d), 0);
-  assert_int_equal(kn_pipeline_optimize(&o, &g, &d), 0);
-  kn_arena arena;
-  kn_arena_init(&arena);
-  kn_expr_ctx ec = {.arena = &arena};
-  kn_groups groups = {0};
-  assert_int_equal(kn_sched_fuse(&g, &arena, &groups, &d), 0);
-  int windowed = 0;
-  for (int i = 0; i < groups.n; i++) {
-    kn_kernel_build kb;
-    assert_int_equal(kn_sched_build_kernel_with(&g, &groups.groups[i], &avx512, &ec, "k", NULL, &kb, NULL, NULL, &d), 0);
-    int ifs = 0, selects = stmt_selects(kb.kernel->body, &ifs);
-    if (selects == 0) continue; /* the layout transposes */
-    windowed++;
-    assert_true(ifs >= 1);
-    /* the depthwise conv (first) unrolls kw, so its left and right column
-     * tiles are select-free too; the pool's taps loop, and keep their tests */
-    assert_true(select_free_copies(kb.kernel->body) >= (windowed == 1 ? 3 : 1));
-  }
-  assert_int_equal(windowed, 2);
-  kn_arena_free(&arena);
-  kn_diag_free(&d);
+  int versioned = 0, copies[4] = {0};
+  build_padded_windows(&g, 16, 30, true);
+  count_versioned(&g, &versioned, copies);
+  assert_int_equal(versioned, 2);
+  /* the depthwise conv (first) unrolls kw, so its left and right column
+   * tiles are select-free too; the pool's taps loop, and keep their tests */
+  assert_true(copies[0] >= 3);
+  assert_true(copies[1] >= 1);
   kn_graph_free(&g);
-  build_padded_windows(&g);
+  build_padded_windows(&g, 16, 30, true);
+  check(&g, 2, 1e-5);
+  kn_graph_free(&g);
+}
+
+/* a 14-wide row of 32 channels, in two 7-pixel tiles, has no interior tile (the left one
+ * reads column -1, the right one column 14): the column tile is pinned, and
+ * in an inner row both copies are select-free; the results match */
+static void test_border_pinning(void **state) {
+  (void)state;
+  kn_graph g;
+  int versioned = 0, copies[4] = {0};
+  build_padded_windows(&g, 32, 14, false);
+  count_versioned(&g, &versioned, copies);
+  assert_int_equal(versioned, 1);
+  assert_true(copies[0] >= 2);
+  kn_graph_free(&g);
+  build_padded_windows(&g, 32, 14, false);
   check(&g, 2, 1e-5);
   kn_graph_free(&g);
 }
@@ -825,6 +856,7 @@ int main(void) {
       cmocka_unit_test(test_simplify_pixel_index),
       cmocka_unit_test(test_simplify_ranges),
       cmocka_unit_test(test_border_versioning),
+      cmocka_unit_test(test_border_pinning),
       cmocka_unit_test(test_transpose_gather_order),
       cmocka_unit_test(test_prefetch_hints),
       cmocka_unit_test(test_gemv_columns),
