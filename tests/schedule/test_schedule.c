@@ -587,70 +587,60 @@ static void build_padded_windows(kn_graph *g, int64_t channels, int64_t width, b
   output(g, mp);
 }
 
-/* builds the kernels of g; *versioned counts those with bounds tests, and
- * copies[i] is the select-free copies of the i-th of them (up to 4) */
-static void count_versioned(kn_graph *g, int *versioned, int copies[4]) {
+/* builds the kernels of build_padded_windows(channels, width, pool):
+ * exactly n_windowed read through bounds tests, each has a versioned tile,
+ * and the i-th has at least min_copies[i] select-free copies; then checks
+ * the results against the reference */
+static void check_versioned(int64_t channels, int64_t width, bool pool, int n_windowed,
+                            const int *min_copies) {
+  kn_graph g;
+  build_padded_windows(&g, channels, width, pool);
   kn_diag d;
   kn_diag_init(&d);
   kn_compile_opts o = {0};
-  assert_int_equal(kn_infer_shapes(g, &d), 0);
-  assert_int_equal(kn_pipeline_optimize(&o, g, &d), 0);
+  assert_int_equal(kn_infer_shapes(&g, &d), 0);
+  assert_int_equal(kn_pipeline_optimize(&o, &g, &d), 0);
   kn_arena arena;
   kn_arena_init(&arena);
   kn_expr_ctx ec = {.arena = &arena};
   kn_groups groups = {0};
-  assert_int_equal(kn_sched_fuse(g, &arena, &groups, &d), 0);
-  *versioned = 0;
+  assert_int_equal(kn_sched_fuse(&g, &arena, &groups, &d), 0);
+  int windowed = 0;
   for (int i = 0; i < groups.n; i++) {
     kn_kernel_build kb;
-    assert_int_equal(kn_sched_build_kernel_with(g, &groups.groups[i], &avx512, &ec, "k", NULL, &kb, NULL, NULL, &d), 0);
+    assert_int_equal(kn_sched_build_kernel_with(&g, &groups.groups[i], &avx512, &ec, "k", NULL, &kb, NULL, NULL, &d), 0);
     int ifs = 0, selects = stmt_selects(kb.kernel->body, &ifs);
     if (selects == 0) continue; /* the layout transposes */
+    assert_true(windowed < n_windowed);
     assert_true(ifs >= 1);
-    if (*versioned < 4) copies[*versioned] = select_free_copies(kb.kernel->body);
-    ++*versioned;
+    assert_true(select_free_copies(kb.kernel->body) >= min_copies[windowed]);
+    windowed++;
   }
+  assert_int_equal(windowed, n_windowed);
   kn_arena_free(&arena);
   kn_diag_free(&d);
+  kn_graph_free(&g);
+  build_padded_windows(&g, channels, width, pool);
+  check(&g, 2, 1e-5);
+  kn_graph_free(&g);
 }
 
 /* every kernel of both windowed ops reads through bounds tests on the
  * border and runs a select-free copy of its tile inside; in the depthwise
- * conv, a tile on the left or right border of an inner row is a copy of its
- * own with its columns known (the cascade), select-free as well; the results
- * match the reference */
+ * conv (first), which unrolls kw, a tile on the left or right border of an
+ * inner row is a copy of its own with its columns known (the cascade),
+ * select-free as well; the pool's taps loop, and keep their tests */
 static void test_border_versioning(void **state) {
   (void)state;
-  kn_graph g;
-  int versioned = 0, copies[4] = {0};
-  build_padded_windows(&g, 16, 30, true);
-  count_versioned(&g, &versioned, copies);
-  assert_int_equal(versioned, 2);
-  /* the depthwise conv (first) unrolls kw, so its left and right column
-   * tiles are select-free too; the pool's taps loop, and keep their tests */
-  assert_true(copies[0] >= 3);
-  assert_true(copies[1] >= 1);
-  kn_graph_free(&g);
-  build_padded_windows(&g, 16, 30, true);
-  check(&g, 2, 1e-5);
-  kn_graph_free(&g);
+  check_versioned(16, 30, true, 2, (const int[]){3, 1});
 }
 
-/* a 14-wide row of 32 channels, in two 7-pixel tiles, has no interior tile (the left one
- * reads column -1, the right one column 14): the column tile is pinned, and
- * in an inner row both copies are select-free; the results match */
+/* a 14-wide row of 32 channels, in two 7-pixel tiles, has no interior tile
+ * (the left one reads column -1, the right one column 14): the column tile
+ * is pinned, and in an inner row both copies are select-free */
 static void test_border_pinning(void **state) {
   (void)state;
-  kn_graph g;
-  int versioned = 0, copies[4] = {0};
-  build_padded_windows(&g, 32, 14, false);
-  count_versioned(&g, &versioned, copies);
-  assert_int_equal(versioned, 1);
-  assert_true(copies[0] >= 2);
-  kn_graph_free(&g);
-  build_padded_windows(&g, 32, 14, false);
-  check(&g, 2, 1e-5);
-  kn_graph_free(&g);
+  check_versioned(32, 14, false, 1, (const int[]){2});
 }
 
 /* ---- prefetch hints (prefetch.c) ---- */
