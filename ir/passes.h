@@ -3,7 +3,7 @@
  * pass requires and guarantees. The pipeline (run by the compile driver):
  *
  *   kn_infer_shapes, decompose_attention, fold_constants, dce, fold_conv_bn, layout,
- *   winograd, explicit_pad, fold_constants, dce
+ *   winograd, explicit_pad, scale_weights, fold_constants, dce
  *
  * with kn_infer_shapes re-run after each rewriting pass. Every pass here
  * requires inferred shapes and toposorted nodes on entry, and leaves both
@@ -51,6 +51,12 @@ bool kn_winograd_eligible(const kn_graph *g, int node);
 /* want: every eligible conv; the default rule (at least 32 input and output channels). */
 bool kn_winograd_want_all(const kn_graph *g, int node, void *ctx);
 bool kn_winograd_want_default(const kn_graph *g, int node, void *ctx);
+
+/* A per-channel scale Mul(y, s) read only by a group-1 kiln.ConvNHWC with
+ * constant weights scales the weights instead, where they are the smaller
+ * tensor (pass_scale_weights.c). Runs after kn_pass_explicit_pad (a padded
+ * conv reads a Pad, and is left alone). */
+int kn_pass_scale_weights(kn_graph *g, kn_diag *d);
 
 /* Moves the padding of windowed kiln.ConvNHWC into a Pad node in front of
  * it, so the convolution's inner loop reads without bounds checks. */

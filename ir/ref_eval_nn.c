@@ -18,7 +18,7 @@
 /* Element strides of a conv's operands in either layout. */
 typedef struct conv_layout {
   int64_t x_n, x_c, x_sp[KN_MAX_RANK];
-  int64_t w_m, w_c, w_sp[KN_MAX_RANK];
+  int64_t w_n, w_m, w_c, w_sp[KN_MAX_RANK]; /* w_n: per-sample weights, else 0 */
   int64_t y_n, y_m, y_sp[KN_MAX_RANK];
 } conv_layout;
 
@@ -36,15 +36,18 @@ static int conv(kn_ref_call *c, bool nhwc) {
   kn_ref_strides(&y->shape, ys);
   conv_layout L;
   int64_t cin, m_out, cg;
-  if (nhwc) { /* X [N,H,W,C], W [KH,KW,C/g,M], Y [N,OH,OW,M] */
+  L.w_n = 0;
+  if (nhwc) { /* X [N,H,W,C], W [KH,KW,C/g,M] or per sample [N,KH,KW,C/g,M], Y [N,OH,OW,M] */
+    int wo = w->shape.rank == x->shape.rank + 1;
     cin = x->shape.dim[ns + 1];
-    cg = w->shape.dim[ns];
-    m_out = w->shape.dim[ns + 1];
-    L.x_n = xs[0], L.x_c = 1, L.w_m = 1, L.w_c = ws[ns], L.y_n = ys[0], L.y_m = 1;
+    cg = w->shape.dim[ns + wo];
+    m_out = w->shape.dim[ns + 1 + wo];
+    L.x_n = xs[0], L.x_c = 1, L.w_m = 1, L.w_c = ws[ns + wo], L.y_n = ys[0], L.y_m = 1;
+    if (wo) L.w_n = ws[0];
     for (int i = 0; i < ns; i++) {
       in_sp[i] = x->shape.dim[1 + i];
-      kernel[i] = w->shape.dim[i];
-      L.x_sp[i] = xs[1 + i], L.w_sp[i] = ws[i], L.y_sp[i] = ys[1 + i];
+      kernel[i] = w->shape.dim[i + wo];
+      L.x_sp[i] = xs[1 + i], L.w_sp[i] = ws[i + wo], L.y_sp[i] = ys[1 + i];
     }
   } else { /* X [N,C,...], W [M,C/g,...], Y [N,M,...] */
     cin = x->shape.dim[1];
@@ -74,7 +77,7 @@ static int conv(kn_ref_call *c, bool nhwc) {
         for (int64_t ci = 0; ci < cg; ci++) {
           int64_t k[KN_MAX_RANK] = {0};
           do {
-            int64_t xoff = n * L.x_n + (g * cg + ci) * L.x_c, woff = m * L.w_m + ci * L.w_c;
+            int64_t xoff = n * L.x_n + (g * cg + ci) * L.x_c, woff = n * L.w_n + m * L.w_m + ci * L.w_c;
             bool inside = true;
             for (int i = 0; i < ns && inside; i++) {
               int64_t pos = o[i] * win.stride[i] - win.pad_begin[i] + k[i] * win.dilation[i];

@@ -166,33 +166,44 @@ static int conv(kn_infer *c, bool nhwc) {
   const kn_value *x = kn_infer_in(c, 0), *w = kn_infer_in(c, 1), *b = kn_infer_in(c, 2);
   if (need_rank(c, 0, x, nhwc ? 4 : 3, nhwc ? 4 : KN_MAX_RANK) < 0) return -1;
   int r = x->shape.rank, ns = r - 2;
-  if (w->shape.rank != r)
+  /* kiln.ConvNHWC may take weights per sample, [N,KH,KW,C/g,M] with the
+   * input's N (pass_scale_weights.c); the checks below see [KH,KW,C/g,M] */
+  kn_shape wsh = w->shape;
+  if (nhwc && wsh.rank == r + 1) {
+    if (wsh.dim[0] != x->shape.dim[0] || (wsh.batch_mask & 1u) != (x->shape.batch_mask & 1u))
+      return kn_infer_fail(c, "per-sample weight %s must lead with the input's batch, %s", SHAPE_STR(&w->shape),
+                           SHAPE_STR(&x->shape));
+    wsh.rank = r;
+    memmove(wsh.dim, wsh.dim + 1, sizeof(int64_t) * (size_t)r);
+    wsh.batch_mask >>= 1;
+  }
+  if (wsh.rank != r)
     return kn_infer_fail(c, "weight %s must have rank %d like the input %s", SHAPE_STR(&w->shape), r,
                          SHAPE_STR(&x->shape));
   if (need_same_dtype(c, 1, x, w) < 0) return -1;
-  if (w->shape.batch_mask) return kn_infer_fail(c, "weight depends on the batch size");
+  if (wsh.batch_mask) return kn_infer_fail(c, "weight depends on the batch size");
   int c_axis = nhwc ? r - 1 : 1, sp0 = nhwc ? 1 : 2;
   for (int i = 0; i < r; i++)
     if (i != 0 && is_batch(&x->shape, i))
       return kn_infer_fail(c, "only dim 0 of input %s may depend on the batch size", SHAPE_STR(&x->shape));
   int64_t group = kn_node_attr_int(n, "group", 1);
   int64_t cin = x->shape.dim[c_axis];
-  int64_t m = nhwc ? w->shape.dim[r - 1] : w->shape.dim[0];
-  int64_t cg = nhwc ? w->shape.dim[r - 2] : w->shape.dim[1];
+  int64_t m = nhwc ? wsh.dim[r - 1] : wsh.dim[0];
+  int64_t cg = nhwc ? wsh.dim[r - 2] : wsh.dim[1];
   if (group < 1 || m % group != 0)
     return kn_infer_fail(c, "group %lld does not divide the %lld output channels", (long long)group, (long long)m);
   if (cin != cg * group)
     return kn_infer_fail(c, "input has %lld channels but weight %s expects %lld (group %lld)",
-                         (long long)cin, SHAPE_STR(&w->shape), (long long)(cg * group), (long long)group);
+                         (long long)cin, SHAPE_STR(&wsh), (long long)(cg * group), (long long)group);
   int64_t in_sp[KN_MAX_RANK], kernel[KN_MAX_RANK];
   for (int i = 0; i < ns; i++) {
     in_sp[i] = x->shape.dim[sp0 + i];
-    kernel[i] = nhwc ? w->shape.dim[i] : w->shape.dim[2 + i];
+    kernel[i] = nhwc ? wsh.dim[i] : wsh.dim[2 + i];
   }
   int nk = 0;
   const int64_t *ks = kn_node_attr_ints(n, "kernel_shape", &nk);
   if (ks && (nk != ns || memcmp(ks, kernel, sizeof(int64_t) * (size_t)ns) != 0))
-    return kn_infer_fail(c, "kernel_shape disagrees with weight %s", SHAPE_STR(&w->shape));
+    return kn_infer_fail(c, "kernel_shape disagrees with weight %s", SHAPE_STR(&wsh));
   if (b) {
     if (b->shape.rank != 1 || b->shape.dim[0] != m || b->shape.batch_mask)
       return kn_infer_fail(c, "bias must be [%lld], got %s", (long long)m, SHAPE_STR(&b->shape));

@@ -109,7 +109,10 @@ static kn_te_tensor *conv_def(kn_te_ctx *c, const kn_node *n, kn_te_tensor **in,
   kn_te_tensor *x = in[0], *wt = n->n_in > 1 ? in[1] : NULL, *bias = n->n_in > 2 ? in[2] : NULL;
   if (!wt) return kn_te_unsupported(d, n, "missing weights");
   int r = x->rank, nsp = r - 2;
-  if (nsp < 1 || nsp > MAX_SP || (nhwc && nsp != 2) || wt->rank != r)
+  /* per-sample weights [N,KH,KW,C/g,M] (kiln.ConvNHWC only): wo = 1 shifts
+   * every weight dim, and the batch index leads */
+  int wo = nhwc && wt->rank == r + 1;
+  if (nsp < 1 || nsp > MAX_SP || (nhwc && nsp != 2) || wt->rank != r + wo)
     return kn_te_unsupported(d, n, "input/weight rank %d/%d", r, wt->rank);
   if (!kn_dtype_is_float(x->dtype) || wt->dtype != x->dtype || (bias && bias->dtype != x->dtype))
     return kn_te_unsupported(d, n, "dtype %s", kn_dtype_name(x->dtype));
@@ -119,9 +122,9 @@ static kn_te_tensor *conv_def(kn_te_ctx *c, const kn_node *n, kn_te_tensor **in,
   int sp[MAX_SP], wsp[MAX_SP]; /* spatial axes of x/out and of the weights */
   for (int i = 0; i < nsp; i++) {
     sp[i] = nhwc ? 1 + i : 2 + i;
-    wsp[i] = nhwc ? i : 2 + i;
+    wsp[i] = nhwc ? wo + i : 2 + i;
   }
-  int w_ic = nhwc ? 2 : 1, w_m = nhwc ? 3 : 0;
+  int w_ic = nhwc ? 2 + wo : 1, w_m = nhwc ? 3 + wo : 0;
   int64_t C, M, Cg, group = kn_node_attr_int(n, "group", 1), kernel[MAX_SP];
   if (!kn_te_ix_const(x->shape[ch_axis], &C) || !kn_te_ix_const(wt->shape[w_m], &M) ||
       !kn_te_ix_const(wt->shape[w_ic], &Cg))
@@ -178,6 +181,7 @@ static kn_te_tensor *conv_def(kn_te_ctx *c, const kn_node *n, kn_te_tensor **in,
   xi[ch_axis] = ch;
   wi[w_ic] = ic;
   wi[w_m] = m;
+  if (wo) wi[0] = idx[0];
   for (int i = 0; i < nsp; i++) {
     kn_expr *tap = kn_e_var(ec, rv[i]);
     xi[sp[i]] = kn_te_ix_add(c, kn_te_ix_mul(c, idx[sp[i]], kn_te_ix(c, w.s[i])),

@@ -3,7 +3,7 @@
  *   model_pipeline [--numeric] [--batch B] MODEL.onnx...
  *
  * For each model: load (frontend), infer shapes, then fold_constants, dce,
- * fold_conv_bn, layout, winograd (the default rule), explicit_pad, fold_constants,
+ * fold_conv_bn, layout, winograd (the default rule), explicit_pad, scale_weights, fold_constants,
  * dce with inference and verification
  * after each; report the time, node counts and Transposes left, and check
  * that the passes left no more Transposes off the graph inputs than the model
@@ -95,6 +95,7 @@ static int check_model(const char *path, bool numeric, int64_t batch) {
   } passes[] = {{"fold_constants", kn_pass_fold_constants}, {"dce", kn_pass_dce},
                 {"fold_conv_bn", kn_pass_fold_conv_bn},     {"layout", kn_pass_layout},
                 {"winograd", winograd_default},             {"explicit_pad", kn_pass_explicit_pad},
+                {"scale_weights", kn_pass_scale_weights},
                 {"fold_constants", kn_pass_fold_constants}, {"dce", kn_pass_dce}};
   for (size_t i = 0; i < sizeof passes / sizeof passes[0]; i++)
     if (step(passes[i].name, passes[i].fn, &g, &d) < 0) goto done;

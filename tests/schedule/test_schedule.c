@@ -643,6 +643,53 @@ static void test_border_pinning(void **state) {
   check_versioned(32, 14, false, 1, (const int[]){2});
 }
 
+/* ---- a squeeze-and-excitation scale in the weights (pass_scale_weights.c) ---- */
+
+/* expand 1x1 + Relu -> y; s = Sigmoid(1x1 conv(GlobalAveragePool(y)));
+ * a 1x1 projection (+ bias) of y * s */
+static void build_se_block(kn_graph *g) {
+  kn_graph_init(g);
+  int x = input(g, "x", 4, (int64_t[]){1, 8, 12, 12}, 1);
+  int we = weight(g, "we", 4, (int64_t[]){32, 8, 1, 1});
+  int y = node(g, KN_OP_RELU, "relu", (int[]){node(g, KN_OP_CONV, "expand", (int[]){x, we}, 2)}, 1);
+  int p = node(g, KN_OP_GLOBAL_AVERAGE_POOL, "gap", (int[]){y}, 1);
+  int wf = weight(g, "wf", 4, (int64_t[]){32, 32, 1, 1});
+  int s = node(g, KN_OP_SIGMOID, "sig", (int[]){node(g, KN_OP_CONV, "fc", (int[]){p, wf}, 2)}, 1);
+  int ys = node(g, KN_OP_MUL, "scale", (int[]){y, s}, 2);
+  int wp = weight(g, "wp", 4, (int64_t[]){16, 32, 1, 1}), bp = weight(g, "bp", 1, (int64_t[]){16});
+  output(g, node(g, KN_OP_CONV, "proj", (int[]){ys, wp, bp}, 3));
+}
+
+/* the projection reads per-sample weights (no kernel scales the
+ * activation), and its kernel matches the reference at batch 1 and 2 */
+static void test_se_scale_weights(void **state) {
+  (void)state;
+  kn_graph g;
+  build_se_block(&g);
+  g.max_batch = 2;
+  kn_diag d;
+  kn_diag_init(&d);
+  kn_compile_opts o = {0};
+  assert_int_equal(kn_infer_shapes(&g, &d), 0);
+  assert_int_equal(kn_pipeline_optimize(&o, &g, &d), 0);
+  int per_sample = 0, act_muls = 0;
+  for (int i = 0; i < g.n_nodes; i++) {
+    const kn_node *n = &g.nodes[i];
+    if (n->dead) continue;
+    per_sample += n->op == KN_OP_CONV_NHWC && g.values[n->in[1]].shape.rank == 5;
+    act_muls += n->op == KN_OP_MUL && g.values[n->out[0]].shape.rank == 4;
+  }
+  assert_int_equal(per_sample, 1);
+  assert_int_equal(act_muls, 0);
+  kn_diag_free(&d);
+  kn_graph_free(&g);
+  for (int64_t batch = 1; batch <= 2; batch++) {
+    build_se_block(&g);
+    check(&g, batch, 1e-5);
+    kn_graph_free(&g);
+  }
+}
+
 /* ---- prefetch hints (prefetch.c) ---- */
 
 static void count_prefetch(const kn_stmt *s, int *l1, int *l2) {
@@ -847,6 +894,7 @@ int main(void) {
       cmocka_unit_test(test_simplify_ranges),
       cmocka_unit_test(test_border_versioning),
       cmocka_unit_test(test_border_pinning),
+      cmocka_unit_test(test_se_scale_weights),
       cmocka_unit_test(test_transpose_gather_order),
       cmocka_unit_test(test_prefetch_hints),
       cmocka_unit_test(test_gemv_columns),
