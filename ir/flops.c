@@ -12,8 +12,9 @@ double kn_node_flops(const kn_graph *g, int node) {
   case KN_OP_CONV_NHWC:
   case KN_OP_CONV: {
     const kn_value *w = &g->values[n->in[1]];
-    double k = 1; /* reduction size = weights / output channels */
-    for (int i = 0; i < w->shape.rank; i++) k *= (double)w->shape.dim[i];
+    double k = 1; /* reduction size = weights / output channels (of one sample's weights) */
+    int per_sample = n->op == KN_OP_CONV_NHWC && w->shape.rank == 5;
+    for (int i = per_sample; i < w->shape.rank; i++) k *= (double)w->shape.dim[i];
     int64_t m = n->op == KN_OP_CONV ? w->shape.dim[0] : w->shape.dim[w->shape.rank - 1];
     return 2.0 * out_elems * k / (double)(m > 0 ? m : 1);
   }

@@ -7,7 +7,7 @@
  * W[KH,KW,C,M] whose input x = Mul(y, s) is read by nothing else, s holding
  * one scale per input channel, reads y and the weights Mul(W, Reshape(s))
  * instead, when those are no larger than x (KH*KW*C*M against H*W*C per
- * sample). A scale per sample and channel ([N,1,1,C], with x's
+ * sample) or s is a constant. A scale per sample and channel ([N,1,1,C], with x's
  * batch N: squeeze-and-excitation) gives weights per sample, [N,KH,KW,C,M]
  * (kiln.ConvNHWC takes them); a constant one folds into the weights
  * (kn_pass_fold_constants). Results are unchanged up to rounding (x*s*w
@@ -25,14 +25,17 @@
 
 #include "passes.h"
 
-/* s holds one scale per input channel of x: [.., 1, C] (the same for every
- * sample: *per_sample false), or [N, 1, 1, C] with x's batch N. */
+/* s holds one scale per input channel of x: [.., 1, C], the same for every
+ * sample (*per_sample false), or [N, 1, 1, C] with x's batch dim N (symbolic,
+ * or fixed above 1). */
 static bool per_channel(const kn_value *s, const kn_value *x, bool *per_sample) {
   int r = s->shape.rank;
   unsigned sb = s->shape.batch_mask;
-  if (r < 1 || r > 4 || s->dtype != KN_DT_F32 || s->shape.dim[r - 1] != x->shape.dim[3]) return false;
-  *per_sample = sb != 0;
-  if (sb && (r != 4 || sb != 1u || !(x->shape.batch_mask & 1u) || s->shape.dim[0] != x->shape.dim[0])) return false;
+  if (r < 1 || r > 4 || s->dtype != KN_DT_F32 || s->shape.dim[r - 1] != x->shape.dim[3] || (sb & ~1u) ||
+      (sb && r != 4))
+    return false;
+  *per_sample = r == 4 && (sb || s->shape.dim[0] != 1);
+  if (*per_sample && (s->shape.dim[0] != x->shape.dim[0] || sb != (x->shape.batch_mask & 1u))) return false;
   for (int k = *per_sample; k < r - 1; k++)
     if (s->shape.dim[k] != 1) return false;
   return true;
@@ -45,20 +48,21 @@ static bool per_channel(const kn_value *s, const kn_value *x, bool *per_sample) 
  * the activation) took 0.30 ms (1 thread) with the activation scaled, 0.29
  * + 0.017 with the weights. */
 static bool cheaper(const kn_value *x, const kn_value *w) {
-  int64_t act = 1, wts = 1;
-  for (int k = 0; k < 4; k++) act *= x->shape.dim[k];
+  int64_t act = 1, wts = 1; /* per sample */
+  for (int k = 1; k < 4; k++) act *= x->shape.dim[k];
   for (int k = 0; k < 4; k++) wts *= w->shape.dim[k];
   return wts <= act;
 }
 
-/* Conv node i's input is Mul(y, s) as the opening comment says: the index of
- * s in the Mul's inputs (y is the other), or -1. */
+/* Conv n's input is Mul(y, s) as the opening comment says: the index of s in
+ * the Mul's inputs (y is the other), or -1. A constant s folds into the
+ * weights at compile time, whatever their size. */
 static int scaled_input(const kn_graph *g, const kn_node *n, const int *uses, bool *per_sample) {
   int x = n->in[0], w = n->in[1];
   if (x < 0 || w < 0 || uses[x] != 1 || kn_node_attr_int(n, "group", 1) != 1) return -1;
   const kn_value *xv = &g->values[x], *wv = &g->values[w];
   if (!wv->data || wv->dtype != KN_DT_F32 || wv->shape.rank != 4 || xv->shape.rank != 4 ||
-      xv->dtype != KN_DT_F32 || wv->shape.dim[2] != xv->shape.dim[3] || !cheaper(xv, wv))
+      xv->dtype != KN_DT_F32 || wv->shape.dim[2] != xv->shape.dim[3])
     return -1;
   int p = xv->producer;
   if (p < 0 || g->nodes[p].dead || g->nodes[p].op != KN_OP_MUL || g->nodes[p].n_in != 2) return -1;
@@ -66,7 +70,7 @@ static int scaled_input(const kn_graph *g, const kn_node *n, const int *uses, bo
   for (int k = 0; k < 2; k++) {
     int y = m->in[1 - k], s = m->in[k];
     if (y >= 0 && s >= 0 && kn_shape_equal(&g->values[y].shape, &xv->shape) && g->values[y].dtype == KN_DT_F32 &&
-        per_channel(&g->values[s], xv, per_sample))
+        per_channel(&g->values[s], xv, per_sample) && (g->values[s].data || cheaper(xv, wv)))
       return k;
   }
   return -1;
@@ -92,13 +96,14 @@ int kn_pass_scale_weights(kn_graph *g, kn_diag *d) {
     int64_t dims[4] = {1, 1, ws.dim[2], 1}, axes[1] = {4};
     kn_shape arg_shape = {.rank = 1, .dim = {4}};
     if (per_sample) {
-      ss = (kn_shape){.rank = 5, .dim = {g->values[s].shape.dim[0], 1, 1, ws.dim[2], 1}, .batch_mask = 1u};
+      unsigned batch = g->values[s].shape.batch_mask;
+      ss = (kn_shape){.rank = 5, .dim = {g->values[s].shape.dim[0], 1, 1, ws.dim[2], 1}, .batch_mask = batch};
       op = KN_OP_UNSQUEEZE;
       arg_shape.dim[0] = 1;
       ws.rank = 5;
       memmove(ws.dim + 1, ws.dim, sizeof(int64_t) * 4);
       ws.dim[0] = ss.dim[0];
-      ws.batch_mask = 1u;
+      ws.batch_mask = batch;
     }
     int arg = kn_pass_new_const(g, base, per_sample ? ".scale_axes" : ".scale_shape", KN_DT_I64, &arg_shape,
                                 per_sample ? axes : dims);

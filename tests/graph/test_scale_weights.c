@@ -14,7 +14,8 @@ typedef struct se_case {
   bool scale_first;   /* Mul(s, y) rather than Mul(y, s) */
   bool y_is_output;   /* the scaled activation is also a graph output */
   bool const_scale;   /* s is a constant [1, C, 1, 1] instead of the SE branch */
-  const char *batch;  /* "N" or "1" */
+  bool spatial_scale; /* ... a constant [1, C, H, 1]: not one scale per channel */
+  const char *batch;  /* "N", or a fixed batch */
 } se_case;
 
 /* y = Relu(Conv1x1(x)); s = Sigmoid(Conv1x1(GlobalAveragePool(y))) (or a constant);
@@ -30,8 +31,8 @@ static void build(kn_graph *g, const se_case *c) {
   tg_const_rand(g, "we", shape, 5, -0.5f, 0.5f);
   tg_node(g, KN_OP_CONV, "expand", "x,we", "e");
   tg_node(g, KN_OP_RELU, "relu", "e", "y");
-  if (c->const_scale) {
-    snprintf(shape, sizeof shape, "1,%lld,1,1", (long long)c->C);
+  if (c->const_scale || c->spatial_scale) {
+    snprintf(shape, sizeof shape, "1,%lld,%lld,1", (long long)c->C, (long long)(c->spatial_scale ? c->H : 1));
     tg_const_rand(g, "s", shape, 3, 0.1f, 1.0f);
   } else {
     tg_node(g, KN_OP_GLOBAL_AVERAGE_POOL, "gap", "y", "p");
@@ -66,7 +67,8 @@ static void check(const se_case *c, bool moves) {
   build(&g, c);
   tg_infer_ok(&g);
   tg_pass_ok(&g, kn_pass_layout, "pass");
-  int nb = strcmp(c->batch, "N") ? 1 : 2;
+  bool symbolic = !strcmp(c->batch, "N");
+  int nb = symbolic ? 2 : 1;
   int64_t batches[2] = {1, 2};
   void **before[2];
   for (int b = 0; b < nb; b++) before[b] = tg_run(&g, batches[b], 99u + (unsigned)b);
@@ -80,7 +82,7 @@ static void check(const se_case *c, bool moves) {
   const kn_node *n = proj(&g);
   int producer = g.values[n->in[0]].producer;
   assert_int_equal(producer >= 0 && g.nodes[producer].op == KN_OP_RELU, moves);
-  bool per_sample = moves && !c->const_scale && !strcmp(c->batch, "N");
+  bool per_sample = moves && !c->const_scale && strcmp(c->batch, "1");
   assert_int_equal(g.values[n->in[1]].shape.rank, per_sample ? 5 : 4);
   assert_int_equal(g.values[n->in[1]].data != NULL, !moves || c->const_scale);
   assert_int_equal(tg_count(&g, KN_OP_MUL), moves && c->const_scale ? muls - 1 : muls);
@@ -102,9 +104,12 @@ static void scale_moves_into_weights(void **state) {
   check(&(se_case){.C = 16, .M = 8, .H = 8, .K = 1, .batch = "N", .scale_first = true}, true);
   /* 9 * 4 taps x outputs per channel, 36 <= 10 * 10 */
   check(&(se_case){.C = 8, .M = 4, .H = 10, .K = 3, .batch = "N"}, true);
-  /* the SE scale at a fixed batch of 1; a constant scale, shared by all
-   * samples, folds into the weights */
+  /* the SE scale at a fixed batch of 1 (shared weights) and 3 (per sample);
+   * a constant scale, shared by all samples, folds into the weights, even
+   * into weights larger than the activation */
   check(&(se_case){.C = 16, .M = 8, .H = 8, .K = 1, .batch = "1"}, true);
+  check(&(se_case){.C = 16, .M = 8, .H = 8, .K = 1, .batch = "3"}, true);
+  check(&(se_case){.C = 16, .M = 80, .H = 8, .K = 1, .batch = "N", .const_scale = true}, true);
   check(&(se_case){.C = 16, .M = 8, .H = 8, .K = 1, .batch = "N", .const_scale = true}, true);
 }
 
@@ -112,6 +117,8 @@ static void scale_stays(void **state) {
   (void)state;
   /* weights larger than the activation: 80 > 8 * 8 */
   check(&(se_case){.C = 16, .M = 80, .H = 8, .K = 1, .batch = "N"}, false);
+  /* a scale per channel and row */
+  check(&(se_case){.C = 16, .M = 8, .H = 8, .K = 1, .batch = "N", .spatial_scale = true}, false);
   /* the scaled activation is read elsewhere too */
   check(&(se_case){.C = 16, .M = 8, .H = 8, .K = 1, .batch = "N", .y_is_output = true}, false);
 }

@@ -224,6 +224,23 @@ static void nhwc_shapes(void **state) {
   expect(&g, "p", KN_DT_F32, "N,3,3,8");
   expect(&g, "q", KN_DT_F32, "N,1,1,8");
   kn_graph_free(&g);
+
+  /* per-sample weights [N,KH,KW,C/g,M] (pass_scale_weights.c) lead with the input's batch */
+  kn_graph_init(&g);
+  tg_input(&g, "x", KN_DT_F32, "N,9,9,6");
+  tg_input(&g, "w", KN_DT_F32, "N,3,3,6,8");
+  tg_node(&g, KN_OP_CONV_NHWC, "conv", "x,w", "y");
+  tg_output(&g, "y");
+  tg_infer_ok(&g);
+  expect(&g, "y", KN_DT_F32, "N,7,7,8");
+  kn_graph_free(&g);
+  kn_graph_init(&g);
+  tg_input(&g, "x", KN_DT_F32, "N,9,9,6");
+  tg_const_rand(&g, "w", "2,1,1,6,8", 1, -1, 1);
+  tg_node(&g, KN_OP_CONV_NHWC, "conv", "x,w", "y");
+  tg_output(&g, "y");
+  tg_infer_fails(&g, "node 'conv' (kiln.ConvNHWC): per-sample weight [2,1,1,6,8] must lead with the input's batch, [N*1,9,9,6]");
+  kn_graph_free(&g);
 }
 
 static void matmul_gemm_shapes(void **state) {

@@ -646,8 +646,8 @@ static void test_border_pinning(void **state) {
 /* ---- a squeeze-and-excitation scale in the weights (pass_scale_weights.c) ---- */
 
 /* expand 1x1 + Relu -> y; s = Sigmoid(1x1 conv(GlobalAveragePool(y)));
- * a 1x1 projection (+ bias) of y * s */
-static void build_se_block(kn_graph *g) {
+ * a k x k projection (pads 0, + bias) of y * s */
+static void build_se_block(kn_graph *g, int64_t k) {
   kn_graph_init(g);
   int x = input(g, "x", 4, (int64_t[]){1, 8, 12, 12}, 1);
   int we = weight(g, "we", 4, (int64_t[]){32, 8, 1, 1});
@@ -656,16 +656,16 @@ static void build_se_block(kn_graph *g) {
   int wf = weight(g, "wf", 4, (int64_t[]){32, 32, 1, 1});
   int s = node(g, KN_OP_SIGMOID, "sig", (int[]){node(g, KN_OP_CONV, "fc", (int[]){p, wf}, 2)}, 1);
   int ys = node(g, KN_OP_MUL, "scale", (int[]){y, s}, 2);
-  int wp = weight(g, "wp", 4, (int64_t[]){16, 32, 1, 1}), bp = weight(g, "bp", 1, (int64_t[]){16});
+  int wp = weight(g, "wp", 4, (int64_t[]){16, 32, k, k}), bp = weight(g, "bp", 1, (int64_t[]){16});
   output(g, node(g, KN_OP_CONV, "proj", (int[]){ys, wp, bp}, 3));
 }
 
 /* the projection reads per-sample weights (no kernel scales the
- * activation), and its kernel matches the reference at batch 1 and 2 */
-static void test_se_scale_weights(void **state) {
-  (void)state;
+ * activation), and its kernel matches the reference at batch 1 and 2, 1x1
+ * and 3x3 (9 x 32 x 16 weights, the size of the 12x12x32 activation) */
+static void check_se_block(int64_t k) {
   kn_graph g;
-  build_se_block(&g);
+  build_se_block(&g, k);
   g.max_batch = 2;
   kn_diag d;
   kn_diag_init(&d);
@@ -684,10 +684,16 @@ static void test_se_scale_weights(void **state) {
   kn_diag_free(&d);
   kn_graph_free(&g);
   for (int64_t batch = 1; batch <= 2; batch++) {
-    build_se_block(&g);
+    build_se_block(&g, k);
     check(&g, batch, 1e-5);
     kn_graph_free(&g);
   }
+}
+
+static void test_se_scale_weights(void **state) {
+  (void)state;
+  check_se_block(1);
+  check_se_block(3);
 }
 
 /* ---- prefetch hints (prefetch.c) ---- */
