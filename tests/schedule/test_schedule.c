@@ -788,16 +788,52 @@ static void test_prefetch_hints(void **state) {
  * reference at batch 2. */
 static void test_gemv_columns(void **state) {
   (void)state;
-  kn_graph g;
-  kn_graph_init(&g);
-  int x = input(&g, "x", 2, (int64_t[]){1, 64}, 1);
-  int w = weight(&g, "w", 2, (int64_t[]){40, 64}), b = weight(&g, "b", 1, (int64_t[]){40});
-  int gemm = node(&g, KN_OP_GEMM, "fc", (int[]){x, w, b}, 3);
-  attr_int(&g, "transB", 1);
-  output(&g, gemm);
-  check(&g, 2, 1e-5);
-  assert_true(kn_graph_find_value(&g, "w.packed8") >= 0);
-  kn_graph_free(&g);
+  /* a symbolic batch, and a static batch of 1: the same rule, 40 columns
+   * in one vector, 1000 in tiles of 5 x 8 */
+  static const int64_t cols[2] = {40, 1000};
+  static const char *packed[2] = {"w.packed8", "w.packed40"};
+  for (int c = 0; c < 2; c++)
+    for (uint32_t batch_mask = 0; batch_mask <= 1; batch_mask++) {
+      kn_graph g;
+      kn_graph_init(&g);
+      int x = input(&g, "x", 2, (int64_t[]){1, 64}, batch_mask);
+      int w = weight(&g, "w", 2, (int64_t[]){cols[c], 64}), b = weight(&g, "b", 1, (int64_t[]){cols[c]});
+      int gemm = node(&g, KN_OP_GEMM, "fc", (int[]){x, w, b}, 3);
+      attr_int(&g, "transB", 1);
+      output(&g, gemm);
+      check(&g, batch_mask ? 2 : 1, 1e-5);
+      assert_true(kn_graph_find_value(&g, packed[c]) >= 0);
+      kn_graph_free(&g);
+    }
+}
+
+static void record_unroll_reduce(void *ctx, const kn_sched_task *task, kn_schedule *s) {
+  int *seen = ctx;
+  if (task->g->nodes[task->grp->anchor].op == KN_OP_CONV_NHWC) *seen = s->unroll_reduce;
+}
+
+/* A depthwise conv whose epilogue reads the size-1 batch dim of a static
+ * batch at index 0 (broadcasting) still counts its stage as the output's
+ * own, so the default unrolls kw as with a symbolic batch; both match the
+ * reference. */
+static void test_static_batch_stage(void **state) {
+  (void)state;
+  for (uint32_t batch_mask = 0; batch_mask <= 1; batch_mask++) {
+    kn_graph g;
+    kn_graph_init(&g);
+    int x = input(&g, "x", 4, (int64_t[]){1, 32, 10, 10}, batch_mask);
+    int wd = weight(&g, "wd", 4, (int64_t[]){32, 1, 3, 3});
+    int dw = node(&g, KN_OP_CONV, "dwconv", (int[]){x, wd}, 2);
+    attr_ints(&g, "pads", 4, (int64_t[]){1, 1, 1, 1});
+    attr_int(&g, "group", 32);
+    int sg = node(&g, KN_OP_SIGMOID, "sig", (int[]){dw}, 1);
+    output(&g, node(&g, KN_OP_MUL, "silu", (int[]){dw, sg}, 2));
+    int seen = -1;
+    kn_sched_provider p = {record_unroll_reduce, &seen};
+    check_with(&g, batch_mask ? 2 : 1, 1e-5, &p, NULL);
+    assert_int_equal(seen, 1);
+    kn_graph_free(&g);
+  }
 }
 
 /* Provider recording the default schedule of the Transpose kernels. */
@@ -904,6 +940,7 @@ int main(void) {
       cmocka_unit_test(test_transpose_gather_order),
       cmocka_unit_test(test_prefetch_hints),
       cmocka_unit_test(test_gemv_columns),
+      cmocka_unit_test(test_static_batch_stage),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
