@@ -5,7 +5,7 @@
  * and kn_pass_explicit_pad: a padded conv's input is a Pad, left alone).
  * Guarantees: a kiln.ConvNHWC with group 1 and constant f32 weights
  * W[KH,KW,C,M] whose input x = Mul(y, s) is read by nothing else, s holding
- * one scale per input channel, reads y and the weights Mul(W, Reshape(s))
+ * one scale per input channel, reads y and the weights Mul(W, s as [C, 1])
  * instead, when those are no larger than x (KH*KW*C*M against H*W*C per
  * sample) or s is a constant. A scale per sample and channel ([N,1,1,C], with x's
  * batch N: squeeze-and-excitation) gives weights per sample, [N,KH,KW,C,M]
@@ -21,9 +21,9 @@
  * weights instead touches KH*KW*C*M elements, far fewer in the early,
  * large-image layers. */
 #include <stdlib.h>
-#include <string.h>
 
 #include "passes.h"
+#include "shape_infer.h"
 
 /* s holds one scale per input channel of x: [.., 1, C], the same for every
  * sample (*per_sample false), or [N, 1, 1, C] with x's batch dim N (symbolic,
@@ -89,27 +89,24 @@ int kn_pass_scale_weights(kn_graph *g, kn_diag *d) {
     int mul = g->values[g->nodes[i].in[0]].producer;
     int y = g->nodes[mul].in[1 - k], s = g->nodes[mul].in[k], w = g->nodes[i].in[1];
     const char *base = g->nodes[i].name;
-    kn_shape ws = g->values[w].shape; /* [KH, KW, C, M] */
-    /* s as [1, 1, C, 1], or per sample [N, 1, 1, C, 1], times W */
-    kn_shape ss = {.rank = 4, .dim = {1, 1, ws.dim[2], 1}};
-    kn_op op = KN_OP_RESHAPE;
-    int64_t dims[4] = {1, 1, ws.dim[2], 1}, axes[1] = {4};
-    kn_shape arg_shape = {.rank = 1, .dim = {4}};
+    /* s as [C, 1], or per sample [N, 1, 1, C, 1]: W [KH, KW, C, M] times it
+     * broadcasts to the weights, [KH, KW, C, M] or [N, KH, KW, C, M] */
+    int64_t c = g->values[w].shape.dim[2], shape_or_axis[2] = {c, 1};
+    kn_shape ss = {.rank = 2, .dim = {c, 1}}, arg_shape = {.rank = 1, .dim = {2}}, ws;
     if (per_sample) {
-      unsigned batch = g->values[s].shape.batch_mask;
-      ss = (kn_shape){.rank = 5, .dim = {g->values[s].shape.dim[0], 1, 1, ws.dim[2], 1}, .batch_mask = batch};
-      op = KN_OP_UNSQUEEZE;
+      ss = g->values[s].shape;
+      ss.dim[ss.rank++] = 1;
+      shape_or_axis[0] = 4;
       arg_shape.dim[0] = 1;
-      ws.rank = 5;
-      memmove(ws.dim + 1, ws.dim, sizeof(int64_t) * 4);
-      ws.dim[0] = ss.dim[0];
-      ws.batch_mask = batch;
     }
+    bool ok = kn_shape_broadcast(&g->values[w].shape, &ss, &ws, NULL);
+    KN_ASSERT(ok, "scaled weights do not broadcast");
     int arg = kn_pass_new_const(g, base, per_sample ? ".scale_axes" : ".scale_shape", KN_DT_I64, &arg_shape,
-                                per_sample ? axes : dims);
+                                shape_or_axis);
     int s_col = kn_pass_new_value(g, base, ".scale", KN_DT_F32, &ss);
     int view_in[2] = {s, arg};
-    kn_graph_add_node(g, op, kn_arena_printf(&g->arena, "%s.scale", base), view_in, 2, &s_col, 1);
+    kn_graph_add_node(g, per_sample ? KN_OP_UNSQUEEZE : KN_OP_RESHAPE, kn_arena_printf(&g->arena, "%s.scale", base),
+                      view_in, 2, &s_col, 1);
     int w_scaled = kn_pass_new_value(g, base, ".w_scaled", KN_DT_F32, &ws);
     int mul_in[2] = {w, s_col};
     kn_graph_add_node(g, KN_OP_MUL, kn_arena_printf(&g->arena, "%s.scale_w", base), mul_in, 2, &w_scaled, 1);

@@ -785,7 +785,7 @@ static void test_prefetch_hints(void **state) {
 /* A batch-1 classifier: Gemm(x[N, 64], W[40, 64]^T) + b, 40 columns. The
  * default vector is 8 columns, which divide 40 (16 do not), so W is packed
  * tile by tile instead of read 64 apart per lane; the values match the
- * reference at batch 2. */
+ * reference (batch 2; batch 1 for a static batch). */
 static void test_gemv_columns(void **state) {
   (void)state;
   /* a symbolic batch, and a static batch of 1: the same rule, 40 columns
