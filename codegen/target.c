@@ -167,6 +167,7 @@ static void derive_vector_info(kn_target *t) {
   bool avx512 = in_list(x86_cpus_512, t->cpu, cn);
   bool fma = avx512 || in_list(x86_cpus_256_fma, t->cpu, cn);
   bool avx = fma || in_list(x86_cpus_256, t->cpu, cn);
+  bool dq = avx512 && strcmp(t->cpu, "knl") && strcmp(t->cpu, "knm");
   for (const char *p = t->features; *p;) {
     size_t n = strcspn(p, ",");
     bool on = p[0] == '+';
@@ -176,6 +177,8 @@ static void derive_vector_info(kn_target *t) {
     if (IS("avx512f")) {
       avx512 = on;
       if (on) avx = fma = true;
+    } else if (IS("avx512dq")) {
+      dq = on;
     } else if (IS("avx") || IS("avx2")) {
       if (on) avx = true;
       else {
@@ -196,6 +199,7 @@ static void derive_vector_info(kn_target *t) {
   t->vector_bits = avx512 ? 512 : avx ? 256 : 128;
   t->vector_regs = avx512 ? 32 : 16;
   t->has_fma = fma;
+  t->has_avx512dq = avx512 && dq;
 }
 
 static int set_str(char *dst, size_t cap, const char *src, size_t n, const char *what,
@@ -247,6 +251,7 @@ static int parse_portable_c(const char *rest, kn_target *t, kn_diag *d) {
   t->vector_bits = 128;
   t->vector_regs = 16;
   t->has_fma = false;
+  t->has_avx512dq = false;
   return 0;
 }
 

@@ -18,6 +18,7 @@ typedef struct kn_target {
   int vector_bits;    /* widest native float vector: 512, 256, 128 */
   int vector_regs;    /* architectural vector registers: 32 (AVX-512, NEON), 16 */
   bool has_fma;
+  bool has_avx512dq; /* vreducps and friends (every AVX-512 CPU but Knights Landing / Mill) */
   /* the lowering's software prefetch hints pay here (schedule/prefetch.c):
    * x86 CPUs but AMD's (measured: +6-8% on an Ice Lake Xeon, -4..+2% on a
    * Zen 4 EPYC, whose PREFETCHT1 does not reliably fill L2); off on aarch64

@@ -6,9 +6,10 @@
  * sigmoid absolute error <= 1e-6 everywhere; NaN / inf behave as in libm;
  * sqrt / floor / ceil / round / abs / sin / cos / pow exact; fma within an
  * ulp of fmaf (contraction is allowed, not required); f64 versions match
- * libm exactly. On an AVX-512 host the test runs twice: as the host (vrcp14ps
- * and vscalefps in exp / sigmoid / tanh / erf) and with its vectors cut to
- * 256 bits (the portable forms). */
+ * libm exactly. On an AVX-512 host the test runs three times: as the host
+ * (vrcp14ps and vscalefps in exp / sigmoid / tanh / erf, vreduceps in
+ * sigmoid), as the host without AVX512DQ (sigmoid's other AVX-512 form) and
+ * with its vectors cut to 256 bits (the portable forms). */
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
@@ -73,13 +74,19 @@ static kn_kernel *fn_kernel(cg_case *t, kn_fn fn, kn_dtype dt, int n, int lanes)
 
 static double ulp_of(float v) { return (double)nextafterf(fabsf(v), INFINITY) - fabsf(v); }
 
+typedef struct variant {
+  int vector_bits; /* 0: the host's */
+  bool no_dq;      /* clear the host's AVX512DQ */
+} variant;
+
 static void test_math_f32(void **state) {
-  int vector_bits = *(const int *)*state;
+  const variant *var = *state;
   make_points();
   cg_case t;
   cg_init(&t, "math");
-  if (vector_bits && t.target.vector_bits > vector_bits) t.target.vector_bits = vector_bits;
-  printf("  target vectors: %d bits\n", t.target.vector_bits);
+  if (var->vector_bits && t.target.vector_bits > var->vector_bits) t.target.vector_bits = var->vector_bits;
+  if (var->no_dq) t.target.has_avx512dq = false;
+  printf("  target vectors: %d bits%s\n", t.target.vector_bits, t.target.vector_bits >= 512 && t.target.has_avx512dq ? ", AVX512DQ" : "");
   int ix = cg_input(&t, "x", KN_DT_F32, N), iy = cg_input(&t, "y", KN_DT_F32, N), iz = cg_input(&t, "z", KN_DT_F32, N);
   int ixd = cg_input(&t, "xd", KN_DT_F64, 1024);
   for (int f = 0; f < NF; f++)
@@ -179,8 +186,9 @@ static void test_math_f32(void **state) {
 }
 
 int main(void) {
-  static int host = 0, avx2 = 256;
+  static variant host = {0, false}, no_dq = {0, true}, avx2 = {256, false};
   const struct CMUnitTest tests[] = {cmocka_unit_test_prestate(test_math_f32, &host),
+                                     cmocka_unit_test_prestate(test_math_f32, &no_dq),
                                      cmocka_unit_test_prestate(test_math_f32, &avx2)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

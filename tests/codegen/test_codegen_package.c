@@ -53,6 +53,7 @@ static void test_target_parse(void **state) {
   assert_int_equal(t.vector_bits, 512);
   assert_int_equal(t.vector_regs, 32);
   assert_true(t.has_fma);
+  assert_true(t.has_avx512dq);
   assert_true(t.sw_prefetch);
   assert_int_equal(kn_target_lanes(&t, KN_DT_F32), 16);
   assert_int_equal(kn_target_lanes(&t, KN_DT_F64), 8);
@@ -63,6 +64,15 @@ static void test_target_parse(void **state) {
   assert_int_equal(t.vector_bits, 256);
   assert_int_equal(t.vector_regs, 16);
   assert_string_equal(t.features, "+avx2,-avx512f");
+  assert_false(t.has_avx512dq);
+  /* AVX512DQ (sigmoid's vreduceps): not on Knights Landing, not when turned off */
+  assert_int_equal(parse("x86_64-linux-gnu -mcpu=knl", &t, &d), 0);
+  assert_int_equal(t.vector_bits, 512);
+  assert_false(t.has_avx512dq);
+  assert_int_equal(parse("x86_64-linux-gnu -mcpu=icelake-server -mattr=-avx512dq", &t, &d), 0);
+  assert_false(t.has_avx512dq);
+  assert_int_equal(parse("x86_64-linux-gnu -mcpu=znver3 -mattr=+avx512f,+avx512dq", &t, &d), 0);
+  assert_true(t.has_avx512dq);
   assert_int_equal(parse("x86_64-linux-gnu -mcpu=haswell", &t, &d), 0);
   assert_int_equal(t.vector_bits, 256);
   assert_true(t.has_fma);
@@ -76,6 +86,7 @@ static void test_target_parse(void **state) {
   assert_false(t.has_fma);
   assert_int_equal(parse("x86_64-unknown-linux-gnu -mattr=+avx512f", &t, &d), 0);
   assert_int_equal(t.vector_bits, 512);
+  assert_false(t.has_avx512dq);
   assert_int_equal(parse("aarch64-linux-gnu -mcpu=cortex-a76", &t, &d), 0);
   assert_int_equal(t.arch, KN_ARCH_AARCH64);
   assert_int_equal(t.vector_bits, 128);
