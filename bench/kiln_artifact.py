@@ -1,6 +1,6 @@
 """kiln_artifact.py — a thin ctypes wrapper over a Kiln .so artifact.
 
-It mirrors include/kiln/artifact.h (ABI version 1.1): dlopen the .so, read the
+It mirrors include/kiln/artifact.h (ABI version 1.3): dlopen the .so, read the
 well-known `kiln_artifact_v1` descriptor, and call its `run` / `set_threads`
 entry points with numpy buffers. Nothing else of Kiln is needed. Used by
 bench/bench.py so that timings exclude process start and .npy I/O; usable by
@@ -43,6 +43,13 @@ class Step(ctypes.Structure):
                 ("flops", ctypes.c_double)]
 
 
+class Pipe(ctypes.Structure):
+    # ABI 1.3: steps `first` and `first + 1` run as one row-pipelined pair
+    _fields_ = [("first", ctypes.c_int32), ("batched", ctypes.c_int32), ("rows1", ctypes.c_int32),
+                ("rows2", ctypes.c_int32), ("stride", ctypes.c_int32), ("pad", ctypes.c_int32),
+                ("window", ctypes.c_int32), ("band", ctypes.c_int32)]
+
+
 class Descriptor(ctypes.Structure):
     # run_profiled exists only when abi_minor >= 1 (read it only then).
     _fields_ = [("abi_version", ctypes.c_uint32), ("abi_minor", ctypes.c_uint32),
@@ -55,7 +62,8 @@ class Descriptor(ctypes.Structure):
                 ("n_steps", ctypes.c_int32), ("n_consts", ctypes.c_int32),
                 ("steps", ctypes.POINTER(Step)), ("args", ctypes.c_void_p),
                 ("consts", ctypes.c_void_p),
-                ("run", RUN_FN), ("set_threads", SET_THREADS_FN), ("run_profiled", ctypes.c_void_p)]
+                ("run", RUN_FN), ("set_threads", SET_THREADS_FN), ("run_profiled", ctypes.c_void_p),
+                ("n_pipes", ctypes.c_int32), ("pipes", ctypes.POINTER(Pipe))]
 
 
 class Tensor:
@@ -97,6 +105,9 @@ class Artifact:
         self.max_batch = d.max_batch
         self.steps = [(d.steps[i].name.decode(), d.steps[i].flops) for i in range(d.n_steps)]
         self.flops = sum(f for _, f in self.steps)  # per batch unit
+        # row-pipelined pairs (ABI 1.3): (first step name, second step name)
+        self.pipes = [(self.steps[d.pipes[i].first][0], self.steps[d.pipes[i].first + 1][0])
+                      for i in range(d.n_pipes if d.abi_minor >= 3 else 0)]
         align = max(1, d.workspace_align)
         raw = np.zeros(d.workspace_size + align, dtype=np.uint8)
         start = (-raw.ctypes.data) % align

@@ -186,6 +186,15 @@ static int write_c(const kn_plan *plan, const kn_target *t, const char *path, co
     }
     fprintf(fp, "};\n");
   }
+  if (plan->n_pipes) {
+    fprintf(fp, "static const kiln_pipe %s_pipes[] = {\n", p);
+    for (int i = 0; i < plan->n_pipes; i++) {
+      const kn_plan_pipe *q = &plan->pipes[i];
+      fprintf(fp, "    {%d, %d, %d, %d, %d, %d, %d, %d},\n", q->first, q->batched ? 1 : 0, q->rows1, q->rows2,
+              q->stride, q->pad, q->window, q->band);
+    }
+    fprintf(fp, "};\n");
+  }
   fprintf(fp,
           "\nextern const kiln_artifact %s_artifact;\n"
           "int %s_run(const void *const *inputs, void *const *outputs, void *workspace, int64_t batch);\n"
@@ -217,7 +226,9 @@ static int write_c(const kn_plan *plan, const kn_target *t, const char *path, co
   fprintf(fp, "    .args = %s%s,\n", n_args ? p : "NULL", n_args ? "_args" : "");
   fprintf(fp, "    .consts = %s%s,\n", plan->n_consts ? p : "NULL", plan->n_consts ? "_consts" : "");
   fprintf(fp, "    .run = %s_run,\n    .set_threads = %s_set_threads,\n", p, p);
-  fprintf(fp, "    .run_profiled = %s_run_profiled,\n};\n", p);
+  fprintf(fp, "    .run_profiled = %s_run_profiled,\n", p);
+  fprintf(fp, "    .n_pipes = %d,\n    .pipes = %s%s,\n};\n", plan->n_pipes, plan->n_pipes ? p : "NULL",
+          plan->n_pipes ? "_pipes" : "");
   fprintf(fp,
           "\n#ifdef KILN_EXPORT_V1 /* a .so for generic loaders: dlsym(h, \"kiln_artifact_v1\") */\n"
           "extern const kiln_artifact kiln_artifact_v1 __attribute__((alias(\"%s_artifact\")));\n"

@@ -140,7 +140,7 @@ int kn_cg_check_plan(const kn_plan *p, kn_diag *d) {
 typedef struct tables {
   kn_cg_module *m;
   LLVMTypeRef i8p, i32, i64, f64;
-  LLVMTypeRef desc_ty, arg_ty, step_ty, art_ty;
+  LLVMTypeRef desc_ty, arg_ty, step_ty, pipe_ty, art_ty;
 } tables;
 
 static LLVMValueRef i32c(tables *t, int64_t v) { return LLVMConstInt(t->i32, (unsigned long long)v, 1); }
@@ -208,11 +208,14 @@ static void define_types(tables *t) {
   t->step_ty = LLVMStructCreateNamed(c, "kiln_step");
   LLVMTypeRef step[8] = {t->i8p, t->i8p, t->i8p, t->i32, t->i32, t->i32, t->i32, t->f64};
   LLVMStructSetBody(t->step_ty, step, 8, 0);
+  t->pipe_ty = LLVMStructCreateNamed(c, "kiln_pipe");
+  LLVMTypeRef pipe[8] = {t->i32, t->i32, t->i32, t->i32, t->i32, t->i32, t->i32, t->i32};
+  LLVMStructSetBody(t->pipe_ty, pipe, 8, 0);
   t->art_ty = LLVMStructCreateNamed(c, "kiln_artifact");
-  LLVMTypeRef art[20] = {t->i32, t->i32, t->i8p, t->i8p, t->i8p, t->i32, t->i32,
-                         t->i8p, t->i8p, t->i64, t->i64, t->i64, t->i32, t->i32,
-                         t->i8p, t->i8p, t->i8p, t->i8p, t->i8p, t->i8p};
-  LLVMStructSetBody(t->art_ty, art, 20, 0);
+  LLVMTypeRef art[22] = {t->i32, t->i32, t->i8p, t->i8p, t->i8p, t->i32, t->i32, t->i8p,
+                         t->i8p, t->i64, t->i64, t->i64, t->i32, t->i32, t->i8p, t->i8p,
+                         t->i8p, t->i8p, t->i8p, t->i8p, t->i32, t->i8p};
+  LLVMStructSetBody(t->art_ty, art, 22, 0);
 }
 
 /* int NAME(params) { return CALLEE(extra_first, params...); } */
@@ -282,6 +285,14 @@ static void build_module(tables *t, const kn_plan *p, bool shared) {
     steps[s] = LLVMConstNamedStruct(t->step_ty, f, 8);
     first += st->n_args;
   }
+  LLVMValueRef *pipes = calloc((size_t)(p->n_pipes > 0 ? p->n_pipes : 1), sizeof *pipes);
+  KN_ASSERT(pipes, "out of memory");
+  for (int i = 0; i < p->n_pipes; i++) {
+    const kn_plan_pipe *q = &p->pipes[i];
+    LLVMValueRef f[8] = {i32c(t, q->first), i32c(t, q->batched), i32c(t, q->rows1),  i32c(t, q->rows2),
+                         i32c(t, q->stride), i32c(t, q->pad),    i32c(t, q->window), i32c(t, q->band)};
+    pipes[i] = LLVMConstNamedStruct(t->pipe_ty, f, 8);
+  }
   char target[768];
   kn_cg_target_string(m->target, target, sizeof target);
   /* entry points */
@@ -300,7 +311,7 @@ static void build_module(tables *t, const kn_plan *p, bool shared) {
   snprintf(name, sizeof name, "%s_run_profiled", p->prefix);
   LLVMValueRef run_profiled =
       define_wrapper(t, name, t->i32, prof_params, 7, "kn_rt_execute_profiled", art_p);
-  LLVMValueRef fields[20] = {
+  LLVMValueRef fields[22] = {
       i32c(t, KILN_ABI_VERSION),
       i32c(t, KILN_ABI_MINOR),
       cstr(t, p->prefix),
@@ -321,8 +332,10 @@ static void build_module(tables *t, const kn_plan *p, bool shared) {
       LLVMConstBitCast(run, t->i8p),
       LLVMConstBitCast(set_threads, t->i8p),
       LLVMConstBitCast(run_profiled, t->i8p),
+      i32c(t, p->n_pipes),
+      array_or_null(t, t->pipe_ty, pipes, p->n_pipes, "pipes", 4),
   };
-  LLVMSetInitializer(art, LLVMConstNamedStruct(t->art_ty, fields, 20));
+  LLVMSetInitializer(art, LLVMConstNamedStruct(t->art_ty, fields, 22));
   LLVMSetGlobalConstant(art, 1);
   LLVMSetAlignment(art, 8);
   if (shared) LLVMAddAlias2(m->mod, t->art_ty, 0, art, "kiln_artifact_v1");
@@ -330,6 +343,7 @@ static void build_module(tables *t, const kn_plan *p, bool shared) {
   free(consts);
   free(args);
   free(steps);
+  free(pipes);
 }
 
 static const char *ext_of(const char *path) {

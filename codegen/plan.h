@@ -35,6 +35,13 @@ typedef struct kn_plan_step {
   kn_plan_arg *args;
 } kn_plan_step;
 
+/* steps first and first + 1 as one row-pipelined pair (kiln_pipe) */
+typedef struct kn_plan_pipe {
+  int first;
+  bool batched;
+  int rows1, rows2, stride, pad, window, band;
+} kn_plan_pipe;
+
 typedef struct kn_plan {
   kn_arena *arena;
   const char *prefix; /* C identifier for symbols: PREFIX_run ... */
@@ -44,6 +51,8 @@ typedef struct kn_plan {
   kn_plan_const *consts;
   int n_steps;
   kn_plan_step *steps;
+  int n_pipes;
+  kn_plan_pipe *pipes; /* by ascending first */
   int64_t workspace_bytes;
   int64_t max_batch;
 } kn_plan;

@@ -99,6 +99,12 @@ typedef struct kn_kernel {
   kn_var *batch;      /* the batch symbol N, or NULL if unused */
   kn_stmt *body;
   bool parallel;      /* has a PARALLEL loop: call with ntasks = threads */
+  /* >0: with ntasks = samples x rows, task t runs exactly row t % rows of
+   * output axis 1 of sample t / rows (samples: N when rows_batched, else 1):
+   * the parallel loop's outer pieces are axes 0 and 1 unsplit
+   * (schedule/kernel.c). 0: no such mapping */
+  int64_t rows;
+  bool rows_batched;
   double flops;       /* at N = 1, for reports */
   const char *nodes;  /* ONNX node names fused into it, comma separated */
 } kn_kernel;

@@ -23,6 +23,14 @@
  * `run_lock` serialises runs and resizes, so concurrent P_run calls (with
  * distinct workspaces) are safe.
  *
+ * Row pipelines (kiln_pipe, ABI 1.3): a pair of steps runs as one parallel
+ * step whose task t takes a contiguous share of the second kernel's rows and
+ * runs them a band at a time, each band after the first kernel's rows it
+ * needs (pipe_task). Both kernels are called one row per call (task = row,
+ * ntasks = samples x rows). Profiled, the pair's two steps get the time their
+ * row calls took: per task the sums, and the pair's wall time split between
+ * the two whole-step events in proportion to the calling thread's sums.
+ *
  * Profiling (P_run_profiled): the same executor with an event buffer from the
  * caller. The normal path pays one predictable branch per step (and per task
  * in the workers); the profiled path reads CLOCK_MONOTONIC around each step
@@ -292,6 +300,12 @@ static int check_args(const kiln_artifact *a, const void *const *inputs, void *c
   }
   for (int s = 0; s < a->n_steps; s++)
     if (a->steps[s].n_args < 0 || a->steps[s].n_args > KN_RT_MAX_ARGS) return KILN_ERR_ARG;
+  for (int i = 0; a->abi_minor >= 3 && i < a->n_pipes; i++) {
+    const kiln_pipe *q = &a->pipes[i];
+    if (q->first < 0 || q->first + 1 >= a->n_steps || (i > 0 && q->first <= a->pipes[i - 1].first + 1) ||
+        q->rows1 < 1 || q->rows2 < 1 || q->stride < 1 || q->window < 1 || q->band < 1)
+      return KILN_ERR_ARG;
+  }
   return KILN_OK;
 }
 
@@ -304,6 +318,98 @@ static pool *pool_acquire(void) {
   return p;
 }
 
+/* ---- row-pipelined pairs ---- */
+typedef struct pipe_run {
+  const kiln_pipe *q;
+  kiln_kernel_fn f1, f2;
+  void *const *a1;
+  void *const *a2;
+  int64_t samples;
+  kiln_prof_event *ev1, *ev2; /* per-task events of the two steps, or NULL */
+} pipe_run;
+
+/* Runs fn's rows [lo, hi) of `total`: a row is task r of ntasks = total, and
+ * a block of 2^k rows starting at a multiple of 2^k (2^k dividing total) is
+ * task r / 2^k of total / 2^k, one call. */
+static void run_rows(kiln_kernel_fn fn, void *const *args, int64_t batch, int64_t lo, int64_t hi, int64_t total) {
+  while (lo < hi) {
+    int64_t k = 1;
+    while (lo % (2 * k) == 0 && total % (2 * k) == 0 && lo + 2 * k <= hi) k *= 2;
+    fn(args, batch, lo / k, total / k);
+    lo += k;
+  }
+}
+
+static void pipe_task(void *const *args, int64_t batch, int64_t task, int64_t ntasks) {
+  const pipe_run *r = (const pipe_run *)(const void *)args;
+  const kiln_pipe *q = r->q;
+  int64_t rows1 = q->rows1, rows2 = q->rows2, total1 = r->samples * rows1, total2 = r->samples * rows2;
+  int64_t lo = task * total2 / ntasks, hi = (task + 1) * total2 / ntasks;
+  int64_t sample = -1, done = 0; /* first-kernel rows [.., done) of `sample` are computed */
+  int64_t begin = r->ev1 ? now_ns() : 0, spent1 = 0, spent2 = 0;
+  for (int64_t a = lo; a < hi;) {
+    int64_t n = a / rows2, b = a + q->band;
+    if (b > hi) b = hi;
+    if (b > (n + 1) * rows2) b = (n + 1) * rows2; /* a band stays in one sample */
+    int64_t need_lo = (a - n * rows2) * q->stride - q->pad;
+    int64_t need_hi = (b - 1 - n * rows2) * q->stride - q->pad + q->window;
+    if (need_lo < 0) need_lo = 0;
+    if (need_hi > rows1) need_hi = rows1;
+    if (n != sample) {
+      sample = n;
+      done = 0;
+    }
+    int64_t t0 = r->ev1 ? now_ns() : 0;
+    run_rows(r->f1, r->a1, batch, n * rows1 + (done > need_lo ? done : need_lo), n * rows1 + need_hi, total1);
+    if (need_hi > done) done = need_hi;
+    int64_t t1 = r->ev1 ? now_ns() : 0;
+    run_rows(r->f2, r->a2, batch, a, b, total2);
+    if (r->ev1) {
+      spent1 += t1 - t0;
+      spent2 += now_ns() - t1;
+    }
+    a = b;
+  }
+  if (!r->ev1) return;
+  kiln_prof_event e = {.step = q->first, .task = (int32_t)task, .thread = (int32_t)task,
+                       .ntasks = (int32_t)ntasks, .begin_ns = begin, .end_ns = begin + spent1};
+  r->ev1[task] = e;
+  e.step = q->first + 1;
+  e.begin_ns = e.end_ns;
+  e.end_ns += spent2;
+  r->ev2[task] = e;
+}
+
+/* Runs pipe q (steps q->first and q->first + 1); with `events`, writes the
+ * two steps' events there, as two steps would (a whole-step event each, then
+ * per task when on the pool), and returns how many. */
+static int64_t run_pipe(pool *p, const kiln_artifact *a, const kiln_pipe *q, void *const *args1,
+                        void *const *args2, int64_t batch, kiln_prof_event *events) {
+  const kiln_step *s1 = &a->steps[q->first], *s2 = &a->steps[q->first + 1];
+  bool parallel = p->nthreads > 1;
+  int64_t tasks = parallel ? p->nthreads : 0; /* per-task events per step */
+  kiln_prof_event alone[2];
+  pipe_run r = {q, s1->fn, s2->fn, args1, args2, q->batched ? batch : 1, NULL, NULL};
+  if (events) {
+    r.ev1 = parallel ? &events[1] : &alone[0];
+    r.ev2 = parallel ? &events[2 + tasks] : &alone[1];
+  }
+  int64_t begin = events ? now_ns() : 0;
+  if (parallel)
+    run_parallel(p, pipe_task, (void *const *)(void *)&r, batch, NULL, q->first);
+  else
+    pipe_task((void *const *)(void *)&r, batch, 0, 1);
+  if (!events) return 0;
+  int64_t end = now_ns(), d1 = r.ev1[0].end_ns - r.ev1[0].begin_ns, d2 = r.ev2[0].end_ns - r.ev2[0].begin_ns;
+  int64_t split = begin + (d1 + d2 > 0 ? (int64_t)((double)(end - begin) * (double)d1 / (double)(d1 + d2)) : 0);
+  int32_t nt = parallel ? (int32_t)tasks : 1;
+  events[0] = (kiln_prof_event){.step = q->first, .task = -1, .thread = 0, .ntasks = nt,
+                                .begin_ns = begin, .end_ns = split};
+  events[1 + tasks] = (kiln_prof_event){.step = q->first + 1, .task = -1, .thread = 0, .ntasks = nt,
+                                        .begin_ns = split, .end_ns = end};
+  return 2 * (1 + tasks);
+}
+
 /* Runs every step; with `events`, records them (the caller checked that the
  * buffer holds profile_capacity() events) and sets *n_events to the number
  * written. Returns KILN_OK, or KILN_ERR_VALUE at the first check step that
@@ -312,11 +418,21 @@ static int run_steps(pool *p, const kiln_artifact *a, const void *const *inputs,
                      void *workspace, int64_t batch, kiln_prof_event *events, int64_t *n_events) {
   int64_t n = 0;
   int status = KILN_OK;
+  int n_pipes = a->abi_minor >= 3 ? a->n_pipes : 0, next_pipe = 0;
   for (int s = 0; s < a->n_steps; s++) {
     const kiln_step *step = &a->steps[s];
     void *args[KN_RT_MAX_ARGS];
     for (int i = 0; i < step->n_args; i++)
       args[i] = arg_base(a, &a->args[step->first_arg + i], inputs, outputs, workspace);
+    if (next_pipe < n_pipes && a->pipes[next_pipe].first == s) {
+      const kiln_step *step2 = &a->steps[s + 1];
+      void *args2[KN_RT_MAX_ARGS];
+      for (int i = 0; i < step2->n_args; i++)
+        args2[i] = arg_base(a, &a->args[step2->first_arg + i], inputs, outputs, workspace);
+      n += run_pipe(p, a, &a->pipes[next_pipe++], args, args2, batch, events ? &events[n] : NULL);
+      s++;
+      continue;
+    }
     bool parallel = step->parallel && p->nthreads > 1;
     if (!events) {
       if (parallel)

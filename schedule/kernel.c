@@ -185,6 +185,45 @@ static kn_te_tensor *value_map_get(const value_map *m, int v) {
   return i < 0 ? NULL : m->vals[i];
 }
 
+/* kn_kernel.rows: the rows of output axis 1 when the parallel loop's outer
+ * pieces are axes 0 (the batch, or a single sample) and 1, unsplit, so that
+ * at ntasks = samples x rows each task runs one row; 0 otherwise. */
+static int64_t task_rows(const kn_schedule *s, const kn_te_tensor *out, const kn_var *batch, bool *batched) {
+  int64_t h, n;
+  if (out->rank != 4 || s->fuse_spatial || s->n_parallel < 2 || s->n_factors[0] || s->n_factors[1] ||
+      s->loops[0].axis != 0 || s->loops[0].piece != 0 || s->loops[1].axis != 1 || s->loops[1].piece != 0 ||
+      !kn_e_is_const_int(out->shape[1], &h))
+    return 0;
+  *batched = !kn_e_is_const_int(out->shape[0], &n);
+  if (*batched ? !batch || out->shape[0]->kind != KN_E_VAR || out->shape[0]->u.var != batch : n != 1) return 0;
+  return h;
+}
+
+/* kn_kernel_build.windowed: a ConvNHWC anchor's data input when nothing
+ * else in the group reads it. */
+static void row_window(const kn_graph *g, const kn_group *grp, const kn_node *anchor, kn_kernel_build *out) {
+  out->windowed = false;
+  if (anchor->op != KN_OP_CONV_NHWC || anchor->n_in < 2 || anchor->in[0] < 0 || anchor->in[1] < 0) return;
+  int v = anchor->in[0];
+  for (int i = 0; i < grp->n_nodes; i++) {
+    const kn_node *n = &g->nodes[grp->nodes[i]];
+    for (int j = 0; j < n->n_in; j++)
+      if (n->in[j] == v && !(n == anchor && j == 0)) return;
+  }
+  const kn_shape *w = &g->values[anchor->in[1]].shape;
+  int ns = 0, np = 0, nd = 0;
+  const int64_t *st = kn_node_attr_ints(anchor, "strides", &ns);
+  const int64_t *pd = kn_node_attr_ints(anchor, "pads", &np);
+  const int64_t *dl = kn_node_attr_ints(anchor, "dilations", &nd);
+  if (w->rank < 4 || !st || !pd || !dl || ns != 2 || np != 4 || nd != 2) return;
+  int64_t kh = w->dim[w->rank - 4]; /* [KH, KW, C, M], or per sample [N, KH, KW, C, M] */
+  out->windowed = true;
+  out->window_input = v;
+  out->win_stride = (int)st[0];
+  out->win_pad = (int)pd[0];
+  out->win_extent = (int)((kh - 1) * dl[0] + 1);
+}
+
 int kn_sched_build_kernel(kn_graph *g, const kn_group *grp, const kn_target *t,
                           kn_expr_ctx *ec, const char *name, kn_kernel_build *out,
                           FILE *dump_te, FILE *dump_loops, kn_diag *d) {
@@ -284,6 +323,7 @@ int kn_sched_build_kernel_with(kn_graph *g, const kn_group *grp, const kn_target
   k->body = kn_loop_version_borders(ec, kn_loop_finalize(ec, kn_simplify_stmt(ec, body)));
   k->batch = tc.batch;
   k->parallel = sched.n_parallel > 0;
+  k->rows = task_rows(&sched, result, tc.batch, &k->rows_batched);
   char *nodes = NULL;
   for (int i = 0; i < grp->n_nodes; i++) {
     const kn_node *n = &g->nodes[grp->nodes[i]];
@@ -304,5 +344,6 @@ int kn_sched_build_kernel_with(kn_graph *g, const kn_group *grp, const kn_target
   out->n_inputs = n_inputs;
   out->inputs = inputs;
   out->output = grp->output;
+  row_window(g, grp, anchor, out);
   return 0;
 }

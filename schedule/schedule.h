@@ -118,6 +118,12 @@ typedef struct kn_kernel_build {
   int n_inputs;   /* graph values passed as params 1..n_inputs (param 0 is O) */
   int *inputs;
   int output;
+  /* windowed: the kernel's conv reads graph value window_input through a
+   * window of rows, and nothing else of the kernel reads it: output row r
+   * reads its rows [r * win_stride - win_pad, + win_extent) */
+  bool windowed;
+  int window_input;
+  int win_stride, win_pad, win_extent;
 } kn_kernel_build;
 
 /* Builds the TE of a group, picks its schedule (rules.c), lowers and

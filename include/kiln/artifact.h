@@ -27,14 +27,15 @@
  * kiln_artifact.abi_minor says which additions an artifact has:
  *   0  the original layout, up to set_threads;
  *   1  run_profiled / P_run_profiled and kiln_prof_event (per-kernel timing);
- *   2  kiln_step.check and KILN_ERR_VALUE (run-time checks of input values). */
+ *   2  kiln_step.check and KILN_ERR_VALUE (run-time checks of input values);
+ *   3  kiln_artifact.n_pipes / pipes (row-pipelined pairs of steps). */
 #ifndef KILN_ARTIFACT_H
 #define KILN_ARTIFACT_H
 
 #include <stdint.h>
 
 #define KILN_ABI_VERSION 1
-#define KILN_ABI_MINOR 2
+#define KILN_ABI_MINOR 3
 
 /* Status codes returned by P_run and P_set_threads. */
 enum {
@@ -106,6 +107,26 @@ typedef int (*kiln_run_profiled_fn)(const void *const *inputs, void *const *outp
                                     void *workspace, int64_t batch, kiln_prof_event *events,
                                     int64_t capacity, int64_t *n_events);
 
+/* ABI 1.3: steps `first` and `first + 1` run as one row-pipelined pair. Both
+ * kernels' parallel loops run one output row per task when called with
+ * ntasks = samples x rows (task t: row t % rows of sample t / rows; samples =
+ * batch when `batched`, else 1), and row r of the second's output reads rows
+ * [r * stride - pad, r * stride - pad + window) of the first's (clamped to
+ * the image), which nothing else reads. Each pool thread takes a contiguous
+ * share of the second's rows and runs them `band` at a time, each band after
+ * the first's rows it needs (rows shared by two threads' shares are computed
+ * by both, with the same values), so that the intermediate is read back
+ * while still in that core's cache. Both steps' inputs stay live across the
+ * pair in the memory plan. Running the two steps one after the other, in the
+ * usual way, gives the same result. */
+typedef struct kiln_pipe {
+  int32_t first;
+  int32_t batched;
+  int32_t rows1, rows2; /* output rows (axis 1) of the two steps, per sample */
+  int32_t stride, pad, window;
+  int32_t band;
+} kiln_pipe;
+
 typedef struct kiln_artifact {
   uint32_t abi_version;
   uint32_t abi_minor; /* additions present: read fields past set_threads only if >= 1 */
@@ -126,6 +147,9 @@ typedef struct kiln_artifact {
   int (*set_threads)(int n);
   /* abi_minor >= 1 */
   kiln_run_profiled_fn run_profiled; /* == P_run_profiled */
+  /* abi_minor >= 3 */
+  int32_t n_pipes;
+  const kiln_pipe *pipes; /* by ascending `first`; no step is in two */
 } kiln_artifact;
 
 #endif

@@ -1,0 +1,232 @@
+#!/usr/bin/env python3
+"""check_pipes.py — row-pipelined pairs of kernels (kiln_pipe, ABI 1.3).
+
+    check_pipes.py [--case NAME ...] [--list] [--kiln PATH] [--models DIR] [--keep DIR]
+
+Each case builds a small ONNX model here, compiles it with --max-batch 3, reads
+the artifact's pairs from its descriptor (bench/kiln_artifact.py) and runs it
+through ctypes at batch 1, 2 and 3 on 1, 2 and 3 threads against ONNX Runtime.
+Cases:
+  expand_dw   1x1 conv + SiLU (1 MiB per sample) -> 3x3 stride-2 depthwise +
+              SiLU -> 1x1, after a small conv whose buffer the depthwise output
+              would reuse if the pair did not keep it live: one pair, the
+              expand and the depthwise.
+  window5     45 rows (odd: one row per call) -> 5x5 stride-1 depthwise, pad 2,
+              and a 3x3 stride-2 pad-0 one after it (rows past the last window
+              never computed nor read): two pairs.
+  too_small   the same chain as expand_dw at 16x16 (64 KiB): no pair.
+  shared      the expand output also feeds a residual Add after the depthwise:
+              no pair (only a second kernel's window may read the first's).
+  profile     `kiln run --profile` of expand_dw at batch 3: a row per step,
+              each pair's two kernels with positive times, outputs match ORT.
+  portable_c  window5 as portable C (--target c): its descriptor has a pair,
+              and check_portable_c.py passes at batch 1 and 3.
+"""
+import argparse
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from common import REPO, TempDir, compare, default_kiln, describe_failure, ort_reference, run
+
+sys.path.insert(0, os.path.join(REPO, "bench"))
+from kiln_artifact import Artifact  # noqa: E402
+
+
+class CaseFailure(Exception):
+    pass
+
+
+class Builder:
+    """A chain of NCHW convs; weights seeded."""
+
+    def __init__(self, name, c, h):
+        self.name, self.nodes, self.inits, self.rng = name, [], [], np.random.default_rng(7)
+        self.x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", c, h, h])
+        self.last, self.n = "x", 0
+
+    def conv(self, cin, cout, k, stride=1, pad=0, group=1, silu=False, src=None):
+        i = self.n = self.n + 1
+        w = self.rng.standard_normal((cout, cin // group, k, k)).astype(np.float32) * (2.0 / (cin // group * k * k)) ** 0.5
+        b = self.rng.standard_normal(cout).astype(np.float32) * 0.1
+        self.inits += [numpy_helper.from_array(w, f"w{i}"), numpy_helper.from_array(b, f"b{i}")]
+        out = f"c{i}"
+        self.nodes.append(helper.make_node("Conv", [src or self.last, f"w{i}", f"b{i}"], [out], name=f"conv{i}",
+                                           kernel_shape=[k, k], strides=[stride, stride],
+                                           pads=[pad] * 4, group=group))
+        if silu:
+            self.nodes += [helper.make_node("Sigmoid", [out], [f"s{i}"], name=f"sig{i}"),
+                           helper.make_node("Mul", [out, f"s{i}"], [f"y{i}"], name=f"silu{i}")]
+            out = f"y{i}"
+        self.last = out
+        return out
+
+    def add(self, a, b):
+        self.n += 1
+        out = f"a{self.n}"
+        self.nodes.append(helper.make_node("Add", [a, b], [out], name=f"add{self.n}"))
+        self.last = out
+        return out
+
+    def save(self, path):
+        y = helper.make_tensor_value_info(self.last, TensorProto.FLOAT, None)
+        g = helper.make_graph(self.nodes, self.name, [self.x], [y], self.inits)
+        onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+        return path
+
+
+def expand_dw(h):
+    b = Builder("expand_dw", 8, h)                         # the NHWC input: 128 KiB, no pair
+    b.conv(8, 16, 1)                                       # small: its buffer is reusable
+    b.conv(16, 64, 1, silu=True)                           # the expand: h*h*64 floats per sample
+    b.conv(64, 64, 3, stride=2, pad=1, group=64, silu=True)
+    b.conv(64, 16, 1)
+    return b
+
+
+def compile_and_check(tmp, kiln, name, model, want_pairs):
+    so = os.path.join(tmp, f"{name}.so")
+    proc = run([kiln, "compile", model, "-o", so, "--max-batch", "3"])
+    if proc.returncode != 0:
+        raise CaseFailure(f"kiln compile failed: {describe_failure(proc)}")
+    art = Artifact(so)
+    nodes = {art.desc.steps[i].name.decode(): (art.desc.steps[i].nodes or b"").decode()
+             for i in range(art.desc.n_steps)}
+    pairs = [(nodes[a], nodes[b]) for a, b in art.pipes]
+    print(f"  {len(pairs)} pair(s): " + "; ".join(f"[{a}] + [{b}]" for a, b in pairs))
+    got_anchor = [(a.split(",")[0], b.split(",")[0]) for a, b in pairs]
+    if got_anchor != want_pairs:
+        raise CaseFailure(f"pairs {got_anchor}, expected {want_pairs}")
+    x_shape = [d.dim_value for d in onnx.load(model).graph.input[0].type.tensor_type.shape.dim[1:]]
+    rng = np.random.default_rng(3)
+    for batch in (1, 2, 3):
+        x = rng.standard_normal([batch] + x_shape).astype(np.float32)
+        want = list(ort_reference(model, {"x": x}).values())[0]
+        for threads in (1, 2, 3):
+            (got,) = art.run(x, threads=threads)
+            ok, err, tol, why = compare(got, want)
+            if not ok:
+                raise CaseFailure(f"batch {batch}, {threads} threads: max|kiln-ort| = {err:.3g} > {tol:.3g} {why}")
+        print(f"  batch {batch}: threads 1, 2, 3 match ORT (max err {err:.2g})")
+    return so
+
+
+def case_expand_dw(c):
+    compile_and_check(c.tmp, c.kiln, "expand_dw", expand_dw(64).save(os.path.join(c.tmp, "expand_dw.onnx")),
+                      [("conv2", "conv3")])
+
+
+def window5():
+    b = Builder("window5", 8, 45)
+    b.conv(8, 96, 1, silu=True)                              # 45 x 45 x 96: 760 KiB per sample
+    b.conv(96, 96, 5, stride=1, pad=2, group=96, silu=True)  # 45 rows from 45
+    b.conv(96, 96, 1)
+    b.conv(96, 96, 3, stride=2, pad=0, group=96)             # 22 rows: row 44 is read by none
+    b.conv(96, 8, 1)
+    return b
+
+
+def case_window5(c):
+    compile_and_check(c.tmp, c.kiln, "window5", window5().save(os.path.join(c.tmp, "window5.onnx")),
+                      [("conv1", "conv2"), ("conv3", "conv4")])
+
+
+def case_portable_c(c):
+    model = window5().save(os.path.join(c.tmp, "w5.onnx"))
+    src = os.path.join(c.tmp, "w5.c")
+    proc = run([c.kiln, "compile", model, "--target", "c", "-o", src, "--max-batch", "3"])
+    if proc.returncode != 0:
+        raise CaseFailure(f"kiln compile --target c failed: {describe_failure(proc)}")
+    with open(src) as f:
+        pipes = [ln.strip() for ln in f if ln.strip().startswith(".n_pipes = ")]
+    if pipes in ([], [".n_pipes = 0,"]):
+        raise CaseFailure(f"the portable C descriptor has no pair ({pipes})")
+    print(f"  {pipes[0]}")
+    proc = run([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "check_portable_c.py"),
+                model, "--host-only", "--max-batch", "3", "--batch", "1,3", "--threads", "2", "--kiln", c.kiln])
+    print("  " + "\n  ".join(proc.stdout.strip().splitlines()[-3:]))
+    if proc.returncode != 0:
+        raise CaseFailure(f"check_portable_c.py failed: {describe_failure(proc)}")
+
+
+def case_too_small(c):
+    compile_and_check(c.tmp, c.kiln, "too_small", expand_dw(16).save(os.path.join(c.tmp, "small.onnx")), [])
+
+
+def case_shared(c):
+    b = Builder("shared", 8, 64)
+    e = b.conv(8, 64, 1, silu=True)
+    d = b.conv(64, 64, 3, stride=1, pad=1, group=64, silu=True)
+    b.add(d, e)                                              # fused into the depthwise kernel: the output
+    compile_and_check(c.tmp, c.kiln, "shared", b.save(os.path.join(c.tmp, "shared.onnx")), [])
+
+
+def case_profile(c):
+    model = expand_dw(64).save(os.path.join(c.tmp, "p.onnx"))
+    so = compile_and_check(c.tmp, c.kiln, "p", model, [("conv2", "conv3")])
+    x = np.random.default_rng(5).standard_normal([3, 8, 64, 64]).astype(np.float32)
+    np.save(os.path.join(c.tmp, "x.npy"), x)
+    out = os.path.join(c.tmp, "out")
+    proc = run([c.kiln, "run", so, "--input", f"x={os.path.join(c.tmp, 'x.npy')}", "--output-dir", out,
+                "--threads", "2", "--profile", "--bench", "5"])
+    if proc.returncode != 0:
+        raise CaseFailure(f"kiln run --profile failed: {describe_failure(proc)}")
+    art = Artifact(so)
+    names = [art.desc.steps[i].name.decode() for i in range(art.desc.n_steps)]
+    times = {}
+    for line in proc.stdout.splitlines():
+        f = line.split()
+        if len(f) > 3 and f[0].isdigit() and f[1] in names:
+            times[f[1]] = float(f[2])
+    if sorted(times) != sorted(names):
+        raise CaseFailure(f"profile rows {sorted(times)}, expected one per step {sorted(names)}\n{proc.stdout}")
+    for a, b in art.pipes:
+        if not (times[a] > 0 and times[b] > 0):
+            raise CaseFailure(f"pair {a} + {b}: times {times[a]}, {times[b]} ms")
+        print(f"  pair {a} + {b}: {times[a]:.4f} + {times[b]:.4f} ms")
+    want = list(ort_reference(model, {"x": x}).values())[0]
+    got = np.load(os.path.join(out, os.listdir(out)[0]))
+    ok, err, tol, why = compare(got, want)
+    if not ok:
+        raise CaseFailure(f"profiled run: max|kiln-ort| = {err:.3g} > {tol:.3g} {why}")
+
+
+CASES = {"expand_dw": case_expand_dw, "window5": case_window5, "too_small": case_too_small,
+         "shared": case_shared, "profile": case_profile, "portable_c": case_portable_c}
+
+
+class Ctx:
+    def __init__(self, kiln, tmp):
+        self.kiln, self.tmp = kiln, tmp
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="Check row-pipelined pairs of kernels.")
+    ap.add_argument("--case", action="append", choices=list(CASES), help="run only this case (repeatable)")
+    ap.add_argument("--list", action="store_true", help="list the cases and exit")
+    ap.add_argument("--kiln", default=default_kiln())
+    ap.add_argument("--models", default=os.path.join(REPO, "models"), help="unused (the cases build their models)")
+    ap.add_argument("--keep", default=None, help="work in this folder and keep it")
+    args = ap.parse_args(argv)
+    if args.list:
+        print("\n".join(CASES))
+        return 0
+    failed = 0
+    with TempDir(args.keep) as tmp:
+        ctx = Ctx(args.kiln, tmp)
+        for name in args.case or list(CASES):
+            print(f"{name}:")
+            try:
+                CASES[name](ctx)
+                print(f"PASS {name}")
+            except CaseFailure as e:
+                print(f"FAIL {name}: {e}")
+                failed += 1
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
