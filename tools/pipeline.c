@@ -155,6 +155,43 @@ int kn_pipeline_optimize(const kn_compile_opts *o, kn_graph *g, kn_diag *d) {
   return 0;
 }
 
+/* A tuning record measured a kernel alone, where a row-pipelined pair
+ * (docs/abi.md) is not: a tuned schedule that does not run one row per task
+ * (kn_kernel.rows) drops the pair its default would have formed. Such kernels
+ * are rebuilt with their defaults; the plan of that mix says which pairs
+ * form, and their members keep the defaults, the others their tuned
+ * schedules. Returns how many kept their defaults, or -1. */
+static int keep_pairs(kn_graph *g, const kn_groups *groups, const kn_target *t, kn_expr_ctx *ec,
+                      const kn_compile_opts *o, kn_arena *arena, kn_kernel_build *kernels, kn_diag *d) {
+  kn_kernel_build *mix = KN_NEW_ARRAY(arena, kn_kernel_build, groups->n > 0 ? groups->n : 1);
+  int n_rebuilt = 0;
+  for (int i = 0; i < groups->n; i++) {
+    mix[i] = kernels[i];
+    if (kernels[i].kernel->rows) continue;
+    kn_kernel_build dflt;
+    if (kn_sched_build_kernel_with(g, &groups->groups[i], t, ec, kernels[i].kernel->name, NULL, &dflt, NULL,
+                                   NULL, d) < 0)
+      return -1;
+    if (!dflt.kernel->rows) continue;
+    mix[i] = dflt;
+    n_rebuilt++;
+  }
+  if (!n_rebuilt) return 0;
+  kn_plan trial;
+  if (kn_plan_build(g, mix, groups->n, o->prefix, arena, &trial, d) < 0) return -1;
+  int kept = 0;
+  for (int p = 0; p < trial.n_pipes; p++)
+    for (int s = trial.pipes[p].first; s <= trial.pipes[p].first + 1; s++)
+      for (int i = 0; i < groups->n; i++)
+        if (mix[i].kernel == trial.steps[s].kernel && mix[i].kernel != kernels[i].kernel) {
+          kernels[i] = mix[i];
+          kept++;
+        }
+  if (o->verbose)
+    fprintf(stderr, "kiln: tuning log: %d kernels keep their defaults, for row-pipelined pairs\n", kept);
+  return kept;
+}
+
 int kn_compile(const kn_compile_opts *o, kn_diag *d) {
   clock_t start = clock();
   kn_target target;
@@ -216,9 +253,12 @@ int kn_compile(const kn_compile_opts *o, kn_diag *d) {
       failures++;
   }
   if (failures) goto done;
+  int kept = o->tuning_log ? keep_pairs(&g, &groups, &target, &ec, o, &arena, kernels, d) : 0;
+  if (kept < 0) goto done;
   if (stop_is(o, "loops")) goto stopped;
   if (o->tuning_log && o->verbose)
-    fprintf(stderr, "kiln: tuning log: %d of %d kernels use tuned schedules\n", replay.n_tuned, replay.n_kernels);
+    fprintf(stderr, "kiln: tuning log: %d of %d kernels use tuned schedules\n", replay.n_tuned - kept,
+            replay.n_kernels);
 
   kn_plan plan;
   if (kn_plan_build(&g, kernels, groups.n, o->prefix, &arena, &plan, d) < 0) goto done;

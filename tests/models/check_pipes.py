@@ -21,7 +21,12 @@ Cases:
               each pair's two kernels with positive times, outputs match ORT.
   portable_c  window5 as portable C (--target c): its descriptor has a pair,
               and check_portable_c.py passes at batch 1 and 3.
+  tuned       expand_dw with a tuning log (`kiln tune --trials 0`, then a
+              faster record per conv whose loops run columns before rows):
+              the pair's two convs keep their defaults and form the pair, the
+              last conv (in no pair) takes its record; matches ORT.
 """
+import json
 import argparse
 import os
 import sys
@@ -87,9 +92,9 @@ def expand_dw(h):
     return b
 
 
-def compile_and_check(tmp, kiln, name, model, want_pairs):
+def compile_and_check(tmp, kiln, name, model, want_pairs, extra=()):
     so = os.path.join(tmp, f"{name}.so")
-    proc = run([kiln, "compile", model, "-o", so, "--max-batch", "3"])
+    proc = run([kiln, "compile", model, "-o", so, "--max-batch", "3", *extra])
     if proc.returncode != 0:
         raise CaseFailure(f"kiln compile failed: {describe_failure(proc)}")
     art = Artifact(so)
@@ -194,8 +199,42 @@ def case_profile(c):
         raise CaseFailure(f"profiled run: max|kiln-ort| = {err:.3g} > {tol:.3g} {why}")
 
 
+def case_tuned(c):
+    model = expand_dw(64).save(os.path.join(c.tmp, "t.onnx"))
+    log = os.path.join(c.tmp, "t.jsonl")
+    proc = run([c.kiln, "tune", model, "--trials", "0", "--log", log])
+    if proc.returncode != 0:
+        raise CaseFailure(f"kiln tune --trials 0 failed: {describe_failure(proc)}")
+    with open(log) as f:
+        recs = [json.loads(ln) for ln in f if ln.strip()]
+    extra = []
+    for r in recs:  # every conv but the first (16 channels): the expand, the depthwise, the last
+        if not r["key"].startswith("kiln.ConvNHWC") or "float32[N*1,64,64,8]" in r["key"]:
+            continue
+        t = dict(r, default=False, seconds=r["seconds"] / 2)
+        t["trace"] = [dict(p, loops=[[0, 0], [2, 0], [1, 0]] + p["loops"][3:]) if p["p"] == "reorder" else p
+                      for p in r["trace"]]
+        extra.append(t)
+    if len(extra) != 3:
+        raise CaseFailure(f"expected 3 conv records to alter, found {len(extra)}")
+    with open(log, "a") as f:
+        for t in extra:
+            f.write(json.dumps(t) + "\n")
+    so = os.path.join(c.tmp, "t.so")
+    proc = run([c.kiln, "compile", model, "-o", so, "--max-batch", "3", "--tuning-log", log, "-v"])
+    if proc.returncode != 0:
+        raise CaseFailure(f"kiln compile --tuning-log failed: {describe_failure(proc)}")
+    notes = [ln for ln in proc.stderr.splitlines() if "tuning log:" in ln and "kernels" in ln]
+    print("  " + "\n  ".join(notes))
+    if not any("2 kernels keep their defaults" in ln for ln in notes) or \
+       not any("1 of 6 kernels use tuned schedules" in ln for ln in notes):
+        raise CaseFailure(f"expected the pair's 2 kernels to keep their defaults and 1 tuned kernel:\n{proc.stderr}")
+    compile_and_check(c.tmp, c.kiln, "t", model, [("conv2", "conv3")], ["--tuning-log", log])
+
+
 CASES = {"expand_dw": case_expand_dw, "window5": case_window5, "too_small": case_too_small,
-         "shared": case_shared, "profile": case_profile, "portable_c": case_portable_c}
+         "shared": case_shared, "profile": case_profile, "portable_c": case_portable_c,
+         "tuned": case_tuned}
 
 
 class Ctx:
