@@ -21,7 +21,7 @@ import numpy as np
 
 ABI_VERSION = 1
 STATUS = {0: "KILN_OK", 1: "KILN_ERR_BATCH", 2: "KILN_ERR_ARG", 3: "KILN_ERR_THREADS",
-          4: "KILN_ERR_CAPACITY"}
+          4: "KILN_ERR_CAPACITY", 5: "KILN_ERR_VALUE"}
 ONNX_TO_NP = {1: np.float32, 2: np.uint8, 3: np.int8, 4: np.uint16, 5: np.int16, 6: np.int32,
               7: np.int64, 9: np.bool_, 10: np.float16, 11: np.float64, 12: np.uint32,
               13: np.uint64}

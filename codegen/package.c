@@ -132,6 +132,14 @@ int kn_cg_check_plan(const kn_plan *p, kn_diag *d) {
                              s, kname, a, arg->kind, arg->index, (long long)arg->offset);
     }
   }
+  for (int i = 0; i < p->n_pipes; i++) {
+    const kn_plan_pipe *q = &p->pipes[i];
+    if (q->first < 0 || q->first + 1 >= p->n_steps || (i > 0 && q->first <= p->pipes[i - 1].first + 1) ||
+        q->rows1 < 1 || q->rows2 < 1 || q->stride < 1 || q->pad < 0 || q->window < 1 || q->band < 1 ||
+        !p->steps[q->first].kernel->parallel || !p->steps[q->first + 1].kernel->parallel ||
+        p->steps[q->first].check || p->steps[q->first + 1].check)
+      return kn_diag_error(d, "row-pipelined pair %d (steps %d, %d) does not fit the plan", i, q->first, q->first + 1);
+  }
   return 0;
 }
 

@@ -100,9 +100,10 @@ typedef struct kn_kernel {
   kn_stmt *body;
   bool parallel;      /* has a PARALLEL loop: call with ntasks = threads */
   /* >0: with ntasks = samples x rows, task t runs exactly row t % rows of
-   * output axis 1 of sample t / rows (samples: N when rows_batched, else 1):
-   * the parallel loop's outer pieces are axes 0 and 1 unsplit
-   * (schedule/kernel.c). 0: no such mapping */
+   * output axis 1 of sample t / rows (samples: N when rows_batched, else 1),
+   * and stores only final values: the parallel loop's outer pieces are axes
+   * 0 and 1 unsplit, no reduction blocking (schedule/kernel.c). 0: no such
+   * mapping */
   int64_t rows;
   bool rows_batched;
   double flops;       /* at N = 1, for reports */

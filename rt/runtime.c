@@ -300,11 +300,14 @@ static int check_args(const kiln_artifact *a, const void *const *inputs, void *c
   }
   for (int s = 0; s < a->n_steps; s++)
     if (a->steps[s].n_args < 0 || a->steps[s].n_args > KN_RT_MAX_ARGS) return KILN_ERR_ARG;
+  if (a->abi_minor >= 3 && a->n_pipes > 0 && !a->pipes) return KILN_ERR_ARG;
   for (int i = 0; a->abi_minor >= 3 && i < a->n_pipes; i++) {
     const kiln_pipe *q = &a->pipes[i];
     if (q->first < 0 || q->first + 1 >= a->n_steps || (i > 0 && q->first <= a->pipes[i - 1].first + 1) ||
-        q->rows1 < 1 || q->rows2 < 1 || q->stride < 1 || q->window < 1 || q->band < 1)
-      return KILN_ERR_ARG;
+        q->rows1 < 1 || q->rows2 < 1 || q->stride < 1 || q->window < 1 || q->band < 1 ||
+        !a->steps[q->first].parallel || !a->steps[q->first + 1].parallel ||
+        a->steps[q->first].check || a->steps[q->first + 1].check)
+      return KILN_ERR_ARG; /* a malformed descriptor */
   }
   return KILN_OK;
 }
@@ -340,6 +343,12 @@ static void run_rows(kiln_kernel_fn fn, void *const *args, int64_t batch, int64_
   }
 }
 
+/* Task `task` of a pipe: its share of the second kernel's rows, band by
+ * band, each after the first kernel's rows it needs that this task has not
+ * computed yet. Rows on the border of two shares are computed by both
+ * threads, storing the same values (formally a data race in C11: the
+ * kernels store whole vectors of equal bits, and no reader depends on
+ * which store lands last). */
 static void pipe_task(void *const *args, int64_t batch, int64_t task, int64_t ntasks) {
   const pipe_run *r = (const pipe_run *)(const void *)args;
   const kiln_pipe *q = r->q;
@@ -378,6 +387,15 @@ static void pipe_task(void *const *args, int64_t batch, int64_t task, int64_t nt
   e.begin_ns = e.end_ns;
   e.end_ns += spent2;
   r->ev2[task] = e;
+}
+
+/* A pipe recomputes up to window - stride first-kernel rows at the start of
+ * each thread's share: with fewer than KN_RT_PIPE_MIN_BANDS bands per
+ * thread (many threads on few rows) its two steps run one after the other. */
+#define KN_RT_PIPE_MIN_BANDS 4
+static bool pipe_worth(const kiln_pipe *q, const pool *p, int64_t batch) {
+  int64_t rows = (q->batched ? batch : 1) * (int64_t)q->rows2;
+  return rows >= (int64_t)KN_RT_PIPE_MIN_BANDS * q->band * (p->nthreads > 1 ? p->nthreads : 1);
 }
 
 /* Runs pipe q (steps q->first and q->first + 1); with `events`, writes the
@@ -424,6 +442,8 @@ static int run_steps(pool *p, const kiln_artifact *a, const void *const *inputs,
     void *args[KN_RT_MAX_ARGS];
     for (int i = 0; i < step->n_args; i++)
       args[i] = arg_base(a, &a->args[step->first_arg + i], inputs, outputs, workspace);
+    if (next_pipe < n_pipes && a->pipes[next_pipe].first == s && !pipe_worth(&a->pipes[next_pipe], p, batch))
+      next_pipe++; /* the two steps run one after the other, as below */
     if (next_pipe < n_pipes && a->pipes[next_pipe].first == s) {
       const kiln_step *step2 = &a->steps[s + 1];
       void *args2[KN_RT_MAX_ARGS];

@@ -187,10 +187,15 @@ static kn_te_tensor *value_map_get(const value_map *m, int v) {
 
 /* kn_kernel.rows: the rows of output axis 1 when the parallel loop's outer
  * pieces are axes 0 (the batch, or a single sample) and 1, unsplit, so that
- * at ntasks = samples x rows each task runs one row; 0 otherwise. */
+ * at ntasks = samples x rows each task runs one row, and every store of O is
+ * its final value; 0 otherwise. Not under reduction blocking, which stores
+ * partial sums first: a row-pipelined pair computes its border rows on two
+ * threads, and one thread's partial sums would be read by the other's
+ * second kernel. */
 static int64_t task_rows(const kn_schedule *s, const kn_te_tensor *out, const kn_var *batch, bool *batched) {
   int64_t h, n;
-  if (out->rank != 4 || s->fuse_spatial || s->n_parallel < 2 || s->n_factors[0] || s->n_factors[1] ||
+  if (out->rank != 4 || s->fuse_spatial || s->rsplit_factor > 0 || s->n_parallel < 2 || s->n_factors[0] ||
+      s->n_factors[1] ||
       s->loops[0].axis != 0 || s->loops[0].piece != 0 || s->loops[1].axis != 1 || s->loops[1].piece != 0 ||
       !kn_e_is_const_int(out->shape[1], &h))
     return 0;

@@ -113,9 +113,10 @@ void kn_sched_default(const kn_te_tensor *out, const kn_sched_hints *h, const kn
     /* a dense conv or matmul takes the two-vector tile only when at most 5%
      * of it is past the last column: 144, 240 and 112 columns (efficientnet_b0,
      * mobilenet_v2) waste 11%, 6.7% and 14% in 32-wide tiles, and their tuning
-     * records picked 16-wide ones, 13-22% faster (Zen 4, cold). Depthwise
-     * convs keep the 15%: at 144 and 240 channels their 32-wide default tiles
-     * were the best records. End to end, 2 threads, interleaved: default
+     * records picked 16-wide ones, 13-22% faster (Zen 4, cold). Grouped
+     * convs keep the 15%: at 144 and 240 channels the depthwise ones' 32-wide
+     * default tiles were the best records (grouped non-depthwise convs were
+     * not measured). End to end, 2 threads, interleaved: default
      * efficientnet_b0 -2.0..-2.9%, mobilenet_v2 0..-1.7% */
     int64_t cf = pick_cols(cols, lanes, h->grouped ? 0.15 : 0.05);
     int64_t vecs = cf >= lanes ? cf / lanes : 1;

@@ -160,7 +160,8 @@ int kn_pipeline_optimize(const kn_compile_opts *o, kn_graph *g, kn_diag *d) {
  * (kn_kernel.rows) drops the pair its default would have formed. Such kernels
  * are rebuilt with their defaults; the plan of that mix says which pairs
  * form, and their members keep the defaults, the others their tuned
- * schedules. Returns how many kept their defaults, or -1. */
+ * schedules. Returns how many kept their defaults, or -1. (--dump-after=te
+ * and loops print the tuned schedules, before this.) */
 static int keep_pairs(kn_graph *g, const kn_groups *groups, const kn_target *t, kn_expr_ctx *ec,
                       const kn_compile_opts *o, kn_arena *arena, kn_kernel_build *kernels, kn_diag *d) {
   kn_kernel_build *mix = KN_NEW_ARRAY(arena, kn_kernel_build, groups->n > 0 ? groups->n : 1);
@@ -265,8 +266,8 @@ int kn_compile(const kn_compile_opts *o, kn_diag *d) {
   if (stop_is(o, "plan")) goto stopped;
   if (kn_cg_package(&plan, &target, o->output, d) < 0) goto done;
   if (o->verbose)
-    fprintf(stderr, "kiln: compiled %s -> %s: %d kernels, workspace %lld bytes, %.2f s cpu\n", o->model,
-            o->output, plan.n_steps, (long long)plan.workspace_bytes,
+    fprintf(stderr, "kiln: compiled %s -> %s: %d kernels (%d row-pipelined pairs), workspace %lld bytes, %.2f s cpu\n",
+            o->model, o->output, plan.n_steps, plan.n_pipes, (long long)plan.workspace_bytes,
             (double)(clock() - start) / CLOCKS_PER_SEC);
 stopped:
   status = 0;

@@ -157,6 +157,15 @@ static int64_t pipe_gain(const kn_graph *g, const kn_kernel_build *kernels, int 
       is_check[out] || is_check[root_of(g, b->output)] || ka->rows > INT32_MAX || kb->rows > INT32_MAX ||
       b->win_stride < 1 || b->win_pad < 0 || b->win_extent < 1)
     return 0;
+  /* the window's rows must be the first kernel's rows: not through a view
+   * that reshapes them; and the window is the second kernel's only read */
+  const kn_shape *sa = &g->values[a->output].shape, *sb = &g->values[b->window_input].shape;
+  if (sa->rank != 4 || sb->rank != 4 || sa->batch_mask != sb->batch_mask) return 0;
+  for (int i = 0; i < 4; i++)
+    if (sa->dim[i] != sb->dim[i]) return 0;
+  int reads = 0;
+  for (int i = 0; i < b->n_inputs; i++) reads += root_of(g, b->inputs[i]) == out;
+  if (reads != 1) return 0;
   int64_t bytes = st[out].bytes / (ka->rows_batched && g->max_batch > 0 ? g->max_batch : 1);
   return bytes >= KN_PLAN_PIPE_MIN_BYTES ? bytes : 0;
 }

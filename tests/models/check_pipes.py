@@ -21,10 +21,14 @@ Cases:
               each pair's two kernels with positive times, outputs match ORT.
   portable_c  window5 as portable C (--target c): its descriptor has a pair,
               and check_portable_c.py passes at batch 1 and 3.
-  tuned       expand_dw with a tuning log (`kiln tune --trials 0`, then a
-              faster record per conv whose loops run columns before rows):
-              the pair's two convs keep their defaults and form the pair, the
-              last conv (in no pair) takes its record; matches ORT.
+  tuned       expand_dw with a tuning log (`kiln tune --trials 0`, then faster
+              records: the expand with reduction blocking, which stores
+              partial sums; the depthwise and the last conv with their loops
+              running columns before rows): the pair's two convs keep their
+              defaults and form the pair, the last conv (in no pair) takes its
+              record; matches ORT.
+  view        a 1-channel map reshaped (a view: 364 rows read as 182) before
+              a 3x3 conv: no pair across the view.
 """
 import json
 import argparse
@@ -66,6 +70,14 @@ class Builder:
             self.nodes += [helper.make_node("Sigmoid", [out], [f"s{i}"], name=f"sig{i}"),
                            helper.make_node("Mul", [out, f"s{i}"], [f"y{i}"], name=f"silu{i}")]
             out = f"y{i}"
+        self.last = out
+        return out
+
+    def reshape(self, shape):
+        self.n += 1
+        out = f"r{self.n}"
+        self.inits.append(numpy_helper.from_array(np.array(shape, np.int64), f"shape{self.n}"))
+        self.nodes.append(helper.make_node("Reshape", [self.last, f"shape{self.n}"], [out], name=f"reshape{self.n}"))
         self.last = out
         return out
 
@@ -208,12 +220,16 @@ def case_tuned(c):
     with open(log) as f:
         recs = [json.loads(ln) for ln in f if ln.strip()]
     extra = []
-    for r in recs:  # every conv but the first (16 channels): the expand, the depthwise, the last
+    for r in recs:  # every conv but the first (8 -> 16): the expand, the depthwise, the last
         if not r["key"].startswith("kiln.ConvNHWC") or "float32[N*1,64,64,8]" in r["key"]:
             continue
         t = dict(r, default=False, seconds=r["seconds"] / 2)
-        t["trace"] = [dict(p, loops=[[0, 0], [2, 0], [1, 0]] + p["loops"][3:]) if p["p"] == "reorder" else p
-                      for p in r["trace"]]
+        if "float32[N*1,64,64,16]" in r["key"]:  # the expand: 16 input channels in 4 blocks
+            i = [p["p"] for p in r["trace"]].index("compute_at")
+            t["trace"] = r["trace"][:i] + [{"p": "split_reduction", "axis": 2, "factor": 4, "depth": 4}] + r["trace"][i:]
+        else:
+            t["trace"] = [dict(p, loops=[[0, 0], [2, 0], [1, 0]] + p["loops"][3:]) if p["p"] == "reorder" else p
+                          for p in r["trace"]]
         extra.append(t)
     if len(extra) != 3:
         raise CaseFailure(f"expected 3 conv records to alter, found {len(extra)}")
@@ -232,9 +248,17 @@ def case_tuned(c):
     compile_and_check(c.tmp, c.kiln, "t", model, [("conv2", "conv3")], ["--tuning-log", log])
 
 
+def case_view(c):
+    b = Builder("view", 1, 364)
+    b.conv(1, 1, 3, pad=1)           # 364 x 364 x 1: 518 KiB per sample
+    b.reshape([0, 1, 182, 728])      # a view (rows 2r and 2r + 1 side by side)
+    b.conv(1, 4, 3, pad=1)
+    compile_and_check(c.tmp, c.kiln, "view", b.save(os.path.join(c.tmp, "view.onnx")), [])
+
+
 CASES = {"expand_dw": case_expand_dw, "window5": case_window5, "too_small": case_too_small,
          "shared": case_shared, "profile": case_profile, "portable_c": case_portable_c,
-         "tuned": case_tuned}
+         "tuned": case_tuned, "view": case_view}
 
 
 class Ctx:
