@@ -149,13 +149,6 @@ void kn_loader_describe(const kiln_artifact *a, FILE *out) {
   fprintf(out, "  workspace: %lld bytes (align %lld), max batch %lld, %d steps, %d constants\n",
           (long long)a->workspace_size, (long long)a->workspace_align, (long long)a->max_batch,
           a->n_steps, a->n_consts);
-  if (a->abi_minor >= 3 && a->n_pipes > 0) {
-    fprintf(out, "  row-pipelined pairs:");
-    for (int i = 0; a->pipes && i < a->n_pipes; i++)
-      if (a->pipes[i].first >= 0 && a->pipes[i].first + 1 < a->n_steps)
-        fprintf(out, " %s+%s", a->steps[a->pipes[i].first].name, a->steps[a->pipes[i].first + 1].name);
-    fputc('\n', out);
-  }
 }
 
 void *kn_loader_workspace_new(const kiln_artifact *a, kn_diag *d) {

@@ -26,8 +26,8 @@
  * Row pipelines (kiln_pipe, ABI 1.3): a pair of steps runs as one parallel
  * step whose task t takes a contiguous share of the second kernel's rows and
  * runs them a band at a time, each band after the first kernel's rows it
- * needs (pipe_task). Both kernels are called one row per call (task = row,
- * ntasks = samples x rows). Profiled, the pair's two steps get the time their
+ * needs (pipe_task). Both kernels are called for a row (task = row, ntasks =
+ * samples x rows) or an aligned block of rows at a time (run_rows). Profiled, the pair's two steps get the time their
  * row calls took: per task the sums, and the pair's wall time split between
  * the two whole-step events in proportion to the calling thread's sums.
  *
@@ -283,6 +283,13 @@ static char *arg_base(const kiln_artifact *a, const kiln_arg *arg, const void *c
   }
 }
 
+/* A step's argument pointers for this call. */
+static void bind_args(const kiln_artifact *a, const kiln_step *step, const void *const *inputs,
+                      void *const *outputs, void *workspace, void **args) {
+  for (int i = 0; i < step->n_args; i++)
+    args[i] = arg_base(a, &a->args[step->first_arg + i], inputs, outputs, workspace);
+}
+
 /* Checks P_run's arguments. */
 static int check_args(const kiln_artifact *a, const void *const *inputs, void *const *outputs,
                       void *workspace, int64_t batch) {
@@ -440,16 +447,12 @@ static int run_steps(pool *p, const kiln_artifact *a, const void *const *inputs,
   for (int s = 0; s < a->n_steps; s++) {
     const kiln_step *step = &a->steps[s];
     void *args[KN_RT_MAX_ARGS];
-    for (int i = 0; i < step->n_args; i++)
-      args[i] = arg_base(a, &a->args[step->first_arg + i], inputs, outputs, workspace);
-    if (next_pipe < n_pipes && a->pipes[next_pipe].first == s && !pipe_worth(&a->pipes[next_pipe], p, batch))
-      next_pipe++; /* the two steps run one after the other, as below */
-    if (next_pipe < n_pipes && a->pipes[next_pipe].first == s) {
-      const kiln_step *step2 = &a->steps[s + 1];
+    bind_args(a, step, inputs, outputs, workspace, args);
+    const kiln_pipe *q = next_pipe < n_pipes && a->pipes[next_pipe].first == s ? &a->pipes[next_pipe++] : NULL;
+    if (q && pipe_worth(q, p, batch)) { /* else the two steps run one after the other, as below */
       void *args2[KN_RT_MAX_ARGS];
-      for (int i = 0; i < step2->n_args; i++)
-        args2[i] = arg_base(a, &a->args[step2->first_arg + i], inputs, outputs, workspace);
-      n += run_pipe(p, a, &a->pipes[next_pipe++], args, args2, batch, events ? &events[n] : NULL);
+      bind_args(a, &a->steps[s + 1], inputs, outputs, workspace, args2);
+      n += run_pipe(p, a, q, args, args2, batch, events ? &events[n] : NULL);
       s++;
       continue;
     }

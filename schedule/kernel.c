@@ -304,6 +304,8 @@ int kn_sched_build_kernel_with(kn_graph *g, const kn_group *grp, const kn_target
     hints.weights_heavy = kn_value_numel(g, anchor->in[1]) >= kn_value_numel(g, anchor->in[0]);
   kn_schedule sched;
   kn_sched_default(result, &hints, t, &sched);
+  bool batched;
+  bool default_rows = task_rows(&sched, result, tc.batch, &batched) > 0;
   if (provider) {
     kn_sched_task task = {.g = g, .grp = grp, .out = result, .hints = &hints, .n_stages = n_stages, .t = t};
     provider->choose(provider->ctx, &task, &sched);
@@ -349,6 +351,7 @@ int kn_sched_build_kernel_with(kn_graph *g, const kn_group *grp, const kn_target
   out->n_inputs = n_inputs;
   out->inputs = inputs;
   out->output = grp->output;
+  out->default_rows = default_rows;
   row_window(g, grp, anchor, out);
   return 0;
 }

@@ -124,6 +124,9 @@ typedef struct kn_kernel_build {
   bool windowed;
   int window_input;
   int win_stride, win_pad, win_extent;
+  /* the rule-based default would run one row per task (kn_kernel.rows),
+   * whatever schedule the provider chose */
+  bool default_rows;
 } kn_kernel_build;
 
 /* Builds the TE of a group, picks its schedule (rules.c), lowers and

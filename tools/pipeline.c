@@ -157,23 +157,23 @@ int kn_pipeline_optimize(const kn_compile_opts *o, kn_graph *g, kn_diag *d) {
 
 /* A tuning record measured a kernel alone, where a row-pipelined pair
  * (docs/abi.md) is not: a tuned schedule that does not run one row per task
- * (kn_kernel.rows) drops the pair its default would have formed. Such kernels
- * are rebuilt with their defaults; the plan of that mix says which pairs
- * form, and their members keep the defaults, the others their tuned
- * schedules. Returns how many kept their defaults, or -1. (--dump-after=te
- * and loops print the tuned schedules, before this.) */
+ * (kn_kernel.rows) drops the pair its default would have formed. Such
+ * kernels whose default does (kn_kernel_build.default_rows) are rebuilt with
+ * it; the plan of that mix says which pairs form, and their members keep the
+ * defaults, the others their tuned schedules. Returns how many kept their
+ * defaults, or -1. (--dump-after=te and loops print the tuned schedules,
+ * before this.) */
 static int keep_pairs(kn_graph *g, const kn_groups *groups, const kn_target *t, kn_expr_ctx *ec,
                       const kn_compile_opts *o, kn_arena *arena, kn_kernel_build *kernels, kn_diag *d) {
   kn_kernel_build *mix = KN_NEW_ARRAY(arena, kn_kernel_build, groups->n > 0 ? groups->n : 1);
   int n_rebuilt = 0;
   for (int i = 0; i < groups->n; i++) {
     mix[i] = kernels[i];
-    if (kernels[i].kernel->rows) continue;
+    if (kernels[i].kernel->rows || !kernels[i].default_rows) continue;
     kn_kernel_build dflt;
     if (kn_sched_build_kernel_with(g, &groups->groups[i], t, ec, kernels[i].kernel->name, NULL, &dflt, NULL,
                                    NULL, d) < 0)
       return -1;
-    if (!dflt.kernel->rows) continue;
     mix[i] = dflt;
     n_rebuilt++;
   }

@@ -177,36 +177,32 @@ static void find_pipes(const kn_graph *g, const kn_kernel_build *kernels, int n_
                        storage *st, kn_arena *arena, kn_plan *plan) {
   plan->pipes = KN_NEW_ARRAY(arena, kn_plan_pipe, n_kernels / 2 + 1);
   int64_t *best = calloc((size_t)n_kernels + 1, sizeof *best), *gain = calloc((size_t)n_kernels + 1, sizeof *gain);
-  int *firsts = calloc((size_t)n_kernels / 2 + 1, sizeof *firsts);
-  KN_ASSERT(best && gain && firsts, "out of memory");
+  KN_ASSERT(best && gain, "out of memory");
   for (int k = 0; k + 1 < n_kernels; k++) gain[k] = pipe_gain(g, kernels, k, is_check, st);
   for (int k = 1; k <= n_kernels; k++) {
     best[k] = best[k - 1];
     if (k >= 2 && gain[k - 2] && best[k - 2] + gain[k - 2] > best[k]) best[k] = best[k - 2] + gain[k - 2];
   }
-  int n = 0;
-  for (int k = n_kernels; k >= 2;) { /* walk back: pair (k - 2, k - 1) where it made best[k] */
+  /* walk back: pair (k - 2, k - 1) where it made best[k]; the pairs come out last first */
+  for (int k = n_kernels; k >= 2; k--)
     if (gain[k - 2] && best[k] == best[k - 2] + gain[k - 2] && best[k] != best[k - 1]) {
-      firsts[n++] = k - 2;
-      k -= 2;
-    } else {
+      const kn_kernel_build *a = &kernels[k - 2], *b = &kernels[k - 1];
+      plan->pipes[plan->n_pipes++] = (kn_plan_pipe){k - 2, a->kernel->rows_batched, (int)a->kernel->rows,
+                                                    (int)b->kernel->rows, b->win_stride, b->win_pad,
+                                                    b->win_extent, KN_PLAN_PIPE_BAND};
+      for (int j = 0; j < a->n_inputs; j++) {
+        storage *in = &st[root_of(g, a->inputs[j])];
+        if (in->kind == ROOT_WORK && in->last < k - 1) in->last = k - 1;
+      }
       k--;
     }
-  }
-  for (int i = 0; i < n; i++) {
-    int k = firsts[n - 1 - i]; /* ascending */
-    const kn_kernel_build *a = &kernels[k], *b = &kernels[k + 1];
-    plan->pipes[plan->n_pipes++] = (kn_plan_pipe){k, a->kernel->rows_batched, (int)a->kernel->rows,
-                                                  (int)b->kernel->rows, b->win_stride, b->win_pad,
-                                                  b->win_extent, KN_PLAN_PIPE_BAND};
-    for (int j = 0; j < a->n_inputs; j++) {
-      storage *in = &st[root_of(g, a->inputs[j])];
-      if (in->kind == ROOT_WORK && in->last < k + 1) in->last = k + 1;
-    }
+  for (int i = 0, j = plan->n_pipes - 1; i < j; i++, j--) { /* ascending */
+    kn_plan_pipe t = plan->pipes[i];
+    plan->pipes[i] = plan->pipes[j];
+    plan->pipes[j] = t;
   }
   free(best);
   free(gain);
-  free(firsts);
 }
 
 int kn_plan_build(const kn_graph *g, const kn_kernel_build *kernels_in, int n_kernels,
