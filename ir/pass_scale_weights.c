@@ -16,10 +16,11 @@
  * Why: a squeeze-and-excitation block (efficientnet) scales the activation
  * by a run-time vector before a 1x1 projection. The scale cannot fuse into
  * the conv that produced the activation (s depends on its global average)
- * nor into the projection (contractions do not inline producers), so it ran
- * as its own kernel: one read and one write of the activation. Scaling the
- * weights instead touches KH*KW*C*M elements, far fewer in the early,
- * large-image layers. */
+ * nor into the projection (contractions do not inline producers of their
+ * data input), so it ran as its own kernel: one read and one write of the
+ * activation. Scaling the weights instead touches KH*KW*C*M elements, far
+ * fewer in the early, large-image layers, and the scaling inlines into the
+ * conv's kernel (schedule/fuse.c). */
 #include <stdlib.h>
 
 #include "passes.h"
@@ -41,12 +42,19 @@ static bool per_channel(const kn_value *s, const kn_value *x, bool *per_sample) 
   return true;
 }
 
-/* The weights are worth scaling instead of the activation x: either way one
- * tensor is written and read back while still in cache (x * s, or W * s),
- * and the constant W is read from memory once (by the conv, or by the scaling
- * kernel). efficientnet_b0's 14x14x672 -> 112 projections (weights 0.57 of
- * the activation) took 0.30 ms (1 thread) with the activation scaled, 0.29
- * + 0.017 with the weights. */
+/* The weights are worth scaling instead of the activation x: scaling x is a
+ * kernel that writes x * s and the conv reads it back, while W * s inlines
+ * into the conv (schedule/fuse.c can_inline_weights: one multiply per weight
+ * load of the register tile, the constant W packed as any conv's weights),
+ * which pays off while the weights are no larger than x. efficientnet_b0's
+ * 14x14x672 -> 112 projections (weights 0.57 of the activation) took 0.30 ms
+ * (1 thread) with the activation scaled, 0.29 + 0.017 with the weights
+ * scaled by a kernel of their own, which then took 0.08 ms with the host's
+ * memory contended (the constant read from memory, no compute to hide it
+ * behind); inlined, the pair became one 0.17 ms kernel (0.23 before, 2
+ * threads). Scaling the weights of every SE projection (stages 6-7 too,
+ * weights up to 4x the activation) timed the same as this rule, 5.05 against
+ * 5.03 ms (bench/ab.py, 2 threads). */
 static bool cheaper(const kn_value *x, const kn_value *w) {
   int64_t act = 1, wts = 1; /* per sample */
   for (int k = 1; k < 4; k++) act *= x->shape.dim[k];

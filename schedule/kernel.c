@@ -89,7 +89,14 @@ static void pack_weights(kn_graph *g, kn_te_ctx *tc, const kn_node *anchor, kn_t
   /* the column tile: one split (a vector), or two (vectors x lanes) */
   int nf = rank >= 1 ? s->n_factors[rank - 1] : 0;
   if (anchor->n_in < 2 || anchor->in[1] < 0 || rank < 1 || nf < 1 || nf > 2) return;
-  int v = anchor->in[1], slot = find_index(inputs, n_inputs, v);
+  int v = anchor->in[1];
+  /* weights scaled in the kernel (W * s, inlined: not an input of it):
+   * the constant W is the one to pack */
+  const kn_node *scale = g->values[v].producer >= 0 ? &g->nodes[g->values[v].producer] : NULL;
+  if (!g->values[v].data && scale && scale->op == KN_OP_MUL && find_index(inputs, n_inputs, v) < 0)
+    for (int k = 0; k < scale->n_in; k++)
+      if (scale->in[k] >= 0 && g->values[scale->in[k]].data) v = scale->in[k];
+  int slot = find_index(inputs, n_inputs, v);
   const kn_value *w = &g->values[v];
   /* Gemm with transB reads B[j, k]: its column dim is the first */
   int col = anchor->op == KN_OP_GEMM && kn_node_attr_int(anchor, "transB", 0) ? 0 : w->shape.rank - 1;

@@ -104,6 +104,19 @@ void make_matmul(kn_graph *g) {
   output(g, node(g, KN_OP_ADD, "bias", (int[]){mm, b}, 2));
 }
 
+/* a squeeze-and-excitation block: y = Relu(1x1 expand(x)), then a 1x1
+ * projection of y * Sigmoid(GlobalAveragePool(y)). The scale moves into
+ * per-sample weights (pass_scale_weights.c), and their Mul inlines into
+ * the projection's kernel */
+static void make_se_proj(kn_graph *g) {
+  int x = input(g, "x", 4, (int64_t[]){1, 8, 8, 8});
+  int we = weight(g, "we", 4, (int64_t[]){32, 8, 1, 1});
+  int y = node(g, KN_OP_RELU, "relu", (int[]){node(g, KN_OP_CONV, "expand", (int[]){x, we}, 2)}, 1);
+  int s = node(g, KN_OP_SIGMOID, "sig", (int[]){node(g, KN_OP_GLOBAL_AVERAGE_POOL, "gap", (int[]){y}, 1)}, 1);
+  int w = weight(g, "w", 4, (int64_t[]){16, 32, 1, 1}), b = weight(g, "b", 1, (int64_t[]){16});
+  output(g, node(g, KN_OP_CONV, "proj", (int[]){node(g, KN_OP_MUL, "scale", (int[]){y, s}, 2), w, b}, 3));
+}
+
 void make_softmax(kn_graph *g) {
   int x = input(g, "x", 3, (int64_t[]){1, 5, 37});
   output(g, node(g, KN_OP_SOFTMAX, "softmax", (int[]){x}, 1));
@@ -291,13 +304,11 @@ static void test_trace_roundtrip(void **state) {
   }
 }
 
-/* every candidate of each workload (with fused_only, those with
+/* every candidate of fx's target workload (with fused_only, those with
  * fuse_spatial) computes the reference's values */
-static void check_space_of(void (*make)(kn_graph *), const kn_target *t, int min_candidates, bool fused_only) {
-  fixture fx;
-  setup(&fx, make);
-  force probe = {.grp = fx.target};
-  assert_true(compile_run(&fx, t, &probe, NULL) <= 1e-5);
+static void check_space_fx(fixture *fx, const kn_target *t, int min_candidates, bool fused_only) {
+  force probe = {.grp = fx->target};
+  assert_true(compile_run(fx, t, &probe, NULL) <= 1e-5);
   kn_arena A;
   kn_arena_init(&A);
   kn_schedule *space;
@@ -305,8 +316,8 @@ static void check_space_of(void (*make)(kn_graph *), const kn_target *t, int min
   assert_true(n >= min_candidates);
   for (int i = 0; i < n; i++) {
     if (fused_only && !space[i].fuse_spatial) continue;
-    force f = {.grp = fx.target, .use = &space[i]};
-    double err = compile_run(&fx, t, &f, NULL);
+    force f = {.grp = fx->target, .use = &space[i]};
+    double err = compile_run(fx, t, &f, NULL);
     if (!(err >= 0 && err <= 1e-5)) {
       char text[4096];
       kn_at_trace_write(&space[i], text, sizeof text);
@@ -315,6 +326,12 @@ static void check_space_of(void (*make)(kn_graph *), const kn_target *t, int min
     assert_true(err >= 0 && err <= 1e-5);
   }
   kn_arena_free(&A);
+}
+
+static void check_space_of(void (*make)(kn_graph *), const kn_target *t, int min_candidates, bool fused_only) {
+  fixture fx;
+  setup(&fx, make);
+  check_space_fx(&fx, t, min_candidates, fused_only);
   teardown(&fx);
 }
 
@@ -378,6 +395,22 @@ static void test_space_matmul(void **state) {
   (void)state;
   check_space(make_matmul, &avx512, 20);
   check_space(make_matmul, &avx2, 20);
+}
+/* every candidate of the projection with its weights scaled in the kernel
+ * (schedule/fuse.c can_inline_weights) computes the reference's values */
+static void test_space_se(void **state) {
+  (void)state;
+  fixture fx;
+  setup(&fx, make_se_proj);
+  fx.target = NULL;
+  for (int i = 0; i < fx.groups.n; i++)
+    for (int m = 0; m < fx.groups.groups[i].n_nodes; m++)
+      if (fx.g.nodes[fx.groups.groups[i].nodes[m]].op == KN_OP_MUL) fx.target = &fx.groups.groups[i];
+  assert_non_null(fx.target);
+  assert_int_equal(fx.g.nodes[fx.target->anchor].op, KN_OP_CONV_NHWC);
+  check_space_fx(&fx, &avx512, 20, false);
+  check_space_fx(&fx, &avx2, 20, false);
+  teardown(&fx);
 }
 static void test_space_softmax(void **state) {
   (void)state;
@@ -597,7 +630,7 @@ int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_trace_roundtrip), cmocka_unit_test(test_validate),    cmocka_unit_test(test_workload_key),
       cmocka_unit_test(test_log),             cmocka_unit_test(test_log_confirm), cmocka_unit_test(test_space_conv),
-      cmocka_unit_test(test_space_conv_spatial),  cmocka_unit_test(test_space_matmul),
+      cmocka_unit_test(test_space_conv_spatial),  cmocka_unit_test(test_space_matmul), cmocka_unit_test(test_space_se),
       cmocka_unit_test(test_space_softmax),
   };
   int failed = cmocka_run_group_tests(tests, NULL, NULL);
