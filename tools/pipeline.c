@@ -161,8 +161,7 @@ int kn_pipeline_optimize(const kn_compile_opts *o, kn_graph *g, kn_diag *d) {
  * kernels whose default does (kn_kernel_build.default_rows) are rebuilt with
  * it; the plan of that mix says which pairs form, and their members keep the
  * defaults, the others their tuned schedules. Returns how many kept their
- * defaults, or -1. (--dump-after=te and loops print the tuned schedules,
- * before this.) */
+ * defaults, or -1. */
 static int keep_pairs(kn_graph *g, const kn_groups *groups, const kn_target *t, kn_expr_ctx *ec,
                       const kn_compile_opts *o, kn_arena *arena, kn_kernel_build *kernels, kn_diag *d) {
   kn_kernel_build *mix = KN_NEW_ARRAY(arena, kn_kernel_build, groups->n > 0 ? groups->n : 1);
@@ -245,21 +244,37 @@ int kn_compile(const kn_compile_opts *o, kn_diag *d) {
   kn_at_replay replay = {.log = &tuning, .arena = &arena};
   kn_sched_provider provider = kn_at_replay_provider(&replay);
   kn_kernel_build *kernels = KN_NEW_ARRAY(&arena, kn_kernel_build, groups.n > 0 ? groups.n : 1);
+  /* with a tuning log, --dump-after=te / loops print the schedules the
+   * artifact gets: after keep_pairs, which may give kernels their defaults */
+  FILE *te = dump_is(o, "te") ? stdout : NULL, *loops = dump_is(o, "loops") ? stdout : NULL;
+  bool dump_later = o->tuning_log && (te || loops);
   int failures = 0;
   for (int i = 0; i < groups.n; i++) {
     const char *name = kn_arena_printf(&arena, "%s_k%d", o->prefix, i);
-    FILE *te = dump_is(o, "te") ? stdout : NULL, *loops = dump_is(o, "loops") ? stdout : NULL;
     if (kn_sched_build_kernel_with(&g, &groups.groups[i], &target, &ec, name, o->tuning_log ? &provider : NULL,
-                                   &kernels[i], te, loops, d) < 0)
+                                   &kernels[i], dump_later ? NULL : te, dump_later ? NULL : loops, d) < 0)
       failures++;
   }
   if (failures) goto done;
+  const kn_kernel **tuned = KN_NEW_ARRAY(&arena, const kn_kernel *, groups.n > 0 ? groups.n : 1);
+  for (int i = 0; i < groups.n; i++) tuned[i] = kernels[i].kernel;
   int kept = o->tuning_log ? keep_pairs(&g, &groups, &target, &ec, o, &arena, kernels, d) : 0;
   if (kept < 0) goto done;
-  if (stop_is(o, "loops")) goto stopped;
   if (o->tuning_log && o->verbose)
     fprintf(stderr, "kiln: tuning log: %d of %d kernels use tuned schedules\n", replay.n_tuned - kept,
             replay.n_kernels);
+  if (dump_later) {
+    kn_at_replay again = {.log = &tuning, .arena = &arena};
+    kn_sched_provider tuned_provider = kn_at_replay_provider(&again);
+    for (int i = 0; i < groups.n; i++) {
+      kn_kernel_build shown;
+      bool as_tuned = kernels[i].kernel == tuned[i];
+      if (kn_sched_build_kernel_with(&g, &groups.groups[i], &target, &ec, kernels[i].kernel->name,
+                                     as_tuned ? &tuned_provider : NULL, &shown, te, loops, d) < 0)
+        goto done;
+    }
+  }
+  if (stop_is(o, "loops")) goto stopped;
 
   kn_plan plan;
   if (kn_plan_build(&g, kernels, groups.n, o->prefix, &arena, &plan, d) < 0) goto done;

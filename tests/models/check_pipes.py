@@ -26,7 +26,7 @@ Cases:
               partial sums; the depthwise and the last conv with their loops
               running columns before rows): the pair's two convs keep their
               defaults and form the pair, the last conv (in no pair) takes its
-              record; matches ORT.
+              record, and --dump-after=te shows those schedules; matches ORT.
   view        a 1-channel map reshaped (a view: 364 rows read as 182) before
               a 3x3 conv: no pair across the view.
 """
@@ -245,6 +245,21 @@ def case_tuned(c):
     if not any("2 kernels keep their defaults" in ln for ln in notes) or \
        not any("1 of 6 kernels use tuned schedules" in ln for ln in notes):
         raise CaseFailure(f"expected the pair's 2 kernels to keep their defaults and 1 tuned kernel:\n{proc.stderr}")
+    # --dump-after=te prints the schedules the artifact gets: the expand's
+    # default (no split_reduction), the last conv's record (columns first)
+    proc = run([c.kiln, "compile", model, "-o", so, "--max-batch", "3", "--tuning-log", log, "--dump-after=te"])
+    blocks = {}
+    for ln in proc.stdout.splitlines():
+        if ln.startswith("kernel "):
+            cur = blocks.setdefault(ln.split("# ")[-1].split(",")[0], [])
+        elif blocks:
+            cur.append(ln)
+    if proc.returncode != 0 or not {"conv2", "conv4"} <= set(blocks):
+        raise CaseFailure(f"--dump-after=te with the log: {describe_failure(proc)}")
+    if any("split_reduction" in ln for ln in blocks["conv2"]) or \
+       not any(ln.startswith("reorder(0.0, 2.0, 1.0") for ln in blocks["conv4"]):
+        raise CaseFailure("--dump-after=te does not show the schedules compiled: conv2 " +
+                          "; ".join(blocks["conv2"]) + " / conv4 " + "; ".join(blocks["conv4"]))
     compile_and_check(c.tmp, c.kiln, "t", model, [("conv2", "conv3")], ["--tuning-log", log])
 
 
