@@ -132,25 +132,6 @@ void kn_loader_shape_str(const kiln_tensor_desc *t, int64_t batch, char *buf, si
   }
 }
 
-static void describe_tensors(const char *what, const kiln_tensor_desc *t, int n, FILE *out) {
-  for (int i = 0; i < n; i++) {
-    char shape[256];
-    kn_loader_shape_str(&t[i], 0, shape, sizeof shape);
-    fprintf(out, "  %s %d: %s %s [%s]\n", what, i, t[i].name,
-            kn_dtype_name(kn_loader_dtype(&t[i])), shape);
-  }
-}
-
-void kn_loader_describe(const kiln_artifact *a, FILE *out) {
-  fprintf(out, "artifact %s (kiln %s, target %s, ABI %u.%u)\n", a->prefix, a->kiln_version,
-          a->target, a->abi_version, a->abi_minor);
-  describe_tensors("input", a->inputs, a->n_inputs, out);
-  describe_tensors("output", a->outputs, a->n_outputs, out);
-  fprintf(out, "  workspace: %lld bytes (align %lld), max batch %lld, %d steps, %d constants\n",
-          (long long)a->workspace_size, (long long)a->workspace_align, (long long)a->max_batch,
-          a->n_steps, a->n_consts);
-}
-
 void *kn_loader_workspace_new(const kiln_artifact *a, kn_diag *d) {
   size_t align = a->workspace_align >= (int64_t)sizeof(void *) ? (size_t)a->workspace_align : 64;
   if (align & (align - 1)) {

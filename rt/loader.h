@@ -31,8 +31,6 @@ int64_t kn_loader_bytes(const kiln_tensor_desc *t, int64_t batch);
 kn_dtype kn_loader_dtype(const kiln_tensor_desc *t);
 /* "N, 3, 224, 224" style shape text into buf. */
 void kn_loader_shape_str(const kiln_tensor_desc *t, int64_t batch, char *buf, size_t cap);
-/* Prints the artifact's inputs, outputs, workspace and steps. */
-void kn_loader_describe(const kiln_artifact *a, FILE *out);
 
 /* A workspace of a->workspace_size bytes aligned to a->workspace_align;
  * free with kn_loader_workspace_free. NULL (and a diagnostic) on failure. */
