@@ -61,6 +61,9 @@ int kn_pass_scale_weights(kn_graph *g, kn_diag *d);
 /* Moves the padding of windowed kiln.ConvNHWC into a Pad node in front of
  * it, so the convolution's inner loop reads without bounds checks. */
 int kn_pass_explicit_pad(kn_graph *g, kn_diag *d);
+/* A global average pool over a large image pools per-row means instead
+ * (pass_split_pool.c). Runs after kn_pass_layout. */
+int kn_pass_split_pool(kn_graph *g, kn_diag *d);
 
 /* Rewrites the attention family (Attention, FlexAttention, RMSNormalization,
  * RotaryEmbedding, CausalConvWithState, LinearAttention) into primitive ops (MatMul, Softmax, elementwise, data

@@ -20,8 +20,8 @@
 
 const char *const kn_pipeline_stages[] = {"import",        "decompose_attention", "fold_constants", "dce",
                                           "fold_conv_bn",  "layout",              "winograd",       "explicit_pad",
-                                          "scale_weights", "cleanup",             "fuse",           "te",
-                                          "loops",         NULL};
+                                          "scale_weights", "split_pool",          "cleanup",        "fuse",
+                                          "te",            "loops",               NULL};
 
 static bool dump_is(const kn_compile_opts *o, const char *stage) {
   return o->dump_after && !strcmp(o->dump_after, stage);
@@ -147,6 +147,7 @@ int kn_pipeline_optimize(const kn_compile_opts *o, kn_graph *g, kn_diag *d) {
   if (winograd(o, g, d) < 0) return -1;
   if (run_pass(o, "explicit_pad", kn_pass_explicit_pad, g, d) < 0) return -1;
   if (run_pass(o, "scale_weights", kn_pass_scale_weights, g, d) < 0) return -1;
+  if (run_pass(o, "split_pool", kn_pass_split_pool, g, d) < 0) return -1;
   if (kn_pass_fold_constants(g, d) < 0 || kn_pass_dce(g, d) < 0) return -1;
   if (kn_pass_split_topk(g, d) < 0) return -1;
   if (kn_pass_materialize_outputs(g, d) < 0) return -1;

@@ -95,7 +95,7 @@ static int check_model(const char *path, bool numeric, int64_t batch) {
   } passes[] = {{"fold_constants", kn_pass_fold_constants}, {"dce", kn_pass_dce},
                 {"fold_conv_bn", kn_pass_fold_conv_bn},     {"layout", kn_pass_layout},
                 {"winograd", winograd_default},             {"explicit_pad", kn_pass_explicit_pad},
-                {"scale_weights", kn_pass_scale_weights},
+                {"scale_weights", kn_pass_scale_weights},   {"split_pool", kn_pass_split_pool},
                 {"fold_constants", kn_pass_fold_constants}, {"dce", kn_pass_dce}};
   for (size_t i = 0; i < sizeof passes / sizeof passes[0]; i++)
     if (step(passes[i].name, passes[i].fn, &g, &d) < 0) goto done;
