@@ -3,7 +3,6 @@
  * the same outputs before and after at batch 1 and 2, the pool reads a
  * [N, H, 1, C] ReduceMean over W, and small or short images are left alone. */
 #include <stdio.h>
-#include <string.h>
 
 #include "graph_util.h"
 
