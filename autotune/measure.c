@@ -8,7 +8,7 @@
  * the default schedule's output (WRONG beyond 1e-4 x max(1, max|ref|)),
  * then the timing. Warm (the default): `samples` samples of at least
  * `min_repeat_s` each, the median per run. Cold: 3 x `samples` single
- * runs, each after the constants were evicted (cold_caches), the median.
+ * runs, each in the cache state of cache_state.c, the median.
  * Each child reports one fixed-size message through a pipe and leaves with
  * _exit, never touching the parent's stdio buffers. */
 #include "measure.h"
@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cache_state.h"
 #include "measure_util.h"
 #include "../codegen/codegen.h"
 #include "../rt/loader.h"
@@ -108,7 +109,10 @@ static void build_child(int fd, const kn_graph *g0, const kn_group *grp, const k
       plan.consts[plan.n_consts] = (kn_plan_const){kn_arena_printf(&arena, "c%d", plan.n_consts), bytes, v->data};
       st->args[i + 1] = (kn_plan_arg){KILN_ARG_CONST, plan.n_consts++, 0};
     } else {
-      plan.inputs[plan.n_inputs] = (kn_plan_tensor){kn_arena_printf(&arena, "in%d", plan.n_inputs), v->dtype, v->shape};
+      /* the model's own inputs are named so: cold timing leaves them out of
+       * the caches (cache_state.c) */
+      const char *fmt = v->producer < 0 ? KN_AT_MODEL_INPUT_PREFIX "%d" : "in%d";
+      plan.inputs[plan.n_inputs] = (kn_plan_tensor){kn_arena_printf(&arena, fmt, plan.n_inputs), v->dtype, v->shape};
       st->args[i + 1] = (kn_plan_arg){KILN_ARG_INPUT, plan.n_inputs++, 0};
     }
   }
@@ -192,36 +196,6 @@ static _Noreturn void run_remote(int fd, const char *so_path, const char *ref_pa
     (void)w;
   }
   child_exit(fd, m);
-}
-
-/* Cold timing (--cache cold): what a kernel meets inside a model whose
- * weights outgrow the last-level cache: its weights were last read a whole
- * inference ago, its activations were just written. Before each timed run a
- * buffer of twice the last-level cache is read through (evicting the
- * constants), then the inputs are read back in. */
-typedef struct cold_caches {
-  const unsigned char *sweep;
-  size_t sweep_bytes;
-  int n;
-  const void *ptr[65];
-  size_t bytes[65];
-} cold_caches;
-
-static void cold_caches_add(cold_caches *c, const void *p, size_t bytes) {
-  if (c->n < 65) {
-    c->ptr[c->n] = p;
-    c->bytes[c->n++] = bytes;
-  }
-}
-
-static void cold_caches_empty(const cold_caches *c) {
-  volatile unsigned char sink = 0;
-  unsigned char acc = 0;
-  for (size_t off = 0; off < c->sweep_bytes; off += 64) acc ^= c->sweep[off];
-  for (int i = 0; i < c->n; i++)
-    for (size_t off = 0; off < c->bytes[i]; off += 64) acc ^= ((const unsigned char *)c->ptr[i])[off];
-  sink = acc;
-  (void)sink;
 }
 
 /* The last-level cache of cpu0 as sysfs describes it (lscpu's source);
@@ -320,9 +294,10 @@ static void run_child(int fd, const char *so_path, const char *ref_path, bool wr
   /* timing, after KN_AT_SETTLE_S of runs (kn_at_settle): `ns` samples of
    * `reps` runs each, the median per run. Warm: reps calibrated by the settle
    * runs to last min_repeat_s.
-   * Cold: single runs, each after the constants were evicted (cold_caches),
-   * and three times the samples */
-  cold_caches cc = {.sweep = o->sweep, .sweep_bytes = o->sweep ? o->sweep_bytes : 0};
+   * Cold: single runs, each in the cache state of cache_state.c (constants
+   * evicted, inputs written back by the pool's threads' CPUs), and three
+   * times the samples */
+  static kn_at_cold cc; /* large; one per child */
   long reps = 1;
   int ns;
   double once = kn_at_settle(&l, (const void *const *)ins, outs, ws, batch, &d, kn_at_now);
@@ -331,12 +306,15 @@ static void run_child(int fd, const char *so_path, const char *ref_path, bool wr
     if (reps > 100000) reps = 100000;
     ns = o->samples < 1 ? 1 : o->samples > 64 ? 64 : o->samples;
   } else {
-    for (int i = 0; i < a->n_inputs; i++) cold_caches_add(&cc, ins[i], (size_t)kn_loader_bytes(&a->inputs[i], batch));
+    kn_at_cold_init(&cc, o->sweep, o->sweep_bytes, o->threads > 0 ? o->threads : (int)sysconf(_SC_NPROCESSORS_ONLN));
+    for (int i = 0; i < a->n_inputs; i++)
+      if (strncmp(a->inputs[i].name, KN_AT_MODEL_INPUT_PREFIX, strlen(KN_AT_MODEL_INPUT_PREFIX)) != 0)
+        kn_at_cold_add(&cc, ins[i], (size_t)kn_loader_bytes(&a->inputs[i], batch));
     ns = o->samples < 1 ? 3 : 3 * o->samples > 64 ? 64 : 3 * o->samples;
   }
   double samples[64];
   for (int s = 0; s < ns; s++) {
-    if (!o->warm) cold_caches_empty(&cc);
+    if (!o->warm) kn_at_cold_prepare(&cc);
     double start = kn_at_now();
     for (long r = 0; r < reps; r++) kn_loader_run(&l, (const void *const *)ins, outs, ws, batch, &d);
     samples[s] = (kn_at_now() - start) / (double)reps;
