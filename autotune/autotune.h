@@ -94,6 +94,8 @@ typedef struct kn_at_record {
   bool warm; /* "cache":"warm" (or no "cache": logs before cold timing), else "cold" */
   bool confirm; /* "confirm":true: timed again at the end of a session, in turns with
                  * the task's default (tune.c, phase 7) */
+  bool in_model; /* "cache":"model" (warm false): the kernel's median time inside the whole
+                  * model (`kiln tune`'s model check, tools/model_check.c) */
 } kn_at_record;
 
 typedef struct kn_at_log {
@@ -110,7 +112,11 @@ typedef struct kn_at_log {
 int kn_at_log_load(const char *path, const char *target, bool missing_ok, FILE *warn, kn_at_log *log,
                    kn_diag *d);
 void kn_at_log_free(kn_at_log *log);
-/* Best OK record for a key, or NULL: the fastest cold-timed one, else
+/* Best OK record for a key, or NULL: where the key has in-model records of
+ * two schedules (a model check compared them), the fastest of those;
+ * else as kn_at_log_best_alone. */
+const kn_at_record *kn_at_log_best(const kn_at_log *log, const char *key);
+/* Best OK record for a key among the kernels timed alone, or NULL: the fastest cold-timed one, else
  * (a key with only warm-timed records) the fastest warm one; the two are
  * never compared, warm times being the faster for the same schedule. Among
  * records timed the same way, a key's confirm records decide where they
@@ -118,7 +124,7 @@ void kn_at_log_free(kn_at_log *log);
  * turns, while the search's best is the luckiest of many single timings.
  * (A later session's find counts once a session confirms it: the confirm
  * phase always compares the search's best over all records.) */
-const kn_at_record *kn_at_log_best(const kn_at_log *log, const char *key);
+const kn_at_record *kn_at_log_best_alone(const kn_at_log *log, const char *key);
 /* Whether (key, trace) has a record (any status). */
 bool kn_at_log_has(const kn_at_log *log, const char *key, const char *trace);
 void kn_at_log_add(kn_at_log *log, const kn_at_record *r); /* copies the strings */
@@ -130,6 +136,11 @@ typedef struct kn_at_replay {
   const kn_at_log *log;
   kn_arena *arena;
   int n_kernels, n_tuned; /* counts, for a summary line */
+  bool defaults_only;     /* look the records up, keep every default (a model check's baseline) */
+  /* optional (cap > 0), per kernel built, in build order: its workload key,
+   * its default's trace and the tuned trace it got (NULL: the default) */
+  int cap;
+  const char **keys, **default_traces, **tuned_traces;
 } kn_at_replay;
 /* A provider that replaces the default schedule with the best valid record
  * of the kernel's workload. */

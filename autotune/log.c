@@ -6,7 +6,9 @@
  *
  * "cache" says how the time was taken: "warm" (repeated runs, the default;
  * also every record written before the field existed) or "cold" (each run
- * after the constants were evicted, --cache cold). "confirm":true (absent:
+ * in the cache state of a model, --cache cold) or "model" (the kernel's median
+ * time inside the whole model, written by `kiln tune`'s model check for the
+ * default and the tuned schedule of a key). "confirm":true (absent:
  * false) marks a record of a session's last phase, which times each task's
  * best and default again in turns; those decide the task's best
  * (kn_at_log_best).
@@ -59,9 +61,11 @@ static bool parse_line(const char *line, kn_arena *scratch, kn_at_record *r, cha
   if (!target || target->kind != KN_JSON_STR) return snprintf(why, cap, "no \"target\" string"), false;
   if (!key || key->kind != KN_JSON_STR || !*key->str) return snprintf(why, cap, "no \"key\" string"), false;
   if (!status || status->kind != KN_JSON_STR) return snprintf(why, cap, "no \"status\" string"), false;
-  if (cache && (cache->kind != KN_JSON_STR || (strcmp(cache->str, "cold") && strcmp(cache->str, "warm"))))
-    return snprintf(why, cap, "\"cache\" is neither \"cold\" nor \"warm\""), false;
+  if (cache && (cache->kind != KN_JSON_STR ||
+                (strcmp(cache->str, "cold") && strcmp(cache->str, "warm") && strcmp(cache->str, "model"))))
+    return snprintf(why, cap, "\"cache\" is none of \"cold\", \"warm\", \"model\""), false;
   r->warm = !cache || !strcmp(cache->str, "warm");
+  r->in_model = cache && !strcmp(cache->str, "model");
   r->status = KN_AT_STATUS_COUNT;
   for (int i = 0; i < KN_AT_STATUS_COUNT; i++)
     if (!strcmp(status->str, status_names[i])) r->status = (kn_at_status)i;
@@ -138,7 +142,8 @@ static const kn_at_record *fastest(const kn_at_log *log, const char *key, bool w
   *traces = false;
   for (int i = 0; i < log->n; i++) {
     const kn_at_record *r = &log->records[i];
-    if (r->status != KN_AT_OK || r->warm != warm || r->confirm != confirm || strcmp(r->key, key)) continue;
+    if (r->status != KN_AT_OK || r->in_model || r->warm != warm || r->confirm != confirm || strcmp(r->key, key))
+      continue;
     if (!first) first = r;
     else if (strcmp(r->trace, first->trace)) *traces = true;
     if (!best || r->seconds < best->seconds) best = r;
@@ -147,6 +152,19 @@ static const kn_at_record *fastest(const kn_at_log *log, const char *key, bool w
 }
 
 const kn_at_record *kn_at_log_best(const kn_at_log *log, const char *key) {
+  const kn_at_record *best = NULL, *first = NULL;
+  bool two = false;
+  for (int i = 0; i < log->n; i++) {
+    const kn_at_record *r = &log->records[i];
+    if (r->status != KN_AT_OK || !r->in_model || strcmp(r->key, key)) continue;
+    if (!first) first = r;
+    else if (strcmp(r->trace, first->trace)) two = true;
+    if (!best || r->seconds < best->seconds) best = r;
+  }
+  return two ? best : kn_at_log_best_alone(log, key);
+}
+
+const kn_at_record *kn_at_log_best_alone(const kn_at_log *log, const char *key) {
   for (int warm = 0; warm < 2; warm++) {
     bool two = false, unused;
     const kn_at_record *c = fastest(log, key, warm, true, &two);
@@ -181,7 +199,7 @@ int kn_at_log_append(FILE *f, const kn_at_record *r, kn_diag *d) {
   n += (size_t)snprintf(buf + n, cap - n,
                         ",\"trace\":%s,\"seconds\":%.6g,\"status\":\"%s\",\"default\":%s,\"cache\":\"%s\"%s,\"time\":\"%s\"}\n",
                         r->trace, r->status == KN_AT_OK ? r->seconds : -1.0, kn_at_status_name(r->status),
-                        r->is_default ? "true" : "false", r->warm ? "warm" : "cold",
+                        r->is_default ? "true" : "false", r->in_model ? "model" : r->warm ? "warm" : "cold",
                         r->confirm ? ",\"confirm\":true" : "", stamp);
   KN_ASSERT(n < cap, "record buffer too small");
   int rc = fputs(buf, f) < 0 || fflush(f) != 0 ? kn_diag_error(d, "tuning log: write failed") : 0;

@@ -8,8 +8,15 @@
 
 static void replay_choose(void *ctx, const kn_sched_task *task, kn_schedule *s) {
   kn_at_replay *r = ctx;
-  r->n_kernels++;
+  int k = r->n_kernels++;
   const char *key = kn_at_workload_key(task->g, task->grp, r->arena);
+  char now[4096], want[4096];
+  kn_at_trace_write(s, now, sizeof now);
+  if (k < r->cap) {
+    r->keys[k] = key;
+    r->default_traces[k] = kn_arena_strdup(r->arena, now);
+    r->tuned_traces[k] = NULL;
+  }
   const kn_at_record *best = kn_at_log_best(r->log, key);
   if (!best) return;
   kn_schedule tuned;
@@ -18,11 +25,12 @@ static void replay_choose(void *ctx, const kn_sched_task *task, kn_schedule *s) 
   kn_diag d;
   kn_diag_init(&d);
   if (kn_at_trace_parse(best->trace, &tuned, &d) == 0 && kn_at_sched_validate(&tuned, &ts, &d) == 0) {
-    char now[4096], want[4096];
-    kn_at_trace_write(s, now, sizeof now);
     kn_at_trace_write(&tuned, want, sizeof want);
-    if (strcmp(now, want)) r->n_tuned++;
-    *s = tuned;
+    if (strcmp(now, want) && !r->defaults_only) {
+      r->n_tuned++;
+      if (k < r->cap) r->tuned_traces[k] = kn_arena_strdup(r->arena, want);
+      *s = tuned;
+    }
   }
   kn_diag_free(&d);
 }

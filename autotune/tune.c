@@ -628,6 +628,7 @@ int kn_at_tune_alternatives(const kn_graph *const *gs, const kn_groups *const *g
   S.warm = o->measure.warm || o->measure.runner;
   int kept = 0, other_cache = 0;
   for (int i = 0; i < S.log.n; i++) {
+    if (S.log.records[i].in_model) continue; /* model checks' records: for compile, not the search */
     if (S.log.records[i].warm == S.warm) S.log.records[kept++] = S.log.records[i];
     else other_cache++;
   }

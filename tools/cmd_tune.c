@@ -10,10 +10,12 @@
 #include <string.h>
 
 #include "../autotune/autotune.h"
+#include "../autotune/measure.h"
 #include "../autotune/search.h"
 #include "../codegen/codegen.h"
 #include "../runner/client.h"
 #include "cmds.h"
+#include "model_check.h"
 #include "pipeline.h"
 
 static void usage(FILE *out) {
@@ -47,9 +49,14 @@ static void usage(FILE *out) {
           "                         (default 5; on a terminal one line is refreshed in place)\n"
           "  --seed S               seed of the search (default 1)\n"
           "  --run-timeout S        a candidate running longer counts as 'timeout' (default 20)\n"
-          "  --cache warm|cold      warm (default): repeated runs; cold: each run after the\n"
-          "                         constants were evicted from the caches, as in a model whose\n"
-          "                         weights outgrow them (a --runner always times warm)\n"
+          "  --cache warm|cold      warm (default): repeated runs; cold: single runs in the cache\n"
+          "                         state of the model (constants as far away as one inference\n"
+          "                         puts them, inputs in the cores that wrote them; a --runner\n"
+          "                         always times warm)\n"
+          "  --model-check R        at the end, run the model with its tuned schedules and with\n"
+          "                         the defaults in turns, R rounds, and record each tuned kernel's\n"
+          "                         time in the model; compile takes the faster (default 10, 0 = off;\n"
+          "                         not with --runner)\n"
           "  then: kiln compile MODEL.onnx -o OUT.so --tuning-log LOG.jsonl\n");
 }
 
@@ -93,6 +100,7 @@ int kn_cmd_tune(int argc, char **argv) {
   uint64_t seed = 1;
   int64_t max_batch = 1;
   bool evolve = true;
+  int check_rounds = 10;
   kn_at_options o = {.trials = 100, .build_workers = 2, .stop = &stop_requested, .progress = stderr, .confirm_rounds = 2,
                      .measure = {.build_timeout = 120, .run_timeout = 20, .min_repeat_s = 0.01, .samples = 5,
                                  .warm = true}};
@@ -112,7 +120,8 @@ int kn_cmd_tune(int argc, char **argv) {
       static const char *const flags[] = {"--log", "--trials", "--time-budget", "--target", "--max-batch",
                                           "--threads", "--workers", "--seed", "--plant-faults", "--run-timeout",
                                           "--runner", "--token", "--search", "--early-stop",
-                                          "--progress-interval", "--bind", "--cache", "--conv-algo", "--confirm"};
+                                          "--progress-interval", "--bind", "--cache", "--conv-algo", "--confirm",
+                                          "--model-check"};
       int f = -1;
       for (int k = 0; k < (int)(sizeof flags / sizeof *flags); k++)
         if (strlen(flags[k]) == n && !strncmp(a, flags[k], n)) f = k;
@@ -151,6 +160,7 @@ int kn_cmd_tune(int argc, char **argv) {
       case 16: ok = !strcmp(val, "cold") || !strcmp(val, "warm"); o.measure.warm = !strcmp(val, "warm"); break;
       case 17: ok = kn_pipeline_conv_algo_valid(val); conv_algo = val; break;
       case 18: ok = parse_num(val, 0, 100, &v) && v == (int)v; o.confirm_rounds = (int)v; break;
+      case 19: ok = parse_num(val, 0, 1000, &v) && v == (int)v; check_rounds = (int)v; break;
       }
       if (!ok) {
         fprintf(stderr, "kiln: error: tune: bad value '%s' for %s (see 'kiln tune --help')\n", val, flags[f]);
@@ -259,6 +269,28 @@ int kn_cmd_tune(int argc, char **argv) {
           : sum.out_of_time ? " (time budget reached)" : "",
           sum.confirmed, sum.confirmed_default, sum.confirm_s, o.log_path);
   status = sum.interrupted ? 130 : 0;
+  if (!sum.interrupted && check_rounds > 0 && !o.measure.runner) {
+    co.target = target_spec;
+    co.prefix = "model";
+    co.conv_algo = conv_algo;
+    char tstr[800];
+    kn_at_target_string(&target, tstr, sizeof tstr);
+    kn_model_check_opts mo = {.compile = &co, .log_path = o.log_path, .target_string = tstr,
+                              .threads = o.measure.threads, .rounds = check_rounds, .runs = 20,
+                              .workdir = o.measure.workdir};
+    kn_model_check_summary ms;
+    double t0 = kn_at_now();
+    if (kn_model_check(&mo, &ms, &d) < 0) {
+      status = 1;
+      goto done;
+    }
+    fprintf(stderr,
+            "kiln tune: model check: %d of %d steps run tuned schedules (%d tasks): %d faster in the model than "
+            "their defaults, %d slower (compile takes their defaults); sum of the steps in the model %.3f ms default, "
+            "%.3f ms tuned, %.3f ms with the faster per task (%d rounds, %.0f s)\n",
+            ms.tuned_steps, ms.steps, ms.keys, ms.kept, ms.reverted, ms.default_ms, ms.tuned_ms, ms.chosen_ms,
+            check_rounds, kn_at_now() - t0);
+  }
 done:
   if (status == 1) {
     if (d.count == 0) kn_diag_error(&d, "tune of '%s' failed", model);

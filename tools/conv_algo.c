@@ -74,7 +74,7 @@ static int add_costs(const kn_compile_opts *o, int alt, const kn_at_log *log, kn
     if (!found) continue;
     conv_cost *cc = cost_of(c, n, cap, base, A);
     if (!cc) continue;
-    const kn_at_record *best = kn_at_log_best(log, kn_at_workload_key(&g, &groups.groups[i], A));
+    const kn_at_record *best = kn_at_log_best_alone(log, kn_at_workload_key(&g, &groups.groups[i], A));
     cc->seen[alt] = true;
     if (best) cc->s[alt] += best->seconds;
     else cc->missing[alt] = true;

@@ -193,6 +193,28 @@ static int keep_pairs(kn_graph *g, const kn_groups *groups, const kn_target *t, 
   return kept;
 }
 
+/* Fills r per plan step from the kernels' build records (replay, in group
+ * order); a kernel keep_pairs rebuilt runs its default. */
+static int report_steps(kn_compile_report *r, const kn_plan *plan, const kn_kernel_build *kernels,
+                        const kn_kernel *const *tuned, int n_groups, const kn_at_replay *replay, kn_diag *d) {
+  if (!replay->keys || replay->n_kernels != n_groups)
+    return kn_diag_error(d, "compile report: %d kernels built through the tuning log, %d groups", replay->n_kernels,
+                         n_groups);
+  r->n_steps = plan->n_steps;
+  r->keys = KN_NEW_ARRAY(r->arena, const char *, plan->n_steps + 1);
+  r->traces = KN_NEW_ARRAY(r->arena, const char *, plan->n_steps + 1);
+  r->tuned = KN_NEW_ARRAY(r->arena, bool, plan->n_steps + 1);
+  for (int s = 0; s < plan->n_steps; s++) {
+    int i = 0;
+    while (i < n_groups && kernels[i].kernel != plan->steps[s].kernel) i++;
+    if (i == n_groups) return kn_diag_error(d, "compile report: step %d runs no kernel of the model", s);
+    r->keys[s] = replay->keys[i];
+    r->tuned[s] = replay->tuned_traces[i] && kernels[i].kernel == tuned[i];
+    r->traces[s] = r->tuned[s] ? replay->tuned_traces[i] : replay->default_traces[i];
+  }
+  return 0;
+}
+
 int kn_compile(const kn_compile_opts *o, kn_diag *d) {
   clock_t start = clock();
   kn_target target;
@@ -242,7 +264,15 @@ int kn_compile(const kn_compile_opts *o, kn_diag *d) {
   if (stop_is(o, "fuse")) goto stopped;
 
   /* schedules: the rule-based defaults, or the best records of a tuning log */
-  kn_at_replay replay = {.log = &tuning, .arena = &arena};
+  kn_at_replay replay = {.log = &tuning, .arena = &arena, .defaults_only = o->replay_defaults};
+  if (o->report) {
+    kn_arena *ra = o->report->arena;
+    replay.cap = groups.n;
+    replay.keys = KN_NEW_ARRAY(ra, const char *, groups.n + 1);
+    replay.default_traces = KN_NEW_ARRAY(ra, const char *, groups.n + 1);
+    replay.tuned_traces = KN_NEW_ARRAY(ra, const char *, groups.n + 1);
+    replay.arena = ra;
+  }
   kn_sched_provider provider = kn_at_replay_provider(&replay);
   kn_kernel_build *kernels = KN_NEW_ARRAY(&arena, kn_kernel_build, groups.n > 0 ? groups.n : 1);
   /* with a tuning log, --dump-after=te / loops print the schedules the
@@ -279,6 +309,7 @@ int kn_compile(const kn_compile_opts *o, kn_diag *d) {
 
   kn_plan plan;
   if (kn_plan_build(&g, kernels, groups.n, o->prefix, &arena, &plan, d) < 0) goto done;
+  if (o->report && report_steps(o->report, &plan, kernels, tuned, groups.n, &replay, d) < 0) goto done;
   if (stop_is(o, "plan")) goto stopped;
   if (kn_cg_package(&plan, &target, o->output, d) < 0) goto done;
   if (o->verbose)

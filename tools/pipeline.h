@@ -35,7 +35,21 @@ typedef struct kn_compile_opts {
   const char *conv_algo;
   /* per-conv decisions measured from a tuning log (conv_algo.c), or NULL */
   const struct kn_conv_choice *conv_choice;
+  /* for `kiln tune`'s model check (model_check.c): with tuning_log, every
+   * kernel keeps its default schedule (the log still decides the convs'
+   * algorithms, so the kernels are the tuned build's) */
+  bool replay_defaults;
+  struct kn_compile_report *report; /* filled when set */
 } kn_compile_opts;
+
+/* Which schedule each step of a compiled artifact got. */
+typedef struct kn_compile_report {
+  kn_arena *arena; /* holds the strings; set by the caller */
+  int n_steps;
+  const char **keys;   /* workload key of step s (autotune/workload.c) */
+  const char **traces; /* canonical trace of the schedule step s runs */
+  bool *tuned;         /* whether that schedule is a tuning record's, not the default */
+} kn_compile_report;
 
 /* Which convs run as Winograd, by the best records of a tuning log
  * (conv_algo.c): names[i] is a conv node, winograd[i] the choice; by_rule

@@ -68,8 +68,8 @@ def check_records(recs):
         if r["status"] == "ok":
             assert r["seconds"] > 0, r
         ident = (r["key"], json.dumps(r["trace"], sort_keys=True))
-        if r.get("confirm"):  # timed again at the end: a candidate measured before
-            assert ident in seen, f"a confirm record of a schedule never measured: {ident}"
+        if r.get("confirm") or r["cache"] == "model":  # timed again at the end: a candidate measured before
+            assert ident in seen, f"a confirm or model record of a schedule never measured: {ident}"
             continue
         assert ident not in seen, f"candidate measured twice: {ident}"
         seen.add(ident)
@@ -82,8 +82,13 @@ def tune(kiln, model, log, trials, *extra, check=True):
     return proc
 
 
+def searched(r):
+    """A record of the search (neither timed again by the confirm phase nor in the model)."""
+    return not r.get("confirm") and r["cache"] != "model"
+
+
 def n_tuned(recs):
-    return sum(1 for r in recs if not r["default"] and not r.get("confirm"))
+    return sum(1 for r in recs if not r["default"] and searched(r))
 
 
 def case_records(a, tmp):
@@ -94,9 +99,9 @@ def case_records(a, tmp):
     proc = tune(a.kiln, model, log, 8, "--plant-faults", "crash,wrong,hang", "--run-timeout", "6")
     recs = records(log)
     check_records(recs)
-    assert sum(1 for r in recs if r["default"] and not r.get("confirm")) == 3, "one default record per task (3 tasks)"
+    assert sum(1 for r in recs if r["default"] and searched(r)) == 3, "one default record per task (3 tasks)"
     assert n_tuned(recs) == 8, f"{n_tuned(recs)} records for 8 trials"
-    statuses = [r["status"] for r in recs if not r["default"]]
+    statuses = [r["status"] for r in recs if not r["default"] and searched(r)]
     for s in ("crash", "wrong", "timeout"):
         assert s in statuses, f"no '{s}' record: {statuses}"
     assert "trials 8/8" in proc.stderr, proc.stderr[-2000:]
@@ -153,7 +158,7 @@ def case_confirm(a, tmp):
     # session where none does has nothing to confirm, so up to three seeds
     for seed in ("3", "4", "5"):
         log = os.path.join(tmp, f"t{seed}.jsonl")
-        proc = tune(a.kiln, model, log, 12, "--seed", seed)
+        proc = tune(a.kiln, model, log, 12, "--seed", seed, "--model-check", "0")
         recs = records(log)
         check_records(recs)
         ok = [r for r in recs if r["status"] == "ok" and not r.get("confirm")]
@@ -186,7 +191,7 @@ def case_confirm(a, tmp):
     if len({r["seconds"] for r in conf}) == len(conf):  # no tie among the confirm timings
         assert int(m.group(2)) == by_default, f"{m.group(0)}: {by_default} by their default in the log"
     log0 = os.path.join(tmp, "t0.jsonl")
-    tune(a.kiln, model, log0, 12, "--seed", "3", "--confirm", "0")
+    tune(a.kiln, model, log0, 12, "--seed", "3", "--confirm", "0", "--model-check", "0")
     assert not any(r.get("confirm") for r in records(log0)), "--confirm 0 wrote confirm records"
 
 
@@ -249,11 +254,11 @@ def case_cache(a, tmp):
     and takes a warm one only for keys without; a bad "cache" value is a skipped line."""
     log = os.path.join(tmp, "t.jsonl")
     model = os.path.join(a.models, "tiny_mlp.onnx")
-    tune(a.kiln, model, log, 2, "--cache", "cold")
+    tune(a.kiln, model, log, 2, "--cache", "cold", "--model-check", "0")
     cold = records(log)
     check_records(cold)
     assert cold and all(r["cache"] == "cold" for r in cold), cold
-    proc = tune(a.kiln, model, log, 2)
+    proc = tune(a.kiln, model, log, 2, "--model-check", "0")
     notes = [l for l in proc.stderr.splitlines() if "note" in l]
     assert len(notes) == 1 and f"{len(cold)} records timed with cold caches ignored" in notes[0], proc.stderr
     warm = records(log)[len(cold):]
@@ -272,7 +277,7 @@ def case_cache(a, tmp):
     out = os.path.join(tmp, "m.so")
     proc = run([a.kiln, "compile", model, "-o", out, "--tuning-log", log, "-v"])
     assert proc.returncode == 0, proc.stderr
-    assert "neither \"cold\" nor \"warm\"" in proc.stderr, proc.stderr
+    assert "none of \"cold\", \"warm\", \"model\"" in proc.stderr, proc.stderr
     # the tuned artifact uses the cold records' schedules: replay them alone and compare the kernels
     only_cold = os.path.join(tmp, "cold.jsonl")
     with open(only_cold, "w") as f:
@@ -449,10 +454,70 @@ def case_random(a, tmp):
     assert n_tuned(recs) == 9, f"{n_tuned(recs)} records after resuming to 9 trials"
 
 
+def case_modelcheck(a, tmp):
+    """The model check (--model-check R, on by default) appends, per task with a tuned schedule,
+    a "cache":"model" record of that schedule and one of its default, timed in the model; compile
+    takes the faster of the two over any other record of the key. Made-up model times decide it
+    both ways; --model-check 0 writes none."""
+    log = os.path.join(tmp, "t.jsonl")
+    model = os.path.join(a.models, "tiny_cnn.onnx")
+    # Winograd: its transforms' defaults lose to the search's finds alone (in 16 trials, every run
+    # seen); with direct convs no tuned schedule of tiny_cnn beat its default, nothing to check
+    algo = ("--conv-algo", "winograd")
+    proc = tune(a.kiln, model, log, 16, *algo, "--model-check", "3")
+    recs = records(log)
+    check_records(recs)
+    line = next((l for l in proc.stderr.splitlines() if "model check:" in l), None)
+    assert line, proc.stderr[-2000:]
+    m = re.search(r"(\d+) of (\d+) steps run tuned schedules \((\d+) tasks\): (\d+) faster .*, (\d+) slower", line)
+    assert m, line
+    model_recs = [r for r in recs if r["cache"] == "model"]
+    keys = {r["key"] for r in model_recs}
+    assert len(keys) == int(m.group(3)) == int(m.group(4)) + int(m.group(5)), (line, keys)
+    defaults = {r["key"]: r["trace"] for r in recs if r["default"] and searched(r)}
+    for key in keys:
+        mine = [r for r in model_recs if r["key"] == key]
+        assert [r["default"] for r in mine] == [False, True], mine
+        assert mine[1]["trace"] == defaults[key] and mine[0]["trace"] != defaults[key], mine
+        assert all(r["status"] == "ok" and r["seconds"] > 0 for r in mine), mine
+    assert keys, f"no task with a tuned schedule in the model: {line}"
+
+    def te(path):
+        p = run([a.kiln, "compile", model, "-o", os.path.join(tmp, "m.so"), "--tuning-log", path, "-v",
+                 "--dump-after=te", *algo])
+        assert p.returncode == 0, p.stderr
+        return p.stdout, p.stderr
+
+    searched_only = os.path.join(tmp, "s.jsonl")
+    with open(searched_only, "w") as f:
+        for r in recs:
+            if searched(r) or r.get("confirm"):
+                f.write(json.dumps(r) + "\n")
+    tuned_te, _ = te(searched_only)
+    for default_wins in (True, False):
+        planted = os.path.join(tmp, f"p{int(default_wins)}.jsonl")
+        with open(planted, "w") as f:
+            for r in recs:
+                if r["cache"] == "model":
+                    r = dict(r, seconds=1e-3 if r["default"] == default_wins else 2e-3)
+                f.write(json.dumps(r) + "\n")
+        out, err = te(planted)
+        if default_wins:
+            # every key with model records runs its default, so every kernel does: the keys with a
+            # tuned schedule in the model are all there are
+            assert out != tuned_te, "model records where the default is faster changed nothing"
+            assert re.search(r" 0 of \d+ kernels use tuned schedules", err), err
+        else:
+            assert out == tuned_te, "model records where the tuned schedule is faster changed the kernels"
+    log0 = os.path.join(tmp, "t0.jsonl")
+    tune(a.kiln, model, log0, 4, *algo, "--model-check", "0")
+    assert not any(r["cache"] == "model" for r in records(log0)), "--model-check 0 wrote model records"
+
+
 CASES = {"records": case_records, "resume": case_resume, "interrupt": case_interrupt, "corrupt": case_corrupt,
          "other": case_other, "numerics": case_numerics, "budget": case_budget, "earlystop": case_earlystop,
          "progress": case_progress, "random": case_random, "cache": case_cache,
-         "convalgo": case_convalgo, "confirm": case_confirm}
+         "convalgo": case_convalgo, "confirm": case_confirm, "modelcheck": case_modelcheck}
 
 
 def main():
