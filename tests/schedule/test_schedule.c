@@ -875,6 +875,41 @@ static void test_transpose_gather_order(void **state) {
   }
 }
 
+/* NCHW image -> Transpose to NHWC -> Pad (what layout and explicit_pad make
+ * of a stem conv's input): the Pad's kernel reads the image through the
+ * Transpose, one kernel; with the Transpose's result also a graph output,
+ * two. Both match the reference. */
+static void build_transpose_pad(kn_graph *g, bool transposed_is_output) {
+  kn_graph_init(g);
+  int x = input(g, "x", 4, (int64_t[]){1, 3, 6, 5}, 1);
+  int t = node(g, KN_OP_TRANSPOSE, "t", (int[]){x}, 1);
+  attr_ints(g, "perm", 4, (int64_t[]){0, 2, 3, 1});
+  static const int64_t pads[8] = {0, 1, 2, 0, 0, 2, 1, 0};
+  kn_shape ps = {.rank = 1, .dim = {8}};
+  int pv = kn_graph_add_const(g, "pads", KN_DT_I64, &ps, pads);
+  output(g, node(g, KN_OP_PAD, "pad", (int[]){t, pv}, 2));
+  if (transposed_is_output) output(g, t);
+}
+
+static void test_transpose_into_pad(void **state) {
+  (void)state;
+  kn_graph g;
+  char fused[128], apart[128];
+  build_transpose_pad(&g, false);
+  anchored_kernel_ops(&g, KN_OP_PAD, fused, sizeof fused);
+  kn_graph_free(&g);
+  build_transpose_pad(&g, true);
+  anchored_kernel_ops(&g, KN_OP_PAD, apart, sizeof apart);
+  kn_graph_free(&g);
+  assert_string_equal(fused, "Transpose,Pad");
+  assert_string_equal(apart, "Pad");
+  for (int out = 0; out < 2; out++) {
+    build_transpose_pad(&g, out);
+    check(&g, 2, 0);
+    kn_graph_free(&g);
+  }
+}
+
 /* ranges decide comparisons and clamps; an IF's condition bounds its
  * variables in the then-branch, and a single comparison's negation in the
  * else-branch */
@@ -938,6 +973,7 @@ int main(void) {
       cmocka_unit_test(test_border_pinning),
       cmocka_unit_test(test_se_scale_weights),
       cmocka_unit_test(test_transpose_gather_order),
+      cmocka_unit_test(test_transpose_into_pad),
       cmocka_unit_test(test_prefetch_hints),
       cmocka_unit_test(test_gemv_columns),
       cmocka_unit_test(test_static_batch_stage),
