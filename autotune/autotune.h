@@ -125,6 +125,10 @@ const kn_at_record *kn_at_log_best(const kn_at_log *log, const char *key);
  * (A later session's find counts once a session confirms it: the confirm
  * phase always compares the search's best over all records.) */
 const kn_at_record *kn_at_log_best_alone(const kn_at_log *log, const char *key);
+/* rank 0: kn_at_log_best_alone; rank k: the key's k-th fastest other
+ * schedule timed alone the same way (by its fastest single timing), or NULL
+ * when it has fewer. The model check's runners-up. */
+const kn_at_record *kn_at_log_ranked_alone(const kn_at_log *log, const char *key, int rank);
 /* Whether (key, trace) has a record (any status). */
 bool kn_at_log_has(const kn_at_log *log, const char *key, const char *trace);
 void kn_at_log_add(kn_at_log *log, const kn_at_record *r); /* copies the strings */
@@ -137,6 +141,8 @@ typedef struct kn_at_replay {
   kn_arena *arena;
   int n_kernels, n_tuned; /* counts, for a summary line */
   bool defaults_only;     /* look the records up, keep every default (a model check's baseline) */
+  int rank;               /* > 0: the rank-th runner-up timed alone (kn_at_log_ranked_alone), */
+  bool alone;             /* or with `alone`, the best timed alone: model records ignored */
   /* optional (cap > 0), per kernel built, in build order: its workload key,
    * its default's trace and the tuned trace it got (NULL: the default) */
   int cap;

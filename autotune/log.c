@@ -175,6 +175,28 @@ const kn_at_record *kn_at_log_best_alone(const kn_at_log *log, const char *key) 
   return NULL;
 }
 
+#define MAX_RANK 8
+
+const kn_at_record *kn_at_log_ranked_alone(const kn_at_log *log, const char *key, int rank) {
+  const kn_at_record *picked[MAX_RANK + 1];
+  picked[0] = kn_at_log_best_alone(log, key);
+  if (!picked[0] || rank <= 0) return picked[0];
+  if (rank > MAX_RANK) return NULL;
+  for (int k = 1; k <= rank; k++) {
+    picked[k] = NULL;
+    for (int i = 0; i < log->n; i++) {
+      const kn_at_record *r = &log->records[i];
+      if (r->status != KN_AT_OK || r->in_model || r->confirm || r->warm != picked[0]->warm || strcmp(r->key, key))
+        continue;
+      bool taken = false;
+      for (int j = 0; j < k && !taken; j++) taken = !strcmp(picked[j]->trace, r->trace);
+      if (!taken && (!picked[k] || r->seconds < picked[k]->seconds)) picked[k] = r;
+    }
+    if (!picked[k]) return NULL;
+  }
+  return picked[rank];
+}
+
 bool kn_at_log_has(const kn_at_log *log, const char *key, const char *trace) {
   for (int i = 0; i < log->n; i++)
     if (!strcmp(log->records[i].trace, trace) && !strcmp(log->records[i].key, key)) return true;

@@ -17,7 +17,8 @@ static void replay_choose(void *ctx, const kn_sched_task *task, kn_schedule *s) 
     r->default_traces[k] = kn_arena_strdup(r->arena, now);
     r->tuned_traces[k] = NULL;
   }
-  const kn_at_record *best = kn_at_log_best(r->log, key);
+  const kn_at_record *best = r->rank > 0 || r->alone ? kn_at_log_ranked_alone(r->log, key, r->rank)
+                                                      : kn_at_log_best(r->log, key);
   if (!best) return;
   kn_schedule tuned;
   kn_at_task_shape ts;

@@ -53,10 +53,10 @@ static void usage(FILE *out) {
           "                         state of the model (constants as far away as one inference\n"
           "                         puts them, inputs in the cores that wrote them; a --runner\n"
           "                         always times warm)\n"
-          "  --model-check R        at the end, run the model with its tuned schedules and with\n"
-          "                         the defaults in turns, R rounds, and record each tuned kernel's\n"
-          "                         time in the model; compile takes the faster (default 10, 0 = off;\n"
-          "                         not with --runner)\n"
+          "  --model-check R        at the end, run the model with the defaults, with the best\n"
+          "                         schedules timed alone and with two runners-up, in turns, R\n"
+          "                         rounds, and record each kernel's time in the model; compile\n"
+          "                         takes the fastest (default 10, 0 = off; not with --runner)\n"
           "  then: kiln compile MODEL.onnx -o OUT.so --tuning-log LOG.jsonl\n");
 }
 
@@ -285,11 +285,11 @@ int kn_cmd_tune(int argc, char **argv) {
       goto done;
     }
     fprintf(stderr,
-            "kiln tune: model check: %d of %d steps run tuned schedules (%d tasks): %d faster in the model than "
-            "their defaults, %d slower (compile takes their defaults); sum of the steps in the model %.3f ms default, "
-            "%.3f ms tuned, %.3f ms with the faster per task (%d rounds, %.0f s)\n",
-            ms.tuned_steps, ms.steps, ms.keys, ms.kept, ms.reverted, ms.default_ms, ms.tuned_ms, ms.chosen_ms,
-            check_rounds, kn_at_now() - t0);
+            "kiln tune: model check: %d of %d steps run tuned schedules; %d tasks, fastest in the model: %d their "
+            "default, %d their best alone, %d a runner-up; sum of the steps in the model %.3f ms default, %.3f ms "
+            "best alone, %.3f ms fastest per task (%d rounds, %.0f s)\n",
+            ms.tuned_steps, ms.steps, ms.keys, ms.won[0], ms.won[1], ms.won[2] + ms.won[3], ms.default_ms,
+            ms.tuned_ms, ms.chosen_ms, check_rounds, kn_at_now() - t0);
   }
 done:
   if (status == 1) {

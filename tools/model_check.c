@@ -1,18 +1,19 @@
-/* model_check.c — a session's tuned schedules timed inside the model.
+/* model_check.c — a session's schedules timed inside the model.
  *
  * The search times each kernel alone (autotune/measure.c), in a cache state
  * made to resemble the model's; what it cannot copy is the rest of the
  * model: which core wrote which part of an input, what the kernels around it
  * left in the caches, the barrier each parallel step ends in. So at the end
- * of `kiln tune` the model is compiled twice with the log, as `kiln compile
- * --tuning-log` would (same convs' algorithms, same kernels), once with the
- * tuned schedules and once with every kernel at its default; the two
+ * of `kiln tune` the model is compiled with the log as `kiln compile
+ * --tuning-log` would (same convs' algorithms, same kernels), once with
+ * every kernel at its default and once per rank: each kernel at its best
+ * schedule timed alone, then at its first and second runner-up. The
  * artifacts run in turns under the profiler (`rounds` times `runs` runs
- * each), and each step's time is the median over rounds of its per-round
- * median. Per workload key with a tuned schedule, the mean over its steps
- * of either build becomes a "cache":"model" record of that schedule; compile
- * takes the faster (kn_at_log_best), so a schedule that won alone but loses
- * in the model goes back to its default.
+ * each, the first of a round rotating), and each step's time is the median
+ * over rounds of its per-round median. Per workload key, every schedule it
+ * ran gets a "cache":"model" record of its mean time per kernel; compile
+ * takes the fastest (kn_at_log_best), so a schedule that won alone but
+ * loses in the model gives way to its default or to a runner-up.
  *
  * Measured on the 2-core Xeon (efficientnet_b0, 2026-12-06): a cold-tuned
  * log whose kernels summed 4.03 ms in the model against the defaults' 4.11
@@ -54,11 +55,14 @@ static double median(double *v, int n) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-static int compile_one(const kn_model_check_opts *o, build *b, bool defaults, kn_arena *A, kn_diag *d) {
+/* j = 0: every kernel at its default; j > 0: at the (j-1)-th ranked schedule timed alone */
+static int compile_one(const kn_model_check_opts *o, build *b, int j, kn_arena *A, kn_diag *d) {
   kn_compile_opts co = *o->compile;
   co.output = b->path;
   co.tuning_log = o->log_path;
-  co.replay_defaults = defaults;
+  co.replay_defaults = j == 0;
+  co.replay_alone = true;
+  co.replay_rank = j > 0 ? j - 1 : 0;
   co.dump_after = NULL;
   co.stop_after = NULL;
   co.verbose = false;
@@ -135,10 +139,11 @@ static int round_of(const kn_model_check_opts *o, build *b, int r, int64_t batch
   return 0;
 }
 
-/* Appends the two records of every key whose steps run a tuned schedule. */
-static int write_records(const kn_model_check_opts *o, build *dflt, build *tuned, const double *t_ms,
-                         const double *d_ms, kn_model_check_summary *sum, kn_diag *d) {
-  int n = tuned->rep.n_steps;
+/* Appends, per key whose steps run another schedule than the default in
+ * some build, one record per build that runs one schedule on all of them. */
+static int write_records(const kn_model_check_opts *o, build *b, int nb, double *const *ms,
+                         kn_model_check_summary *sum, kn_diag *d) {
+  int n = b[0].rep.n_steps;
   bool *done = calloc((size_t)n + 1, 1);
   FILE *f = fopen(o->log_path, "a");
   if (!done || !f) {
@@ -148,30 +153,36 @@ static int write_records(const kn_model_check_opts *o, build *dflt, build *tuned
   }
   int rc = 0;
   for (int s = 0; s < n && rc == 0; s++) {
-    if (!tuned->rep.tuned[s]) sum->chosen_ms += t_ms[s];
-    if (done[s] || !tuned->rep.tuned[s]) continue;
-    const char *key = tuned->rep.keys[s];
-    double ts = 0, ds = 0;
+    if (done[s]) continue;
+    const char *key = b[0].rep.keys[s];
+    double t[KN_CHECK_RANKS + 1] = {0};
+    bool one_trace[KN_CHECK_RANKS + 1], tuned = false;
     int count = 0;
-    for (int k = s; k < n; k++)
-      if (!done[k] && tuned->rep.tuned[k] && !strcmp(tuned->rep.keys[k], key) &&
-          !strcmp(tuned->rep.traces[k], tuned->rep.traces[s])) {
-        done[k] = true;
-        ts += t_ms[k];
-        ds += d_ms[k];
-        count++;
+    for (int j = 0; j < nb; j++) one_trace[j] = true;
+    for (int k = s; k < n; k++) {
+      if (done[k] || strcmp(b[0].rep.keys[k], key)) continue;
+      done[k] = true;
+      count++;
+      for (int j = 0; j < nb; j++) {
+        t[j] += ms[j][k];
+        one_trace[j] &= !strcmp(b[j].rep.traces[k], b[j].rep.traces[s]);
+        tuned |= b[j].rep.tuned[k];
       }
+    }
+    int fastest = 0;
+    for (int j = 1; j < nb; j++)
+      if (one_trace[j] && t[j] < t[fastest]) fastest = j;
+    sum->chosen_ms += tuned ? t[fastest] : t[0];
+    if (!tuned) continue;
     sum->keys++;
-    if (ts <= ds) sum->kept++;
-    else sum->reverted++;
-    sum->chosen_ms += ts <= ds ? ts : ds;
-    kn_at_record rt = {.target = o->target_string, .key = key, .trace = tuned->rep.traces[s],
-                       .seconds = ts / count / 1e3, .status = KN_AT_OK, .in_model = true};
-    kn_at_record rd = rt;
-    rd.trace = dflt->rep.traces[s];
-    rd.seconds = ds / count / 1e3;
-    rd.is_default = true;
-    rc = kn_at_log_append(f, &rt, d) < 0 || kn_at_log_append(f, &rd, d) < 0 ? -1 : 0;
+    sum->won[fastest]++;
+    for (int j = 0; j < nb && rc == 0; j++) {
+      if (!one_trace[j]) continue;
+      kn_at_record r = {.target = o->target_string, .key = key, .trace = b[j].rep.traces[s],
+                        .seconds = t[j] / count / 1e3, .status = KN_AT_OK, .in_model = true,
+                        .is_default = !strcmp(b[j].rep.traces[s], b[0].rep.traces[s])};
+      rc = kn_at_log_append(f, &r, d);
+    }
   }
   if (fclose(f) != 0 && rc == 0) rc = kn_diag_error(d, "tuning log '%s': write failed", o->log_path);
   free(done);
@@ -179,10 +190,12 @@ static int write_records(const kn_model_check_opts *o, build *dflt, build *tuned
 }
 
 int kn_model_check(const kn_model_check_opts *o, kn_model_check_summary *sum, kn_diag *d) {
+  enum { NB = KN_CHECK_RANKS + 1 };
   memset(sum, 0, sizeof *sum);
   kn_arena A;
   kn_arena_init(&A);
-  build b[2];
+  build b[NB];
+  double *ms[NB] = {NULL};
   memset(b, 0, sizeof b);
   const char *tmp = o->workdir ? o->workdir : getenv("TMPDIR");
   char dir[4096];
@@ -192,50 +205,51 @@ int kn_model_check(const kn_model_check_opts *o, kn_model_check_summary *sum, kn
     kn_arena_free(&A);
     return kn_diag_error(d, "model check: cannot create a temporary folder under %s", tmp && *tmp ? tmp : "/tmp");
   }
-  /* b[0]: every kernel at its default; b[1]: the tuned schedules */
-  for (int k = 0; k < 2; k++) {
-    snprintf(b[k].path, sizeof b[k].path, "%s/%s.so", dir, k ? "tuned" : "default");
-    if (compile_one(o, &b[k], k == 0, &A, d) < 0) goto done;
+  for (int j = 0; j < NB; j++) {
+    snprintf(b[j].path, sizeof b[j].path, "%s/b%d.so", dir, j);
+    if (compile_one(o, &b[j], j, &A, d) < 0) goto done;
   }
-  int n = b[1].rep.n_steps;
-  if (b[0].rep.n_steps != n) {
-    kn_diag_error(d, "model check: the two builds have %d and %d steps", b[0].rep.n_steps, n);
-    goto done;
-  }
-  for (int s = 0; s < n; s++)
-    if (strcmp(b[0].rep.keys[s], b[1].rep.keys[s])) {
-      kn_diag_error(d, "model check: step %d runs different workloads in the two builds", s);
+  int n = b[0].rep.n_steps;
+  for (int j = 1; j < NB; j++) {
+    if (b[j].rep.n_steps != n) {
+      kn_diag_error(d, "model check: the builds have %d and %d steps", n, b[j].rep.n_steps);
       goto done;
     }
+    for (int s = 0; s < n; s++)
+      if (strcmp(b[0].rep.keys[s], b[j].rep.keys[s])) {
+        kn_diag_error(d, "model check: step %d runs different workloads in two builds", s);
+        goto done;
+      }
+  }
   int64_t batch = 1;
-  for (int k = 0; k < 2; k++)
-    if (open_one(o, &b[k], batch, d) < 0) goto done;
+  for (int j = 0; j < NB; j++)
+    if (open_one(o, &b[j], batch, d) < 0) goto done;
   for (int r = 0; r < o->rounds; r++)
-    for (int k = 0; k < 2; k++) /* in turns, the first alternating, so a slow phase falls on both */
-      if (round_of(o, &b[(k + r) % 2], r, batch, d) < 0) goto done;
-  double *t_ms = calloc((size_t)n + 1, sizeof(double)), *d_ms = calloc((size_t)n + 1, sizeof(double));
-  if (!t_ms || !d_ms) {
-    free(t_ms), free(d_ms);
-    kn_diag_error(d, "model check: out of memory");
-    goto done;
+    for (int k = 0; k < NB; k++) /* in turns, the first rotating, so a slow phase falls on all */
+      if (round_of(o, &b[(k + r) % NB], r, batch, d) < 0) goto done;
+  for (int j = 0; j < NB; j++) {
+    ms[j] = calloc((size_t)n + 1, sizeof(double));
+    if (!ms[j]) {
+      kn_diag_error(d, "model check: out of memory");
+      goto done;
+    }
+    for (int s = 0; s < n; s++) ms[j][s] = median(b[j].round_ms + (size_t)s * (size_t)o->rounds, o->rounds);
   }
   for (int s = 0; s < n; s++) {
-    d_ms[s] = median(b[0].round_ms + (size_t)s * (size_t)o->rounds, o->rounds);
-    t_ms[s] = median(b[1].round_ms + (size_t)s * (size_t)o->rounds, o->rounds);
     sum->tuned_steps += b[1].rep.tuned[s];
-    sum->default_ms += d_ms[s];
-    sum->tuned_ms += t_ms[s];
+    sum->default_ms += ms[0][s];
+    sum->tuned_ms += ms[1][s];
   }
   sum->steps = n;
-  rc = write_records(o, &b[0], &b[1], t_ms, d_ms, sum, d);
-  free(t_ms), free(d_ms);
+  rc = write_records(o, b, NB, ms, sum, d);
 done:
-  for (int k = 0; k < 2; k++) close_one(&b[k]);
-  for (int k = 0; k < 2; k++) {
-    char h[4300];
-    size_t len = strlen(b[k].path);
+  for (int j = 0; j < NB; j++) {
+    free(ms[j]);
+    close_one(&b[j]);
+    size_t len = strlen(b[j].path);
     if (len > 3) {
-      snprintf(h, sizeof h, "%.*s.h", (int)(len - 3), b[k].path);
+      char h[4300];
+      snprintf(h, sizeof h, "%.*s.h", (int)(len - 3), b[j].path);
       unlink(h);
     }
   }

@@ -17,19 +17,23 @@ typedef struct kn_model_check_opts {
   const char *workdir;            /* temporary artifacts (NULL: $TMPDIR or /tmp) */
 } kn_model_check_opts;
 
+#define KN_CHECK_RANKS 3 /* schedules per task tried in the model: the best alone and 2 runners-up */
+
 typedef struct kn_model_check_summary {
-  int steps, tuned_steps, keys; /* keys: tasks with a tuned schedule in the model */
-  int kept, reverted;           /* of those keys: tuned faster in the model / default faster */
-  double default_ms, tuned_ms;  /* sums over the steps of their medians, the two builds */
-  double chosen_ms;             /* the same with the faster schedule per key (an estimate) */
+  int steps, tuned_steps, keys; /* keys: tasks with a schedule other than the default in some build */
+  int won[KN_CHECK_RANKS + 1];  /* of those keys, fastest in the model: [0] the default, [k] rank k-1 */
+  double default_ms, tuned_ms;  /* sums over the steps of their medians: the defaults, the best alone */
+  double chosen_ms;             /* the same with the fastest schedule per key (an estimate) */
 } kn_model_check_summary;
 
-/* Compiles the model with the log twice, with its tuned schedules and with
- * every kernel at its default, runs the two artifacts in turns with the
- * profiler and appends, per workload key that has a tuned schedule, two
- * "cache":"model" records: each schedule's median time per kernel inside the
- * model. `kiln compile --tuning-log` then takes the faster (kn_at_log_best).
- * Returns 0, or -1 with a diagnostic; nothing is appended on failure. */
+/* Compiles the model with the log KN_CHECK_RANKS + 1 times: every kernel at
+ * its default, then at its best schedule timed alone, its first runner-up,
+ * its second (kn_at_log_ranked_alone; a key without one keeps its default);
+ * runs the artifacts in turns with the profiler and appends, per workload
+ * key, one "cache":"model" record per schedule it ran: the median time per
+ * kernel inside the model. `kiln compile --tuning-log` then takes the
+ * fastest (kn_at_log_best). Returns 0, or -1 with a diagnostic; nothing is
+ * appended on failure. */
 int kn_model_check(const kn_model_check_opts *o, kn_model_check_summary *sum, kn_diag *d);
 
 #endif

@@ -264,7 +264,8 @@ int kn_compile(const kn_compile_opts *o, kn_diag *d) {
   if (stop_is(o, "fuse")) goto stopped;
 
   /* schedules: the rule-based defaults, or the best records of a tuning log */
-  kn_at_replay replay = {.log = &tuning, .arena = &arena, .defaults_only = o->replay_defaults};
+  kn_at_replay replay = {.log = &tuning, .arena = &arena, .defaults_only = o->replay_defaults,
+                         .alone = o->replay_alone, .rank = o->replay_alone ? o->replay_rank : 0};
   if (o->report) {
     kn_arena *ra = o->report->arena;
     replay.cap = groups.n;

@@ -39,6 +39,8 @@ typedef struct kn_compile_opts {
    * kernel keeps its default schedule (the log still decides the convs'
    * algorithms, so the kernels are the tuned build's) */
   bool replay_defaults;
+  bool replay_alone; /* ... the records timed alone only: model records ignored */
+  int replay_rank;   /* ... with replay_alone, the rank-th runner-up (kn_at_log_ranked_alone) */
   struct kn_compile_report *report; /* filled when set */
 } kn_compile_opts;
 
