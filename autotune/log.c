@@ -7,8 +7,9 @@
  * "cache" says how the time was taken: "warm" (repeated runs, the default;
  * also every record written before the field existed) or "cold" (each run
  * in the cache state of a model, --cache cold) or "model" (the kernel's median
- * time inside the whole model, written by `kiln tune`'s model check for the
- * default and the tuned schedule of a key). "confirm":true (absent:
+ * time inside the whole model, written by `kiln tune`'s model check for each
+ * schedule of a key it ran: the default, the best alone, two runners-up;
+ * kn_at_log_best takes the fastest of those). "confirm":true (absent:
  * false) marks a record of a session's last phase, which times each task's
  * best and default again in turns; those decide the task's best
  * (kn_at_log_best).
