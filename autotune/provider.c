@@ -10,6 +10,9 @@ static void replay_choose(void *ctx, const kn_sched_task *task, kn_schedule *s) 
   kn_at_replay *r = ctx;
   int k = r->n_kernels++;
   const char *key = kn_at_workload_key(task->g, task->grp, r->arena);
+  const kn_at_record *best = r->rank > 0 || r->alone ? kn_at_log_ranked_alone(r->log, key, r->rank)
+                                                      : kn_at_log_best(r->log, key);
+  if (!best && k >= r->cap) return;
   char now[4096], want[4096];
   kn_at_trace_write(s, now, sizeof now);
   if (k < r->cap) {
@@ -17,8 +20,6 @@ static void replay_choose(void *ctx, const kn_sched_task *task, kn_schedule *s) 
     r->default_traces[k] = kn_arena_strdup(r->arena, now);
     r->tuned_traces[k] = NULL;
   }
-  const kn_at_record *best = r->rank > 0 || r->alone ? kn_at_log_ranked_alone(r->log, key, r->rank)
-                                                      : kn_at_log_best(r->log, key);
   if (!best) return;
   kn_schedule tuned;
   kn_at_task_shape ts;

@@ -284,11 +284,13 @@ int kn_cmd_tune(int argc, char **argv) {
       status = 1;
       goto done;
     }
+    int runners_up = 0;
+    for (int k = 2; k <= KN_CHECK_RANKS; k++) runners_up += ms.won[k];
     fprintf(stderr,
             "kiln tune: model check: %d of %d steps run tuned schedules; %d tasks, fastest in the model: %d their "
             "default, %d their best alone, %d a runner-up; sum of the steps in the model %.3f ms default, %.3f ms "
             "best alone, %.3f ms fastest per task (%d rounds, %.0f s)\n",
-            ms.tuned_steps, ms.steps, ms.keys, ms.won[0], ms.won[1], ms.won[2] + ms.won[3], ms.default_ms,
+            ms.tuned_steps, ms.steps, ms.keys, ms.won[0], ms.won[1], runners_up, ms.default_ms,
             ms.tuned_ms, ms.chosen_ms, check_rounds, kn_at_now() - t0);
   }
 done:

@@ -366,24 +366,31 @@ static void build_conv_silu(kn_graph *g, bool conv_is_output) {
   if (conv_is_output) output(g, c);
 }
 
+/* The kernel anchored at `anchor` holds `fused` (its ops, comma-separated)
+ * when build(g, false) makes the graph, and only `apart` when build(g, true)
+ * makes an inner value a graph output too; both graphs match the reference
+ * within tol. */
+static void check_fusion(void (*build)(kn_graph *, bool), kn_op anchor, const char *fused, const char *apart,
+                         double tol) {
+  char got[2][128];
+  kn_graph g;
+  for (int out = 0; out < 2; out++) {
+    build(&g, out);
+    anchored_kernel_ops(&g, anchor, got[out], sizeof got[out]);
+    kn_graph_free(&g);
+  }
+  assert_string_equal(got[0], fused);
+  assert_string_equal(got[1], apart);
+  for (int out = 0; out < 2; out++) {
+    build(&g, out);
+    check(&g, 2, tol);
+    kn_graph_free(&g);
+  }
+}
+
 static void test_conv_silu_fused(void **state) {
   (void)state;
-  kn_graph g;
-  build_conv_silu(&g, false);
-  char fused[128], apart[128];
-  anchored_kernel_ops(&g, KN_OP_CONV_NHWC, fused, sizeof fused);
-  kn_graph_free(&g);
-  build_conv_silu(&g, true);
-  anchored_kernel_ops(&g, KN_OP_CONV_NHWC, apart, sizeof apart);
-  kn_graph_free(&g);
-  assert_string_equal(fused, "kiln.ConvNHWC,Sigmoid,Mul");
-  assert_string_equal(apart, "kiln.ConvNHWC");
-  build_conv_silu(&g, false);
-  check(&g, 2, 1e-5);
-  kn_graph_free(&g);
-  build_conv_silu(&g, true);
-  check(&g, 2, 1e-5);
-  kn_graph_free(&g);
+  check_fusion(build_conv_silu, KN_OP_CONV_NHWC, "kiln.ConvNHWC,Sigmoid,Mul", "kiln.ConvNHWC", 1e-5);
 }
 
 /* matmul + bias + GELU as PyTorch exports it, x * (1 + Erf(x / sqrt 2)) *
@@ -410,21 +417,7 @@ static void build_matmul_gelu(kn_graph *g, bool erf_is_output) {
 
 static void test_matmul_gelu_fused(void **state) {
   (void)state;
-  kn_graph g;
-  char fused[128], apart[128];
-  build_matmul_gelu(&g, false);
-  anchored_kernel_ops(&g, KN_OP_MATMUL, fused, sizeof fused);
-  kn_graph_free(&g);
-  build_matmul_gelu(&g, true);
-  anchored_kernel_ops(&g, KN_OP_MATMUL, apart, sizeof apart);
-  kn_graph_free(&g);
-  assert_string_equal(fused, "MatMul,Add,Div,Erf,Add,Mul,Mul");
-  assert_string_equal(apart, "MatMul,Add");
-  for (int o = 0; o < 2; o++) {
-    build_matmul_gelu(&g, o);
-    check(&g, 2, 1e-5);
-    kn_graph_free(&g);
-  }
+  check_fusion(build_matmul_gelu, KN_OP_MATMUL, "MatMul,Add,Div,Erf,Add,Mul,Mul", "MatMul,Add", 1e-5);
 }
 
 /* matmul + bias + relu; gemm with transB; softmax; layer norm */
@@ -893,21 +886,7 @@ static void build_transpose_pad(kn_graph *g, bool transposed_is_output) {
 
 static void test_transpose_into_pad(void **state) {
   (void)state;
-  kn_graph g;
-  char fused[128], apart[128];
-  build_transpose_pad(&g, false);
-  anchored_kernel_ops(&g, KN_OP_PAD, fused, sizeof fused);
-  kn_graph_free(&g);
-  build_transpose_pad(&g, true);
-  anchored_kernel_ops(&g, KN_OP_PAD, apart, sizeof apart);
-  kn_graph_free(&g);
-  assert_string_equal(fused, "Transpose,Pad");
-  assert_string_equal(apart, "Pad");
-  for (int out = 0; out < 2; out++) {
-    build_transpose_pad(&g, out);
-    check(&g, 2, 0);
-    kn_graph_free(&g);
-  }
+  check_fusion(build_transpose_pad, KN_OP_PAD, "Transpose,Pad", "Pad", 0);
 }
 
 /* ranges decide comparisons and clamps; an IF's condition bounds its
