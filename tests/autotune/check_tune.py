@@ -492,7 +492,8 @@ def case_modelcheck(a, tmp):
     assert keys, f"no task with a tuned schedule in the model: {line}"
 
     def te(path):
-        p = run([a.kiln, "compile", model, "-o", os.path.join(tmp, "m.so"), "--tuning-log", path, "-v",
+        logarg = ["--tuning-log", path] if path else []
+        p = run([a.kiln, "compile", model, "-o", os.path.join(tmp, "m.so"), *logarg, "-v",
                  "--dump-after=te", *algo])
         assert p.returncode == 0, p.stderr
         return p.stdout, p.stderr
@@ -503,23 +504,35 @@ def case_modelcheck(a, tmp):
             if searched(r) or r.get("confirm"):
                 f.write(json.dumps(r) + "\n")
     tuned_te, _ = te(searched_only)
-    for default_wins in (True, False):
-        planted = os.path.join(tmp, f"p{int(default_wins)}.jsonl")
+    default_te, _ = te(None)
+    # each key's first non-default schedule among its model records: the best alone or a
+    # runner-up; either way not the default, so making it the fastest must change the kernels
+    first_other = {key: json.dumps(next(r["trace"] for r in model_recs if r["key"] == key and not r["default"]))
+                   for key in keys}
+    # the model record made the fastest: each key's default, its best alone (which may be the
+    # default itself, when runners-up were what differed), or its first non-default schedule
+    for winner in ("default", "alone", "other"):
+        planted = os.path.join(tmp, f"p_{winner}.jsonl")
         with open(planted, "w") as f:
             for r in recs:
                 if r["cache"] == "model":
-                    # the default, or the best alone
-                    win = r["default"] if default_wins else json.dumps(r["trace"]) == first_tuned[r["key"]]
+                    trace = json.dumps(r["trace"])
+                    win = {"default": r["default"], "alone": trace == first_tuned[r["key"]],
+                           "other": trace == first_other[r["key"]]}[winner]
                     r = dict(r, seconds=1e-3 if win else 2e-3)
                 f.write(json.dumps(r) + "\n")
         out, err = te(planted)
-        if default_wins:
+        if winner == "default":
             # every key with model records runs its default, so every kernel does: the keys with a
             # tuned schedule in the model are all there are
-            assert out != tuned_te, "model records where the default is faster changed nothing"
+            assert out == default_te, "model records where the default is faster left tuned kernels"
             assert re.search(r" 0 of \d+ kernels use tuned schedules", err), err
+        elif winner == "alone":
+            assert out == tuned_te, "model records where the best alone is faster changed the kernels"
         else:
-            assert out == tuned_te, "model records where the tuned schedule is faster changed the kernels"
+            assert out != default_te, "model records where another schedule is faster changed nothing"
+            assert re.search(r" [1-9]\d* of \d+ kernels use tuned schedules", err), err
+
     log0 = os.path.join(tmp, "t0.jsonl")
     tune(a.kiln, model, log0, 4, *algo, "--model-check", "0")
     assert not any(r["cache"] == "model" for r in records(log0)), "--model-check 0 wrote model records"
