@@ -1,0 +1,139 @@
+/* ukernel.c — kiln-ukernel: what a register-tiled fp32 GEMM tile can reach
+ * on this core, next to the FMA peak that bench.py's "% peak" divides by.
+ *
+ * A hand-written AVX-512 tile, the shape of the tile Kiln's default schedule
+ * gives a 1024^3 MatMul (6 rows x 64 columns: 24 accumulators, per reduction
+ * step 4 vector loads of the packed weights and 6 broadcasts of the
+ * activations), timed on one thread over a few memory settings:
+ *   l1      weights 64 deep (16 KB) and activations contiguous: all in L1;
+ *   l2      weights 1024 deep (a 256 KB packed panel, from L2) and
+ *           activation rows 4 KB apart: one tile of matmul1024;
+ *   alias   12 x 32, activation rows 4 KB apart: 12 lines of one L1 set
+ *           per step, the set conflicts that keep wider row tiles out.
+ * It is a measuring stick for the benchmark, never linked into kiln or an
+ * artifact (whose kernels come out of the pipeline). x86-64 with AVX-512F
+ * only; elsewhere it says so and exits 0. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "peak.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#define TILE(MR, NV)                                                                                     \
+  __attribute__((target("avx512f"), noinline)) static void tile_##MR##x##NV(                            \
+      const float *a, long lda, const float *b, long k, float *c) {                                     \
+    __m512 acc[MR][NV];                                                                                  \
+    _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++) _Pragma("GCC unroll 16") for (int j = 0; j < NV; j++) \
+        acc[i][j] = _mm512_setzero_ps();                                                                 \
+    for (long s = 0; s < k; s++) {                                                                       \
+      __m512 w[NV];                                                                                      \
+      _Pragma("GCC unroll 16") for (int j = 0; j < NV; j++) w[j] = _mm512_loadu_ps(b + (s * NV + j) * 16); \
+      _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++) {                                            \
+        __m512 x = _mm512_set1_ps(a[i * lda + s]);                                                       \
+        _Pragma("GCC unroll 16") for (int j = 0; j < NV; j++) acc[i][j] = _mm512_fmadd_ps(x, w[j], acc[i][j]); \
+      }                                                                                                  \
+    }                                                                                                    \
+    _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++) _Pragma("GCC unroll 16") for (int j = 0; j < NV; j++) \
+        _mm512_storeu_ps(c + (i * NV + j) * 16, acc[i][j]);                                              \
+  }
+
+TILE(6, 4)
+TILE(12, 2)
+
+typedef void (*tile_fn)(const float *, long, const float *, long, float *);
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* GFLOP/s of fn over (mr x nv*16) tiles of depth k, best of 8 repetitions of
+ * about seconds/8 each */
+static double time_tile(tile_fn fn, int mr, int nv, long k, long lda, double seconds) {
+  float *a = aligned_alloc(64, (size_t)(mr * lda + 16) * sizeof(float));
+  float *b = aligned_alloc(64, (size_t)(k * nv * 16) * sizeof(float));
+  float *c = aligned_alloc(64, (size_t)(mr * nv * 16) * sizeof(float));
+  if (!a || !b || !c) {
+    free(a), free(b), free(c);
+    return -1;
+  }
+  for (long i = 0; i < mr * lda + 16; i++) a[i] = 1e-3f * (float)(i % 7);
+  for (long i = 0; i < k * nv * 16; i++) b[i] = 1e-3f * (float)(i % 5);
+  double flops = 2.0 * mr * nv * 16 * (double)k, best = 0;
+  long reps = 1;
+  for (double t = 0; t < 0.01; reps *= 2) { /* calibrate: a repetition of >= 10 ms */
+    double t0 = now_s();
+    for (long r = 0; r < reps; r++) fn(a, lda, b, k, c);
+    t = now_s() - t0;
+  }
+  reps = (long)((double)reps * (seconds / 8) / 0.02) + 1;
+  for (int rep = 0; rep < 8; rep++) {
+    double t0 = now_s();
+    for (long r = 0; r < reps; r++) fn(a, lda, b, k, c);
+    double g = flops * (double)reps / (now_s() - t0) * 1e-9;
+    if (g > best) best = g;
+  }
+  volatile float sink = c[0];
+  (void)sink;
+  free(a), free(b), free(c);
+  return best;
+}
+
+int main(int argc, char **argv) {
+  double seconds = 1.0;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--seconds") && i + 1 < argc) {
+      char *end;
+      seconds = strtod(argv[++i], &end);
+      if (*end || !(seconds >= 0.1 && seconds <= 60)) {
+        fprintf(stderr, "kiln-ukernel: --seconds: want a number in [0.1, 60], got '%s'\n", argv[i]);
+        return 2;
+      }
+    } else {
+      fprintf(stderr, "usage: kiln-ukernel [--seconds S]  (one thread; S per setting, default 1)\n");
+      return 2;
+    }
+  }
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx512f")) {
+    printf("kiln-ukernel: no AVX-512F on this CPU: nothing to measure\n");
+    return 0;
+  }
+  kn_peak_result peak;
+  if (kn_peak_measure(1, seconds, &peak) < 0) {
+    fprintf(stderr, "kiln-ukernel: the peak benchmark could not start a thread\n");
+    return 1;
+  }
+  printf("fp32 FMA peak (%s, 1 thread): %.1f GFLOP/s\n", peak.isa, peak.gflops);
+  static const struct {
+    const char *name, *what;
+    tile_fn fn;
+    int mr, nv;
+    long k, lda;
+  } settings[] = {
+      {"l1", "6x64, weights 64 deep, activations contiguous (all in L1)", tile_6x4, 6, 4, 64, 64},
+      {"l2", "6x64, weights 1024 deep (256 KB, L2), rows 4 KB apart (matmul1024)", tile_6x4, 6, 4, 1024, 1024},
+      {"alias", "12x32, weights 256 deep, rows 4 KB apart (one L1 set)", tile_12x2, 12, 2, 256, 1024},
+  };
+  for (size_t i = 0; i < sizeof settings / sizeof settings[0]; i++) {
+    double g = time_tile(settings[i].fn, settings[i].mr, settings[i].nv, settings[i].k, settings[i].lda, seconds);
+    if (g < 0) {
+      fprintf(stderr, "kiln-ukernel: out of memory\n");
+      return 1;
+    }
+    printf("%-6s %-72s %7.1f GFLOP/s  %5.1f%% of peak\n", settings[i].name, settings[i].what, g,
+           100.0 * g / peak.gflops);
+  }
+  return 0;
+}
+#else
+int main(void) {
+  printf("kiln-ukernel: x86-64 only: nothing to measure\n");
+  return 0;
+}
+#endif
