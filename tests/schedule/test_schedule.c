@@ -935,6 +935,81 @@ static void test_simplify_ranges(void **state) {
   kn_arena_free(&A);
 }
 
+/* A vectorized loop wider than 16 lanes whose width is not a power of two
+ * becomes vectors of power-of-two widths, widest first, in lane order (LLVM
+ * 14 spills a <24 x float> element by element); each piece stores its own
+ * lanes. Up to 16 lanes the vector stays whole. */
+static void test_vector_pieces(void **state) {
+  (void)state;
+  static const int64_t widths[] = {24, 28, 48, 16, 10, 35};
+  static const int pieces[][4] = {{16, 8}, {16, 8, 4}, {32, 16}, {16}, {10}, {32, 2, 1}};
+  for (int t = 0; t < 6; t++) {
+    kn_arena A;
+    kn_arena_init(&A);
+    kn_expr_ctx c = {.arena = &A};
+    kn_var *v = kn_var_new(&c, "v");
+    kn_buffer *in = kn_buffer_new(&c, "in", KN_DT_F32, KN_BUF_PARAM, 0), *out = kn_buffer_new(&c, "out", KN_DT_F32, KN_BUF_PARAM, 0);
+    kn_expr *V = kn_e_var(&c, v);
+    kn_stmt *body = kn_s_store(&c, out, V, kn_e_mul(&c, kn_e_load(&c, in, V), kn_e_float(&c, KN_DT_F32, 2.0)));
+    kn_stmt *s = kn_loop_finalize(&c, kn_s_for(&c, v, kn_e_int(&c, 0), kn_e_int(&c, widths[t]), KN_FOR_VECTORIZED, body));
+    int n = s->kind == KN_S_SEQ ? s->u.seq.n : 1, first = 0;
+    for (int i = 0; i < n; i++) {
+      kn_stmt *st = s->kind == KN_S_SEQ ? s->u.seq.stmts[i] : s;
+      assert_int_equal(st->kind, KN_S_STORE);
+      assert_int_equal(st->u.store.index->lanes, pieces[t][i]);
+      /* the piece's first lane: where the previous pieces stopped */
+      kn_expr *at = st->u.store.index->kind == KN_E_RAMP ? st->u.store.index->u.ramp.base : st->u.store.index;
+      int64_t base = -1;
+      assert_true(kn_e_is_const_int(at, &base));
+      assert_int_equal(base, first);
+      first += pieces[t][i];
+    }
+    assert_int_equal(first, widths[t]);
+    assert_int_equal(n < 4 ? pieces[t][n] : 0, 0);
+    kn_arena_free(&A);
+  }
+}
+
+/* Provider: the default schedule of each contraction with its column
+ * pieces (vectors, or vectors x lanes) made one vectorized piece as wide as
+ * the output's columns. */
+static void full_width_choose(void *ctx, const kn_sched_task *task, kn_schedule *s) {
+  int *applied = ctx, c = s->n_axes - 1;
+  int64_t cols = 0;
+  if (!task->hints->is_contraction || s->n_factors[c] < 1 || !kn_e_is_const_int(task->out->shape[c], &cols)) return;
+  s->factors[c][0] = cols;
+  s->n_factors[c] = 1;
+  int n = 0;
+  for (int i = 0; i < s->n_loops; i++) {
+    kn_sched_loop l = s->loops[i];
+    if (l.axis == c && l.piece >= 2) continue;
+    if (l.axis == c && l.piece == 1) l.kind = KN_FOR_VECTORIZED;
+    s->loops[n++] = l;
+  }
+  s->n_loops = n;
+  (*applied)++;
+}
+
+/* Column tiles of 24 and 40 (by default vectors of 8) as one vector each:
+ * 16 + 8 and 32 + 8 lanes, matching the reference. */
+static void test_vector_pieces_matmul(void **state) {
+  (void)state;
+  static const int64_t cols[] = {24, 40};
+  for (int t = 0; t < 2; t++) {
+    kn_graph g;
+    kn_graph_init(&g);
+    int x = input(&g, "x", 3, (int64_t[]){1, 10, 32}, 1);
+    int w = weight(&g, "w", 2, (int64_t[]){32, cols[t]}), b = weight(&g, "b", 1, (int64_t[]){cols[t]});
+    int mm = node(&g, KN_OP_MATMUL, "mm", (int[]){x, w}, 2);
+    output(&g, node(&g, KN_OP_RELU, "relu", (int[]){node(&g, KN_OP_ADD, "bias", (int[]){mm, b}, 2)}, 1));
+    int applied = 0;
+    kn_sched_provider p = {full_width_choose, &applied};
+    check_with(&g, 2, 1e-5, &p, NULL);
+    assert_int_equal(applied, 1);
+    kn_graph_free(&g);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_cnn_block),
@@ -956,6 +1031,8 @@ int main(void) {
       cmocka_unit_test(test_prefetch_hints),
       cmocka_unit_test(test_gemv_columns),
       cmocka_unit_test(test_static_batch_stage),
+      cmocka_unit_test(test_vector_pieces),
+      cmocka_unit_test(test_vector_pieces_matmul),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
