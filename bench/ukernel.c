@@ -53,7 +53,7 @@ static double now_s(void) {
 }
 
 /* GFLOP/s of fn over (mr x nv*16) tiles of depth k, best of 8 repetitions of
- * about seconds/8 each */
+ * about seconds/8 each (after a calibration of 10-20 ms) */
 static double time_tile(tile_fn fn, int mr, int nv, long k, long lda, double seconds) {
   float *a = aligned_alloc(64, (size_t)(mr * lda + 16) * sizeof(float));
   float *b = aligned_alloc(64, (size_t)(k * nv * 16) * sizeof(float));
@@ -64,14 +64,14 @@ static double time_tile(tile_fn fn, int mr, int nv, long k, long lda, double sec
   }
   for (long i = 0; i < mr * lda + 16; i++) a[i] = 1e-3f * (float)(i % 7);
   for (long i = 0; i < k * nv * 16; i++) b[i] = 1e-3f * (float)(i % 5);
-  double flops = 2.0 * mr * nv * 16 * (double)k, best = 0;
+  double flops = 2.0 * mr * nv * 16 * (double)k, best = 0, t = 0;
   long reps = 1;
-  for (double t = 0; t < 0.01; reps *= 2) { /* calibrate: a repetition of >= 10 ms */
+  for (;; reps *= 2) { /* calibrate: the calls that take >= 10 ms */
     double t0 = now_s();
     for (long r = 0; r < reps; r++) fn(a, lda, b, k, c);
-    t = now_s() - t0;
+    if ((t = now_s() - t0) >= 0.01) break;
   }
-  reps = (long)((double)reps * (seconds / 8) / 0.02) + 1;
+  reps = (long)((double)reps * (seconds / 8) / t) + 1; /* a repetition: seconds / 8 */
   for (int rep = 0; rep < 8; rep++) {
     double t0 = now_s();
     for (long r = 0; r < reps; r++) fn(a, lda, b, k, c);

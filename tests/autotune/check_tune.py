@@ -458,8 +458,9 @@ def case_modelcheck(a, tmp):
     """The model check (--model-check R, on by default) runs the model with every kernel at its
     default, at its best schedule timed alone and at two runners-up, and appends per task with a
     schedule other than its default one "cache":"model" record per schedule it ran, the default's
-    first; compile takes the fastest over any other record of the key. Made-up model times decide
-    it both ways; --model-check 0 writes none."""
+    first; compile takes the fastest over any other record of the key. Made-up model times make
+    each key's default, its best alone and its first other schedule the fastest in turn, and the
+    compiled kernels follow; --model-check 0 writes none."""
     log = os.path.join(tmp, "t.jsonl")
     model = os.path.join(a.models, "tiny_cnn.onnx")
     # Winograd: its transforms' defaults lose to the search's finds alone (in 16 trials, every run

@@ -122,6 +122,9 @@ static void run_plan(const kn_plan *plan, void **inputs, void **outputs, int64_t
 /* Compiles g down to loop IR (schedules from `provider`, NULL: the
  * defaults), runs it at `batch`, compares with the reference. With
  * `must_fail` set, kernel building must fail with a diagnostic containing it. */
+/* where check_full prints the kernels' finalized loops (NULL: $KN_TEST_DUMP) */
+static FILE *loops_out;
+
 static void check_full(kn_graph *g, int64_t batch, double tol, const kn_sched_provider *provider,
                        const char *must_fail, const char *conv_algo) {
   kn_diag d;
@@ -155,7 +158,7 @@ static void check_full(kn_graph *g, int64_t batch, double tol, const kn_sched_pr
   for (int i = 0; rc == 0 && i < groups.n; i++)
     rc = kn_sched_build_kernel_with(g, &groups.groups[i], &avx512, &ec, kn_arena_printf(&arena, "k%d", i), provider,
                                     &kb[i], getenv("KN_TEST_DUMP") ? stderr : NULL,
-                                    getenv("KN_TEST_DUMP") ? stderr : NULL, &d);
+                                    loops_out ? loops_out : getenv("KN_TEST_DUMP") ? stderr : NULL, &d);
   if (must_fail) {
     assert_int_not_equal(rc, 0);
     assert_non_null(strstr(d.count ? d.lines[d.count - 1] : "", must_fail));
@@ -953,6 +956,7 @@ static void test_vector_pieces(void **state) {
     kn_stmt *body = kn_s_store(&c, out, V, kn_e_mul(&c, kn_e_load(&c, in, V), kn_e_float(&c, KN_DT_F32, 2.0)));
     kn_stmt *s = kn_loop_finalize(&c, kn_s_for(&c, v, kn_e_int(&c, 0), kn_e_int(&c, widths[t]), KN_FOR_VECTORIZED, body));
     int n = s->kind == KN_S_SEQ ? s->u.seq.n : 1, first = 0;
+    assert_true(n <= 4);
     for (int i = 0; i < n; i++) {
       kn_stmt *st = s->kind == KN_S_SEQ ? s->u.seq.stmts[i] : s;
       assert_int_equal(st->kind, KN_S_STORE);
@@ -968,6 +972,18 @@ static void test_vector_pieces(void **state) {
     assert_int_equal(n < 4 ? pieces[t][n] : 0, 0);
     kn_arena_free(&A);
   }
+  /* every lane stores to one element: no piece vectorizes, the loop stays
+   * (serial) */
+  kn_arena A;
+  kn_arena_init(&A);
+  kn_expr_ctx c = {.arena = &A};
+  kn_var *v = kn_var_new(&c, "v");
+  kn_buffer *in = kn_buffer_new(&c, "in", KN_DT_F32, KN_BUF_PARAM, 0), *out = kn_buffer_new(&c, "out", KN_DT_F32, KN_BUF_PARAM, 0);
+  kn_stmt *body = kn_s_store(&c, out, kn_e_int(&c, 0), kn_e_load(&c, in, kn_e_var(&c, v)));
+  kn_stmt *s = kn_loop_finalize(&c, kn_s_for(&c, v, kn_e_int(&c, 0), kn_e_int(&c, 24), KN_FOR_VECTORIZED, body));
+  assert_int_equal(s->kind, KN_S_FOR);
+  assert_int_equal(s->u.loop.kind, KN_FOR_SERIAL);
+  kn_arena_free(&A);
 }
 
 /* Provider: the default schedule of each contraction with its column
@@ -991,11 +1007,16 @@ static void full_width_choose(void *ctx, const kn_sched_task *task, kn_schedule 
 }
 
 /* Column tiles of 24 and 40 (by default vectors of 8) as one vector each:
- * 16 + 8 and 32 + 8 lanes, matching the reference. */
+ * 16 + 8 and 32 + 8 lanes in the finalized loops, matching the reference. */
 static void test_vector_pieces_matmul(void **state) {
   (void)state;
   static const int64_t cols[] = {24, 40};
+  static const char *whole[] = {", 1, 24)", ", 1, 40)"}, *wide[] = {", 1, 16)", ", 1, 32)"};
   for (int t = 0; t < 2; t++) {
+    char *text = NULL;
+    size_t len = 0;
+    loops_out = open_memstream(&text, &len);
+    assert_non_null(loops_out);
     kn_graph g;
     kn_graph_init(&g);
     int x = input(&g, "x", 3, (int64_t[]){1, 10, 32}, 1);
@@ -1005,7 +1026,13 @@ static void test_vector_pieces_matmul(void **state) {
     int applied = 0;
     kn_sched_provider p = {full_width_choose, &applied};
     check_with(&g, 2, 1e-5, &p, NULL);
+    fclose(loops_out);
+    loops_out = NULL;
     assert_int_equal(applied, 1);
+    assert_null(strstr(text, whole[t]));
+    assert_non_null(strstr(text, wide[t]));
+    assert_non_null(strstr(text, ", 1, 8)"));
+    free(text);
     kn_graph_free(&g);
   }
 }
