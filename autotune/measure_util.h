@@ -2,11 +2,12 @@
  * (autotune/measure.c) and the one on a board (runner/measure_child.c, which
  * is built without kiln's libraries, hence header-only): deterministic random
  * inputs, the output check against the default schedule, the settle runs
- * before timing, and the ordering of timing samples. */
+ * before timing, and the ordering and median of timing samples. */
 #ifndef KN_AT_MEASURE_UTIL_H
 #define KN_AT_MEASURE_UTIL_H
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../ir/base.h"
@@ -93,6 +94,12 @@ static inline double kn_at_settle(const kn_loader *l, const void *const *ins, vo
 static inline int kn_at_cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return x < y ? -1 : x > y;
+}
+
+/* The median of v[0..n) (n >= 1), sorting v in place. */
+static inline double kn_at_median(double *v, int64_t n) {
+  qsort(v, (size_t)n, sizeof *v, kn_at_cmp_double);
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 #endif

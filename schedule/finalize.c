@@ -126,8 +126,7 @@ static kn_stmt *vec_pieces(kn_expr_ctx *c, kn_stmt *body, kn_var *var, int64_t e
   if (ext <= MAX_WHOLE) w = ext;
   for (; at < ext; w /= 2) {
     if (ext - at < w) continue;
-    kn_expr *shifted = at ? kn_e_add(c, kn_e_var(c, var), kn_e_int(c, at)) : kn_e_var(c, var);
-    kn_stmt *piece = kn_stmt_substitute(c, body, var, shifted);
+    kn_stmt *piece = at ? kn_stmt_substitute(c, body, var, kn_e_add(c, kn_e_var(c, var), kn_e_int(c, at))) : body;
     if (w == 1) {
       parts[n++] = kn_stmt_substitute(c, piece, var, kn_e_int(c, 0));
     } else {

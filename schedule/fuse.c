@@ -52,14 +52,22 @@ static bool needs_kernel(const kn_node *n) {
   return k != KN_CLASS_VIEW;
 }
 
-static bool can_inline_producer(fuse *F, int value) {
+/* The node making `value`, when a consumer could inline it: a live
+ * single-output node, its value computed (not a constant), read once and
+ * not a graph output, the node not inlined elsewhere; else NULL. */
+static const kn_node *single_use_producer(fuse *F, int value) {
   const kn_graph *g = F->g;
-  if (value < 0) return false;
+  if (value < 0 || g->values[value].data) return NULL;
   int p = g->values[value].producer;
-  if (p < 0 || g->values[value].data) return false;
+  if (p < 0) return NULL;
   const kn_node *n = &g->nodes[p];
-  return !n->dead && kn_op_class_of(n->op) == KN_CLASS_ELEMWISE && n->n_out == 1 &&
-         F->uses[value] == 1 && !F->is_output[value] && F->inline_into[p] < 0;
+  bool ok = !n->dead && n->n_out == 1 && F->uses[value] == 1 && !F->is_output[value] && F->inline_into[p] < 0;
+  return ok ? n : NULL;
+}
+
+static bool can_inline_producer(fuse *F, int value) {
+  const kn_node *n = single_use_producer(F, value);
+  return n && kn_op_class_of(n->op) == KN_CLASS_ELEMWISE;
 }
 
 /* Can a Pad inline the Transpose that makes its data input `value` (read by
@@ -69,11 +77,8 @@ static bool can_inline_producer(fuse *F, int value) {
  * Xeon: 0.022 + 0.025 ms); as one, the Pad reads the image through the
  * Transpose's indices. */
 static bool can_inline_transpose(fuse *F, int value) {
-  const kn_graph *g = F->g;
-  if (value < 0 || g->values[value].data) return false;
-  int p = g->values[value].producer;
-  return p >= 0 && !g->nodes[p].dead && g->nodes[p].op == KN_OP_TRANSPOSE && g->nodes[p].n_out == 1 &&
-         F->uses[value] == 1 && !F->is_output[value] && F->inline_into[p] < 0;
+  const kn_node *n = single_use_producer(F, value);
+  return n && n->op == KN_OP_TRANSPOSE;
 }
 
 /* Can contraction n inline the producer of its weights (input 1)? The

@@ -45,11 +45,6 @@ typedef struct build {
   double *round_ms; /* [step][round]: per-round medians */
 } build;
 
-static double median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, kn_at_cmp_double);
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 /* j = 0: every kernel at its default; j > 0: at the (j-1)-th ranked schedule timed alone */
 static int compile_one(const kn_model_check_opts *o, build *b, int j, kn_arena *A, kn_diag *d) {
   kn_compile_opts co = *o->compile;
@@ -130,7 +125,7 @@ static int round_of(const kn_model_check_opts *o, build *b, int r, int64_t batch
     }
   }
   for (int s = 0; s < a->n_steps; s++)
-    b->round_ms[(size_t)s * (size_t)o->rounds + (size_t)r] = median(b->step_ms + (size_t)s * (size_t)o->runs, o->runs);
+    b->round_ms[(size_t)s * (size_t)o->rounds + (size_t)r] = kn_at_median(b->step_ms + (size_t)s * (size_t)o->runs, o->runs);
   return 0;
 }
 
@@ -228,7 +223,7 @@ int kn_model_check(const kn_model_check_opts *o, kn_model_check_summary *sum, kn
       kn_diag_error(d, "model check: out of memory");
       goto done;
     }
-    for (int s = 0; s < n; s++) ms[j][s] = median(b[j].round_ms + (size_t)s * (size_t)o->rounds, o->rounds);
+    for (int s = 0; s < n; s++) ms[j][s] = kn_at_median(b[j].round_ms + (size_t)s * (size_t)o->rounds, o->rounds);
   }
   for (int s = 0; s < n; s++) {
     sum->tuned_steps += b[1].rep.tuned[s];

@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../autotune/measure_util.h"
 #include "../bench/peak.h"
 
 #define PEAK_SECONDS 0.2
@@ -42,20 +43,10 @@ static int64_t now_ns(void) {
   return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
 static int cmp_stat_desc(const void *a, const void *b) {
   const step_stat *x = a, *y = b;
   if (x->median_ms != y->median_ms) return x->median_ms < y->median_ms ? 1 : -1;
   return x->step - y->step;
-}
-
-static double median(double *v, long n) {
-  qsort(v, (size_t)n, sizeof *v, cmp_double);
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 /* A JSON string literal of s. */
@@ -224,15 +215,15 @@ int kn_run_profile(const kn_loader *l, const void *const *inputs, void *const *o
         step_ms[(size_t)ev->step * (size_t)o->runs + (size_t)r] = (double)(ev->end_ns - ev->begin_ns) / 1e6;
     }
   for (long r = 0; r < o->runs; r++) samples[r] = (double)(runs[r].end_ns - runs[r].begin_ns) / 1e6;
-  double run_ms = median(samples, o->runs);
+  double run_ms = kn_at_median(samples, o->runs);
   for (long r = 0; r < o->runs; r++) { /* the wall time not inside any step, per run */
     samples[r] = (double)(runs[r].end_ns - runs[r].begin_ns) / 1e6;
     for (int s = 0; s < a->n_steps; s++) samples[r] -= step_ms[(size_t)s * (size_t)o->runs + (size_t)r];
   }
-  double outside_ms = median(samples, o->runs);
+  double outside_ms = kn_at_median(samples, o->runs);
   /* medians sort step_ms in place: after the per-run sums above */
   for (int s = 0; s < a->n_steps; s++)
-    stats[s] = (step_stat){.step = s, .median_ms = median(step_ms + (size_t)s * (size_t)o->runs, o->runs),
+    stats[s] = (step_stat){.step = s, .median_ms = kn_at_median(step_ms + (size_t)s * (size_t)o->runs, o->runs),
                            .flops = a->steps[s].flops * (double)batch};
   double peak = o->peak_gflops;
   if (peak <= 0) {
