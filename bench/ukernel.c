@@ -9,10 +9,16 @@
  *   l2      weights 1024 deep (a 256 KB packed panel, from L2) and
  *           activation rows 4 KB apart: one tile of matmul1024;
  *   alias   12 x 32, activation rows 4 KB apart: 12 lines of one L1 set
- *           per step, the set conflicts that keep wider row tiles out.
+ *           per step (the set conflicts a wider row tile risks);
+ *   whole   the whole 1024^3 product with the 6 x 64 tile, in the order of
+ *           Kiln's default schedule: column panels outermost, every row tile
+ *           (the last one clamped to rows 1018-1023) sweeping the panel, each
+ *           tile storing into the 4 MB output. What the tile keeps once the
+ *           activations stream from L3 and the output is written.
  * It is a measuring stick for the benchmark, never linked into kiln or an
  * artifact (whose kernels come out of the pipeline). x86-64 with AVX-512F
  * only; elsewhere it says so and exits 0. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +31,7 @@
 
 #define TILE(MR, NV)                                                                                     \
   __attribute__((target("avx512f"), noinline)) static void tile_##MR##x##NV(                            \
-      const float *a, long lda, const float *b, long k, float *c) {                                     \
+      const float *a, long lda, const float *b, long k, float *c, long ldc) {                                     \
     __m512 acc[MR][NV];                                                                                  \
     _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++) _Pragma("GCC unroll 16") for (int j = 0; j < NV; j++) \
         acc[i][j] = _mm512_setzero_ps();                                                                 \
@@ -38,13 +44,22 @@
       }                                                                                                  \
     }                                                                                                    \
     _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++) _Pragma("GCC unroll 16") for (int j = 0; j < NV; j++) \
-        _mm512_storeu_ps(c + (i * NV + j) * 16, acc[i][j]);                                              \
+        _mm512_storeu_ps(c + i * ldc + j * 16, acc[i][j]);                                                  \
   }
 
 TILE(6, 4)
 TILE(12, 2)
 
-typedef void (*tile_fn)(const float *, long, const float *, long, float *);
+typedef void (*tile_fn)(const float *, long, const float *, long, float *, long);
+
+/* the whole product C[n x n] = A[n x n] * B, B packed per 64-column panel */
+static void whole_6x64(const float *a, const float *b, float *c, long n) {
+  for (long p = 0; p < n / 64; p++)
+    for (long t = 0; t < (n + 5) / 6; t++) {
+      long r = t * 6 < n - 6 ? t * 6 : n - 6;
+      tile_6x4(a + r * n, n, b + p * n * 64, n, c + r * n + p * 64, n);
+    }
+}
 
 static double now_s(void) {
   struct timespec ts;
@@ -52,35 +67,55 @@ static double now_s(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* GFLOP/s of fn over (mr x nv*16) tiles of depth k, best of 8 repetitions of
- * about seconds/8 each (after a calibration of 10-20 ms) */
-static double time_tile(tile_fn fn, int mr, int nv, long k, long lda, double seconds) {
-  float *a = aligned_alloc(64, (size_t)(mr * lda + 16) * sizeof(float));
-  float *b = aligned_alloc(64, (size_t)(k * nv * 16) * sizeof(float));
-  float *c = aligned_alloc(64, (size_t)(mr * nv * 16) * sizeof(float));
-  if (!a || !b || !c) {
-    free(a), free(b), free(c);
+/* One thing to time: a tile on its operands (whole == false) or the whole
+ * n x n product (whole == true). */
+typedef struct job {
+  tile_fn fn;
+  int mr, nv;
+  long k, lda;
+  bool whole;
+  float *a, *b, *c;
+} job;
+
+static void run_job(const job *j) {
+  if (j->whole)
+    whole_6x64(j->a, j->b, j->c, j->k);
+  else
+    j->fn(j->a, j->lda, j->b, j->k, j->c, j->nv * 16);
+}
+
+/* GFLOP/s of a job, best of 8 repetitions of about seconds/8 each (after a
+ * calibration of 10-20 ms); -1 when out of memory */
+static double time_job(job j, double seconds) {
+  long na = j.whole ? j.k * j.k : j.mr * j.lda + 16, nb = j.whole ? j.k * j.k : j.k * j.nv * 16;
+  long nc = j.whole ? j.k * j.k : j.mr * j.nv * 16;
+  j.a = aligned_alloc(64, (size_t)na * sizeof(float));
+  j.b = aligned_alloc(64, (size_t)nb * sizeof(float));
+  j.c = aligned_alloc(64, (size_t)nc * sizeof(float));
+  if (!j.a || !j.b || !j.c) {
+    free(j.a), free(j.b), free(j.c);
     return -1;
   }
-  for (long i = 0; i < mr * lda + 16; i++) a[i] = 1e-3f * (float)(i % 7);
-  for (long i = 0; i < k * nv * 16; i++) b[i] = 1e-3f * (float)(i % 5);
-  double flops = 2.0 * mr * nv * 16 * (double)k, best = 0, t = 0;
+  for (long i = 0; i < na; i++) j.a[i] = 1e-3f * (float)(i % 7);
+  for (long i = 0; i < nb; i++) j.b[i] = 1e-3f * (float)(i % 5);
+  double flops = j.whole ? 2.0 * (double)j.k * (double)j.k * (double)j.k : 2.0 * j.mr * j.nv * 16 * (double)j.k;
+  double best = 0, t = 0;
   long reps = 1;
   for (;; reps *= 2) { /* calibrate: the calls that take >= 10 ms */
     double t0 = now_s();
-    for (long r = 0; r < reps; r++) fn(a, lda, b, k, c);
+    for (long r = 0; r < reps; r++) run_job(&j);
     if ((t = now_s() - t0) >= 0.01) break;
   }
   reps = (long)((double)reps * (seconds / 8) / t) + 1; /* a repetition: seconds / 8 */
   for (int rep = 0; rep < 8; rep++) {
     double t0 = now_s();
-    for (long r = 0; r < reps; r++) fn(a, lda, b, k, c);
+    for (long r = 0; r < reps; r++) run_job(&j);
     double g = flops * (double)reps / (now_s() - t0) * 1e-9;
     if (g > best) best = g;
   }
-  volatile float sink = c[0];
+  volatile float sink = j.c[0];
   (void)sink;
-  free(a), free(b), free(c);
+  free(j.a), free(j.b), free(j.c);
   return best;
 }
 
@@ -112,16 +147,15 @@ int main(int argc, char **argv) {
   printf("fp32 FMA peak (%s, 1 thread): %.1f GFLOP/s\n", peak.isa, peak.gflops);
   static const struct {
     const char *name, *what;
-    tile_fn fn;
-    int mr, nv;
-    long k, lda;
+    job j;
   } settings[] = {
-      {"l1", "6x64, weights 64 deep, activations contiguous (all in L1)", tile_6x4, 6, 4, 64, 64},
-      {"l2", "6x64, weights 1024 deep (256 KB, L2), rows 4 KB apart (matmul1024)", tile_6x4, 6, 4, 1024, 1024},
-      {"alias", "12x32, weights 256 deep, rows 4 KB apart (one L1 set)", tile_12x2, 12, 2, 256, 1024},
+      {"l1", "6x64, weights 64 deep, activations contiguous (all in L1)", {.fn = tile_6x4, .mr = 6, .nv = 4, .k = 64, .lda = 64}},
+      {"l2", "6x64, weights 1024 deep (256 KB, L2), rows 4 KB apart (matmul1024)", {.fn = tile_6x4, .mr = 6, .nv = 4, .k = 1024, .lda = 1024}},
+      {"alias", "12x32, weights 256 deep, rows 4 KB apart (one L1 set)", {.fn = tile_12x2, .mr = 12, .nv = 2, .k = 256, .lda = 1024}},
+      {"whole", "6x64 over the whole 1024^3 product (Kiln's default order)", {.fn = tile_6x4, .mr = 6, .nv = 4, .k = 1024, .lda = 1024, .whole = true}},
   };
   for (size_t i = 0; i < sizeof settings / sizeof settings[0]; i++) {
-    double g = time_tile(settings[i].fn, settings[i].mr, settings[i].nv, settings[i].k, settings[i].lda, seconds);
+    double g = time_job(settings[i].j, seconds);
     if (g < 0) {
       fprintf(stderr, "kiln-ukernel: out of memory\n");
       return 1;
