@@ -18,7 +18,6 @@
  * It is a measuring stick for the benchmark, never linked into kiln or an
  * artifact (whose kernels come out of the pipeline). x86-64 with AVX-512F
  * only; elsewhere it says so and exits 0. */
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,8 +29,8 @@
 #include <immintrin.h>
 
 #define TILE(MR, NV)                                                                                     \
-  __attribute__((target("avx512f"), noinline)) static void tile_##MR##x##NV(                            \
-      const float *a, long lda, const float *b, long k, float *c, long ldc) {                                     \
+  __attribute__((target("avx512f"), noinline)) static void tile_##MR##x##NV(                             \
+      const float *a, long lda, const float *b, long k, float *c, long ldc) {                            \
     __m512 acc[MR][NV];                                                                                  \
     _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++) _Pragma("GCC unroll 16") for (int j = 0; j < NV; j++) \
         acc[i][j] = _mm512_setzero_ps();                                                                 \
@@ -44,7 +43,7 @@
       }                                                                                                  \
     }                                                                                                    \
     _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++) _Pragma("GCC unroll 16") for (int j = 0; j < NV; j++) \
-        _mm512_storeu_ps(c + i * ldc + j * 16, acc[i][j]);                                                  \
+        _mm512_storeu_ps(c + i * ldc + j * 16, acc[i][j]);                                               \
   }
 
 TILE(6, 4)
@@ -52,54 +51,47 @@ TILE(12, 2)
 
 typedef void (*tile_fn)(const float *, long, const float *, long, float *, long);
 
-/* the whole product C[n x n] = A[n x n] * B, B packed per 64-column panel */
-static void whole_6x64(const float *a, const float *b, float *c, long n) {
-  for (long p = 0; p < n / 64; p++)
-    for (long t = 0; t < (n + 5) / 6; t++) {
-      long r = t * 6 < n - 6 ? t * 6 : n - 6;
-      tile_6x4(a + r * n, n, b + p * n * 64, n, c + r * n + p * 64, n);
-    }
-}
-
 static double now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* One thing to time: a tile on its operands (whole == false) or the whole
- * n x n product (whole == true). */
+/* One thing to time: C[m x n] = A[m x k] (rows lda apart) * B, with B packed
+ * per panel of nv*16 columns and swept by the mr x (nv*16) tile fn in the
+ * order of Kiln's default schedule: column panels outermost, then every row
+ * tile, the last one clamped to the last mr rows. One tile when m = mr and
+ * n = nv*16. */
 typedef struct job {
   tile_fn fn;
   int mr, nv;
-  long k, lda;
-  bool whole;
+  long m, k, n, lda;
   float *a, *b, *c;
 } job;
 
 static void run_job(const job *j) {
-  if (j->whole)
-    whole_6x64(j->a, j->b, j->c, j->k);
-  else
-    j->fn(j->a, j->lda, j->b, j->k, j->c, j->nv * 16);
+  long nc = j->nv * 16;
+  for (long p = 0; p < j->n / nc; p++)
+    for (long t = 0; t < (j->m + j->mr - 1) / j->mr; t++) {
+      long r = t * j->mr < j->m - j->mr ? t * j->mr : j->m - j->mr;
+      j->fn(j->a + r * j->lda, j->lda, j->b + p * j->k * nc, j->k, j->c + r * j->n + p * nc, j->n);
+    }
 }
 
-/* GFLOP/s of a job, best of 8 repetitions of about seconds/8 each (after a
- * calibration of 10-20 ms); -1 when out of memory */
+/* GFLOP/s of a job (2mnk per call), best of 8 repetitions of about
+ * seconds/8 each (after a calibration of 10-20 ms); -1 when out of memory */
 static double time_job(job j, double seconds) {
-  long na = j.whole ? j.k * j.k : j.mr * j.lda + 16, nb = j.whole ? j.k * j.k : j.k * j.nv * 16;
-  long nc = j.whole ? j.k * j.k : j.mr * j.nv * 16;
+  long na = j.m * j.lda + 16, nb = j.k * j.n;
   j.a = aligned_alloc(64, (size_t)na * sizeof(float));
   j.b = aligned_alloc(64, (size_t)nb * sizeof(float));
-  j.c = aligned_alloc(64, (size_t)nc * sizeof(float));
+  j.c = aligned_alloc(64, (size_t)(j.m * j.n) * sizeof(float));
   if (!j.a || !j.b || !j.c) {
     free(j.a), free(j.b), free(j.c);
     return -1;
   }
   for (long i = 0; i < na; i++) j.a[i] = 1e-3f * (float)(i % 7);
   for (long i = 0; i < nb; i++) j.b[i] = 1e-3f * (float)(i % 5);
-  double flops = j.whole ? 2.0 * (double)j.k * (double)j.k * (double)j.k : 2.0 * j.mr * j.nv * 16 * (double)j.k;
-  double best = 0, t = 0;
+  double flops = 2.0 * (double)j.m * (double)j.n * (double)j.k, best = 0, t = 0;
   long reps = 1;
   for (;; reps *= 2) { /* calibrate: the calls that take >= 10 ms */
     double t0 = now_s();
@@ -149,10 +141,10 @@ int main(int argc, char **argv) {
     const char *name, *what;
     job j;
   } settings[] = {
-      {"l1", "6x64, weights 64 deep, activations contiguous (all in L1)", {.fn = tile_6x4, .mr = 6, .nv = 4, .k = 64, .lda = 64}},
-      {"l2", "6x64, weights 1024 deep (256 KB, L2), rows 4 KB apart (matmul1024)", {.fn = tile_6x4, .mr = 6, .nv = 4, .k = 1024, .lda = 1024}},
-      {"alias", "12x32, weights 256 deep, rows 4 KB apart (one L1 set)", {.fn = tile_12x2, .mr = 12, .nv = 2, .k = 256, .lda = 1024}},
-      {"whole", "6x64 over the whole 1024^3 product (Kiln's default order)", {.fn = tile_6x4, .mr = 6, .nv = 4, .k = 1024, .lda = 1024, .whole = true}},
+      {"l1", "6x64, weights 64 deep, activations contiguous (all in L1)", {.fn = tile_6x4, .mr = 6, .nv = 4, .m = 6, .k = 64, .n = 64, .lda = 64}},
+      {"l2", "6x64, weights 1024 deep (256 KB, L2), rows 4 KB apart (matmul1024)", {.fn = tile_6x4, .mr = 6, .nv = 4, .m = 6, .k = 1024, .n = 64, .lda = 1024}},
+      {"alias", "12x32, weights 256 deep, rows 4 KB apart (one L1 set)", {.fn = tile_12x2, .mr = 12, .nv = 2, .m = 12, .k = 256, .n = 32, .lda = 1024}},
+      {"whole", "6x64 over the whole 1024^3 product (Kiln's default order)", {.fn = tile_6x4, .mr = 6, .nv = 4, .m = 1024, .k = 1024, .n = 1024, .lda = 1024}},
   };
   for (size_t i = 0; i < sizeof settings / sizeof settings[0]; i++) {
     double g = time_job(settings[i].j, seconds);
