@@ -237,6 +237,25 @@ static void generic(space *sp, int lanes) {
           add(sp, &s);
         }
     }
+  /* the Winograd input transform: a tile's elements unrolled inside each
+   * vector of channels (rules.c), over each vector width and parallel depth */
+  int ea = ts->hints.elem_axis;
+  if (ea >= 0 && ea < last && !ts->hints.has_stages && ts->extent[ea] > 0 && ts->extent[ea] <= 64)
+    for (int vi = 0; vi < n_vf; vi++)
+      for (int par = rank - 2; par >= 1 && vfs[vi] > 1; par--) {
+        kn_schedule s;
+        memset(&s, 0, sizeof s);
+        s.n_axes = rank;
+        s.factors[last][s.n_factors[last]++] = vfs[vi];
+        for (int a = 0; a < last; a++)
+          if (a != ea) loop(&s, a, 0, KN_FOR_SERIAL);
+        loop(&s, last, 0, KN_FOR_SERIAL);
+        s.n_parallel = par;
+        s.attach = rank;
+        loop(&s, ea, 0, KN_FOR_UNROLLED);
+        loop(&s, last, 1, KN_FOR_VECTORIZED);
+        add(sp, &s);
+      }
 }
 
 int kn_at_space_generate(const kn_at_task_shape *ts, const kn_target *t, kn_arena *A, kn_schedule **out) {

@@ -147,6 +147,11 @@ typedef struct kn_sched_hints {
                            integer ops (the Winograd transforms): the
                            innermost axis stays a serial loop, so its index
                            arithmetic is computed once per row */
+  int elem_axis;        /* the Winograd input transform: the O axis of a
+                           tile's elements (e of V[n, e, t, c]), -1 for
+                           other kernels. The default unrolls its loop
+                           inside a vector of channels, so that the tile's
+                           elements share the input vectors they read (rules.c) */
   int gather_axis;      /* kernels without stages: the O axis, never the
                            last, that indexes the innermost dim of every
                            input O loads, while the last O axis indexes none
