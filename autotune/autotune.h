@@ -251,13 +251,13 @@ typedef struct kn_at_summary {
 int kn_at_tune(const kn_graph *g, const kn_groups *groups, const kn_target *t, const kn_at_options *o,
                kn_at_summary *sum, kn_diag *d);
 /* The same over alternatives: the model compiled different ways (by the
- * rule, with direct and with Winograd convolutions), one task per workload
+ * rule, with direct, Winograd F(2x2, 3x3) and F(4x4, 3x3) convolutions), one task per workload
  * key over all of them (its weight: the most kernels it has in one), so the
  * scheduler spends the budget wherever it lowers the estimate most; the
  * estimate is that of the fastest alternative by best times, and the first
  * one's by default times. `kiln compile --tuning-log` then picks per
  * convolution. */
-#define KN_AT_MAX_ALTS 3
+#define KN_AT_MAX_ALTS 4
 int kn_at_tune_alternatives(const kn_graph *const *gs, const kn_groups *const *grs, int n_alts, const kn_target *t,
                             const kn_at_options *o, kn_at_summary *sum, kn_diag *d);
 

@@ -2,7 +2,7 @@
  *
  * 1. Tasks: groups with equal workload keys are one task (weight = count),
  *    over the alternatives (kn_at_tune_alternatives: the model with its
- *    3x3 convs direct and as Winograd), whose end-to-end estimates are
+ *    3x3 convs direct and as Winograd F(2x2) and F(4x4)), whose end-to-end estimates are
  *    those of the fastest alternative.
  * 2. Defaults: each task's default schedule is built and run first; its
  *    output is the task's reference and its time the task's baseline (a

@@ -40,17 +40,19 @@ int kn_pass_fold_conv_bn(kn_graph *g, kn_diag *d);
 int kn_pass_layout(kn_graph *g, kn_diag *d);
 
 /* Rewrites 3x3 stride-1 kiln.ConvNHWC with constant f32 weights, group 1,
- * into Winograd F(2x2, 3x3) (WinogradInput, MatMul, WinogradOutput), where
- * want(g, node, ctx) says yes. Runs after kn_pass_layout, before
- * kn_pass_explicit_pad (pass_winograd.c). */
-typedef bool (*kn_winograd_want)(const kn_graph *g, int node, void *ctx);
+ * into Winograd F(m x m, 3x3) (WinogradInput, MatMul, WinogradOutput) with
+ * the tile m = want(g, node, ctx): 2 or 4, 0 to leave the conv direct. Runs
+ * after kn_pass_layout, before kn_pass_explicit_pad (pass_winograd.c). */
+typedef int (*kn_winograd_want)(const kn_graph *g, int node, void *ctx);
 int kn_pass_winograd(kn_graph *g, kn_winograd_want want, void *ctx, kn_diag *d);
 /* Whether node is a conv the pass can rewrite (3x3, stride 1, dilation 1,
  * group 1, pads <= 2, constant f32 weights). */
 bool kn_winograd_eligible(const kn_graph *g, int node);
-/* want: every eligible conv; the default rule (at least 32 input and output channels). */
-bool kn_winograd_want_all(const kn_graph *g, int node, void *ctx);
-bool kn_winograd_want_default(const kn_graph *g, int node, void *ctx);
+/* want: every eligible conv as F(2x2, 3x3), or as F(4x4, 3x3); the default
+ * rule (F(2x2, 3x3) for at least 32 input and output channels). */
+int kn_winograd_want_all2(const kn_graph *g, int node, void *ctx);
+int kn_winograd_want_all4(const kn_graph *g, int node, void *ctx);
+int kn_winograd_want_default(const kn_graph *g, int node, void *ctx);
 
 /* A per-channel scale Mul(y, s) read only by a group-1 kiln.ConvNHWC with
  * constant weights scales the weights instead, where they are the smaller

@@ -24,7 +24,9 @@ static void usage(FILE *out) {
           "  --tuning-log LOG.jsonl use the best record per workload of a `kiln tune` log\n"
           "                         (records for other targets are ignored with a notice)\n"
           "  --conv-algo A          3x3 stride-1 convs: direct, winograd (F(2x2,3x3) wherever\n"
-          "                         it applies) or auto (default: Winograd for >= 32 channels)\n"
+          "                         it applies), winograd4 (F(4x4,3x3) likewise) or auto\n"
+          "                         (default: F(2x2,3x3) for >= 32 channels; with --tuning-log,\n"
+          "                         per conv the way whose kernels measured fastest)\n"
           "  --dump-after=STAGE     print the IR after STAGE to stdout; stages:");
   for (int i = 0; kn_pipeline_stages[i]; i++) fprintf(out, " %s", kn_pipeline_stages[i]);
   fprintf(out, "\n  -v, --verbose          print a summary line\n");
@@ -91,7 +93,7 @@ int kn_cmd_compile(int argc, char **argv) {
     } else if ((r = TAKE("--conv-algo"))) {
       if (r < 0) goto missing;
       if (!kn_pipeline_conv_algo_valid(val)) {
-        fprintf(stderr, "kiln: error: --conv-algo: '%s' is not direct, winograd or auto\n", val);
+        fprintf(stderr, "kiln: error: --conv-algo: '%s' is not direct, winograd, winograd4 or auto\n", val);
         goto out;
       }
       o.conv_algo = val;

@@ -33,7 +33,7 @@ static void usage(FILE *out) {
           "  --max-batch B          batch the kernels are built and timed for (default 1)\n"
           "  --bind NAME=FILE       tune the model with graph input NAME bound to FILE, as\n"
           "                         `kiln compile --bind` (repeatable; compile with the same)\n"
-          "  --conv-algo A          direct|winograd|auto, as `kiln compile --conv-algo` (compile\n"
+          "  --conv-algo A          direct|winograd|winograd4|auto, as `kiln compile --conv-algo` (compile\n"
           "                         with the same: it decides which kernels there are)\n"
           "  --threads N            threads of the measured kernels (default: the CPUs)\n"
           "  --workers N            concurrent candidate builds (default 2)\n"
@@ -191,9 +191,9 @@ int kn_cmd_tune(int argc, char **argv) {
   kn_target target, host;
   int status = 1;
   /* the alternatives: the model as --conv-algo says; with auto (the
-   * default) and Winograd-eligible convs, also all direct and all Winograd,
-   * so the session measures both algorithms and `kiln compile --tuning-log`
-   * picks per conv */
+   * default) and Winograd-eligible convs, also all direct, all Winograd
+   * F(2x2, 3x3) and all F(4x4, 3x3), so the session measures the three ways
+   * and `kiln compile --tuning-log` picks per conv (conv_algo.c) */
   kn_graph gs[KN_AT_MAX_ALTS];
   kn_groups grs[KN_AT_MAX_ALTS];
   int n_alts = 0;
@@ -235,7 +235,7 @@ int kn_cmd_tune(int argc, char **argv) {
                   target_spec);
     goto done;
   }
-  static const char *const alt_algo[KN_AT_MAX_ALTS] = {NULL, "direct", "winograd"};
+  static const char *const alt_algo[KN_AT_MAX_ALTS] = {NULL, "direct", "winograd", "winograd4"};
   bool both = !conv_algo || !strcmp(conv_algo, "auto");
   for (int a = 0; a < (both ? KN_AT_MAX_ALTS : 1); a++) {
     if (a > 0) co.conv_algo = alt_algo[a];

@@ -1,13 +1,15 @@
 /* conv_algo.c — the algorithm of each 3x3 stride-1 convolution, chosen by
  * measurement: `kiln compile --tuning-log` (with --conv-algo auto, the
- * default) compiles the model's graph both ways, all direct and all
- * Winograd, looks up the best record of every kernel of each, and runs a
- * conv as Winograd when its three kernels (input transform, GEMM, output
- * transform with the conv's epilogue) took less in sum than its direct
- * kernel (and the Pad kernel in front of it). A conv that lacks a record
- * on either side keeps the default rule (kn_winograd_want_default).
- * `kiln tune` (auto) tunes both alternatives in one session, so its log
- * has the records this needs. */
+ * default) compiles the model's graph three ways, all direct, all Winograd
+ * F(2x2, 3x3) and all F(4x4, 3x3), looks up the best record of every kernel
+ * of each, and runs a conv the way whose kernels took least in sum: a
+ * Winograd way's three (input transform, GEMM, output transform with the
+ * conv's epilogue), the direct way's conv kernel and the Pad kernel in front
+ * of it. Only ways with a record for each of their kernels compete (a log
+ * from before F(4x4, 3x3) has none for it); a conv with fewer than two such
+ * ways keeps the default rule (kn_winograd_want_default). `kiln tune` (auto)
+ * tunes all three alternatives in one session, so its log has the records
+ * this needs. */
 #include <string.h>
 
 #include "../autotune/autotune.h"
@@ -21,11 +23,16 @@ bool kn_pipeline_has_winograd_convs(const kn_graph *g) {
   return false;
 }
 
+/* The ways: direct, F(2x2, 3x3), F(4x4, 3x3); the Winograd tile of each. */
+#define WAYS 3
+static const int way_tile[WAYS] = {0, 2, 4};
+static const char *const way_algo[WAYS] = {"direct", "winograd", "winograd4"};
+
 typedef struct conv_cost {
   const char *name;
-  double s[2];       /* direct, Winograd: sum of the kernels' best records */
-  bool missing[2];   /* a kernel without a record */
-  bool seen[2];
+  double s[WAYS];       /* sum of the kernels' best records */
+  bool missing[WAYS];   /* a kernel without a record */
+  bool seen[WAYS];
 } conv_cost;
 
 static bool strip_suffix(const char *name, const char *suffix, char *base, size_t cap) {
@@ -44,13 +51,13 @@ static conv_cost *cost_of(conv_cost *c, int *n, int cap, const char *name, kn_ar
   return &c[(*n)++];
 }
 
-/* The kernels of the model compiled one way (alt 0 direct, 1 Winograd),
- * added to the costs of the convs they belong to. Returns 1 when the graph
- * has a conv Winograd could compute, 0 when not, -1 on error. */
+/* The kernels of the model compiled one way (way_algo[alt]), added to the
+ * costs of the convs they belong to. Returns 1 when the graph has a conv
+ * Winograd could compute, 0 when not, -1 on error. */
 static int add_costs(const kn_compile_opts *o, int alt, const kn_at_log *log, kn_arena *A, conv_cost *c, int *n,
                      int cap, kn_diag *d) {
   kn_compile_opts co = *o;
-  co.conv_algo = alt ? "winograd" : "direct";
+  co.conv_algo = way_algo[alt];
   co.conv_choice = NULL;
   co.dump_after = NULL;
   kn_graph g;
@@ -64,13 +71,13 @@ static int add_costs(const kn_compile_opts *o, int alt, const kn_at_log *log, kn
    * A name that occurs in one alternative only is not a choice (a stride-2
    * conv, another Pad) and is dropped by kn_conv_choose. */
   static const char *const suffixes[2][3] = {{".pad", NULL, NULL}, {".winograd_in", ".winograd_gemm", ".winograd_out"}};
+  const char *const *suffix = suffixes[alt > 0];
   for (int i = 0; i < groups.n; i++) {
     const kn_node *anchor = &g.nodes[groups.groups[i].anchor];
     char base[512];
     bool found = alt == 0 && anchor->op == KN_OP_CONV_NHWC && strlen(anchor->name) < sizeof base;
     if (found) strcpy(base, anchor->name);
-    for (int k = 0; k < 3 && !found && suffixes[alt][k]; k++)
-      found = strip_suffix(anchor->name, suffixes[alt][k], base, sizeof base);
+    for (int k = 0; k < 3 && !found && suffix[k]; k++) found = strip_suffix(anchor->name, suffix[k], base, sizeof base);
     if (!found) continue;
     conv_cost *cc = cost_of(c, n, cap, base, A);
     if (!cc) continue;
@@ -91,27 +98,35 @@ int kn_conv_choose(const kn_compile_opts *o, const kn_at_log *log, kn_arena *A, 
   conv_cost *c = KN_NEW_ARRAY(A, conv_cost, cap);
   /* a model without such convs (bert) is not compiled the second way */
   int rc = add_costs(o, 0, log, A, c, &n, cap, d);
-  if (rc > 0) rc = add_costs(o, 1, log, A, c, &n, cap, d);
+  for (int alt = 1; rc > 0 && alt < WAYS; alt++) rc = add_costs(o, alt, log, A, c, &n, cap, d);
   if (rc < 0) return -1;
   out->names = KN_NEW_ARRAY(A, const char *, n + 1);
-  out->winograd = KN_NEW_ARRAY(A, bool, n + 1);
+  out->tile = KN_NEW_ARRAY(A, int, n + 1);
   for (int i = 0; i < n; i++) {
-    if (!c[i].seen[0] || !c[i].seen[1]) continue;
-    if (c[i].missing[0] || c[i].missing[1]) {
+    int seen = 0, best = -1;
+    for (int w = 0; w < WAYS; w++) {
+      seen += c[i].seen[w];
+      if (c[i].seen[w] && !c[i].missing[w] && (best < 0 || c[i].s[w] < c[i].s[best])) best = w;
+    }
+    if (seen < 2) continue; /* not a conv with a choice */
+    int complete = 0;
+    for (int w = 0; w < WAYS; w++) complete += c[i].seen[w] && !c[i].missing[w];
+    if (complete < 2) {
       out->by_rule++;
       continue;
     }
     out->names[out->n] = c[i].name;
-    out->winograd[out->n] = c[i].s[1] < c[i].s[0];
-    out->n_winograd += out->winograd[out->n];
+    out->tile[out->n] = way_tile[best];
+    out->n_winograd2 += way_tile[best] == 2;
+    out->n_winograd4 += way_tile[best] == 4;
     out->n++;
   }
   return 0;
 }
 
-bool kn_conv_choice_want(const kn_graph *g, int node, void *ctx) {
+int kn_conv_choice_want(const kn_graph *g, int node, void *ctx) {
   const kn_conv_choice *ch = ctx;
   for (int i = 0; i < ch->n; i++)
-    if (!strcmp(ch->names[i], g->nodes[node].name)) return ch->winograd[i];
+    if (!strcmp(ch->names[i], g->nodes[node].name)) return ch->tile[i];
   return kn_winograd_want_default(g, node, NULL);
 }

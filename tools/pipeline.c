@@ -117,7 +117,7 @@ int kn_pipeline_load_buffer(const uint8_t *data, size_t size, int64_t max_batch,
 }
 
 bool kn_pipeline_conv_algo_valid(const char *s) {
-  return !strcmp(s, "direct") || !strcmp(s, "winograd") || !strcmp(s, "auto");
+  return !strcmp(s, "direct") || !strcmp(s, "winograd") || !strcmp(s, "winograd4") || !strcmp(s, "auto");
 }
 
 static int winograd(const kn_compile_opts *o, kn_graph *g, kn_diag *d) {
@@ -126,9 +126,10 @@ static int winograd(const kn_compile_opts *o, kn_graph *g, kn_diag *d) {
     dump_graph(o, "winograd", g);
     return 0;
   }
-  kn_winograd_want want = !strcmp(algo, "winograd") ? kn_winograd_want_all
-                          : o->conv_choice           ? kn_conv_choice_want
-                                                     : kn_winograd_want_default;
+  kn_winograd_want want = !strcmp(algo, "winograd")  ? kn_winograd_want_all2
+                          : !strcmp(algo, "winograd4") ? kn_winograd_want_all4
+                          : o->conv_choice             ? kn_conv_choice_want
+                                                       : kn_winograd_want_default;
   if (kn_pass_winograd(g, want, (void *)o->conv_choice, d) < 0) return -1;
   return after_pass(o, "winograd", g, d);
 }
@@ -245,8 +246,11 @@ int kn_compile(const kn_compile_opts *o, kn_diag *d) {
   if (by_log) {
     measured.conv_choice = &choice;
     if (o->verbose)
-      fprintf(stderr, "kiln: tuning log: %d convs by measurement (%d Winograd, %d direct), %d by the rule\n",
-              choice.n, choice.n_winograd, choice.n - choice.n_winograd, choice.by_rule);
+      fprintf(stderr,
+              "kiln: tuning log: %d convs by measurement (%d Winograd F(2x2,3x3), %d F(4x4,3x3), %d direct), %d by "
+              "the rule\n",
+              choice.n, choice.n_winograd2, choice.n_winograd4, choice.n - choice.n_winograd2 - choice.n_winograd4,
+              choice.by_rule);
   }
   if (kn_pipeline_optimize(&measured, &g, d) < 0) goto done;
   if (stop_is(o, "cleanup")) goto stopped;

@@ -29,9 +29,10 @@ typedef struct kn_compile_opts {
   bool verbose;
   const kn_binding *binds; /* --bind: graph inputs made constants */
   int n_binds;
-  /* --conv-algo: which 3x3 stride-1 convs run as Winograd F(2x2, 3x3)
-   * (ir/pass_winograd.c): "direct" none, "winograd" all that can, "auto" or
-   * NULL the default rule. */
+  /* --conv-algo: which 3x3 stride-1 convs run as Winograd
+   * (ir/pass_winograd.c): "direct" none, "winograd" all that can as
+   * F(2x2, 3x3), "winograd4" all as F(4x4, 3x3), "auto" or NULL the default
+   * rule. */
   const char *conv_algo;
   /* per-conv decisions measured from a tuning log (conv_algo.c), or NULL */
   const struct kn_conv_choice *conv_choice;
@@ -54,18 +55,19 @@ typedef struct kn_compile_report {
 } kn_compile_report;
 
 /* Which convs run as Winograd, by the best records of a tuning log
- * (conv_algo.c): names[i] is a conv node, winograd[i] the choice; by_rule
- * counts the convs left to the default rule for lack of records. */
+ * (conv_algo.c): names[i] is a conv node, tile[i] the choice (0 direct,
+ * 2 or 4 the Winograd tile); by_rule counts the convs left to the default
+ * rule for lack of records. */
 typedef struct kn_conv_choice {
-  int n, n_winograd, by_rule;
+  int n, n_winograd2, n_winograd4, by_rule;
   const char **names;
-  bool *winograd;
+  int *tile;
 } kn_conv_choice;
 struct kn_at_log;
 int kn_conv_choose(const kn_compile_opts *o, const struct kn_at_log *log, kn_arena *A, kn_conv_choice *out,
                    kn_diag *d);
 /* kn_winograd_want over a kn_conv_choice (ctx); the default rule for the rest. */
-bool kn_conv_choice_want(const kn_graph *g, int node, void *ctx);
+int kn_conv_choice_want(const kn_graph *g, int node, void *ctx);
 /* Whether g (optimized) has a Winograd conv or a conv that could be one. */
 bool kn_pipeline_has_winograd_convs(const kn_graph *g);
 

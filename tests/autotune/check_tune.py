@@ -333,7 +333,21 @@ def case_numerics(a, tmp):
         print(f"{name}: {proc.stderr.strip().splitlines()[0]}")
 
 
-CHOICE = re.compile(r"kiln: tuning log: (\d+) convs by measurement \((\d+) Winograd, (\d+) direct\), (\d+) by the rule")
+CHOICE = re.compile(r"kiln: tuning log: (\d+) convs by measurement \((\d+) Winograd F\(2x2,3x3\), (\d+) F\(4x4,3x3\), "
+                    r"(\d+) direct\), (\d+) by the rule")
+
+
+def conv_way(key):
+    """Which way of computing a 3x3 conv a record's kernel belongs to: "winograd" (F(2x2, 3x3)),
+    "winograd4" (F(4x4, 3x3): its transforms carry tile=4, its GEMM has 36 tile positions) or
+    "direct" (any other kernel)."""
+    if key.startswith(("kiln.WinogradInput", "kiln.WinogradOutput")):
+        attrs = key.split("}")[0] if key.split("(")[0].count("{") else ""
+        return "winograd4" if "tile=4" in attrs else "winograd"
+    if key.startswith("MatMul("):
+        dims = key.split("[")[1].split(",")
+        return {"16": "winograd", "36": "winograd4"}.get(dims[1], "direct")
+    return "direct"
 
 
 def case_convalgo(a, tmp):
@@ -346,13 +360,14 @@ def case_convalgo(a, tmp):
         assert op in keys, f"no {op} record: the session did not measure both algorithms ({sorted(keys)})"
     feeds = make_inputs(model_inputs(model), batch=1, seed=5)
     want = ort_reference(model, feeds)
-    wino = ("kiln.WinogradInput", "kiln.WinogradOutput", "MatMul")
-    for favour, expect in (("winograd", (2, 2, 0)), ("direct", (2, 0, 2))):
+    ways = {conv_way(r["key"]) for r in recs if r["status"] == "ok"}
+    assert ways == {"direct", "winograd", "winograd4"}, f"the session did not measure the three ways: {ways}"
+    # tiny_cnn's two 3x3 convs: (convs by measurement, F(2x2), F(4x4), direct)
+    for favour, expect in (("winograd", (2, 2, 0, 0)), ("winograd4", (2, 0, 2, 0)), ("direct", (2, 0, 0, 2))):
         doctored = os.path.join(tmp, f"{favour}.jsonl")
         with open(doctored, "w") as f:
             for r in recs:
-                is_wino = r["key"].startswith(wino)
-                if r["status"] == "ok" and is_wino == (favour == "winograd"):
+                if r["status"] == "ok" and conv_way(r["key"]) == favour:
                     r = dict(r, seconds=1e-9)
                 f.write(json.dumps(r) + "\n")
         so = os.path.join(tmp, f"{favour}.so")
@@ -360,7 +375,7 @@ def case_convalgo(a, tmp):
         assert proc.returncode == 0, proc.stderr
         m = CHOICE.search(proc.stderr)
         assert m, proc.stderr
-        assert tuple(int(x) for x in m.groups()[:3]) == expect, f"favouring {favour}: {m.group(0)}"
+        assert tuple(int(x) for x in m.groups()[:4]) == expect, f"favouring {favour}: {m.group(0)}"
         got = run_artifact(a, so, feeds, tmp, favour)
         for out, ref in want.items():
             key = "".join(c if c.isalnum() or c in "._-" else "_" for c in out)
@@ -414,8 +429,8 @@ def case_progress(a, tmp):
         m = PROGRESS.fullmatch(l)
         assert m, f"progress line not in the documented format: {l!r}"
         # tiny_cnn: 8 kernels in 8 tasks (conv1 padded), and the 6 Winograd kernels of its two 3x3
-        # convs (the alternatives of --conv-algo auto)
-        assert int(m.group(2)) == 16 and int(m.group(3)) == 14, l
+        # convs as F(2x2, 3x3) and 6 more as F(4x4, 3x3) (the alternatives of --conv-algo auto)
+        assert int(m.group(2)) == 16 and int(m.group(3)) == 20, l
     assert PROGRESS.fullmatch(lines[-1]).group(1) == "16", lines[-1]
     # on a terminal: one line refreshed in place
     log2 = os.path.join(tmp, "t2.jsonl")

@@ -1,4 +1,4 @@
-/* test_winograd.c — the Winograd F(2x2, 3x3) rewrite (ir/pass_winograd.c):
+/* test_winograd.c — the Winograd F(2x2, 3x3) and F(4x4, 3x3) rewrites (ir/pass_winograd.c):
  * the reference interpreter computes the same outputs before and after it
  * (the transforms' references multiply by the matrices, the pass transforms
  * the weights), over pads, odd (ragged) sizes, bias or none and a symbolic
@@ -8,10 +8,12 @@
 #include <string.h>
 
 #include "graph_util.h"
+#include "ir/winograd.h"
 
 #define I(x) ((int64_t)(x))
 
-static int winograd_all(kn_graph *g, kn_diag *d) { return kn_pass_winograd(g, kn_winograd_want_all, NULL, d); }
+static int winograd_all2(kn_graph *g, kn_diag *d) { return kn_pass_winograd(g, kn_winograd_want_all2, NULL, d); }
+static int winograd_all4(kn_graph *g, kn_diag *d) { return kn_pass_winograd(g, kn_winograd_want_all4, NULL, d); }
 
 /* x [N, C, H, W] -> Conv 3x3 (pads p, stride s, group) -> Relu, NCHW as imported. */
 static void build(kn_graph *g, int64_t C, int64_t K, int64_t H, int64_t W, int64_t pad_lo, int64_t pad_hi,
@@ -34,16 +36,20 @@ static void build(kn_graph *g, int64_t C, int64_t K, int64_t H, int64_t W, int64
   tg_output(g, "y");
 }
 
-/* Outputs at batch 1 and 2 after the NHWC layout, then after Winograd. */
-static void check_rewrite(kn_graph *g, int expect_rewritten) {
+/* Outputs at batch 1 and 2 after the NHWC layout, then after Winograd with
+ * tile m. */
+static void check_rewrite(kn_graph *g, int m, int expect_rewritten) {
   tg_infer_ok(g);
   tg_pass_ok(g, kn_pass_layout, "pass");
   int64_t batches[2] = {1, 2};
   void **before[2];
   for (int b = 0; b < 2; b++) before[b] = tg_run(g, batches[b], 99u + (unsigned)b);
-  tg_pass_ok(g, winograd_all, "pass");
+  tg_pass_ok(g, m == 2 ? winograd_all2 : winograd_all4, "pass");
   tg_pass_ok(g, kn_pass_dce, "pass");
   assert_int_equal(tg_count(g, KN_OP_WINOGRAD_INPUT), expect_rewritten);
+  for (int i = 0; i < g->n_nodes; i++)
+    if (!g->nodes[i].dead && kn_winograd_op(g->nodes[i].op))
+      assert_int_equal(kn_node_attr_int(&g->nodes[i], "tile", 2), m);
   assert_int_equal(tg_count(g, KN_OP_WINOGRAD_OUTPUT), expect_rewritten);
   assert_int_equal(tg_count(g, KN_OP_CONV_NHWC), 1 - expect_rewritten);
   for (int b = 0; b < 2; b++) {
@@ -67,14 +73,17 @@ static void winograd_matches_direct(void **state) {
       {3, 4, 5, 8, 2, 1, true},    /* unequal pads: 6x9 output */
       {16, 8, 3, 3, 0, 0, false},  /* one output pixel */
       {2, 2, 1, 1, 1, 1, true},    /* a 1x1 image, all of the window in the pads */
+      {6, 5, 14, 14, 1, 1, true},  /* F(4x4): 14x14 in 4x4 tiles, the last ragged */
+      {4, 4, 10, 7, 2, 2, false},  /* F(4x4): 12x9 output */
   };
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    kn_graph g;
-    build(&g, cases[i].C, cases[i].K, cases[i].H, cases[i].W, cases[i].pad_lo, cases[i].pad_hi, 1, 1,
-          cases[i].bias);
-    check_rewrite(&g, 1);
-    kn_graph_free(&g);
-  }
+  for (int m = 2; m <= 4; m += 2)
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+      kn_graph g;
+      build(&g, cases[i].C, cases[i].K, cases[i].H, cases[i].W, cases[i].pad_lo, cases[i].pad_hi, 1, 1,
+            cases[i].bias);
+      check_rewrite(&g, m, 1);
+      kn_graph_free(&g);
+    }
 }
 
 /* Stride 2 and grouped convs keep their direct form; the default rule wants
@@ -83,10 +92,10 @@ static void winograd_leaves_the_rest(void **state) {
   (void)state;
   kn_graph g;
   build(&g, 8, 8, 8, 8, 1, 1, 2, 1, true);
-  check_rewrite(&g, 0);
+  check_rewrite(&g, 2, 0);
   kn_graph_free(&g);
   build(&g, 8, 8, 8, 8, 1, 1, 1, 2, true);
-  check_rewrite(&g, 0);
+  check_rewrite(&g, 4, 0);
   kn_graph_free(&g);
   static const int64_t channels[3][2] = {{32, 32}, {16, 64}, {64, 16}};
   for (int i = 0; i < 3; i++) {
