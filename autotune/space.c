@@ -244,16 +244,7 @@ static void generic(space *sp, int lanes) {
     for (int vi = 0; vi < n_vf; vi++)
       for (int par = rank - 2; par >= 1 && vfs[vi] > 1; par--) {
         kn_schedule s;
-        memset(&s, 0, sizeof s);
-        s.n_axes = rank;
-        s.factors[last][s.n_factors[last]++] = vfs[vi];
-        for (int a = 0; a < last; a++)
-          if (a != ea) loop(&s, a, 0, KN_FOR_SERIAL);
-        loop(&s, last, 0, KN_FOR_SERIAL);
-        s.n_parallel = par;
-        s.attach = rank;
-        loop(&s, ea, 0, KN_FOR_UNROLLED);
-        loop(&s, last, 1, KN_FOR_VECTORIZED);
+        kn_sched_elem_inner(&s, rank, ea, vfs[vi], par);
         add(sp, &s);
       }
 }

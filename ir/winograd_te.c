@@ -118,18 +118,17 @@ static kn_expr *chain(kn_te_ctx *c, kn_expr *i, const double *v, int rows, kn_dt
 
 static void taps_of(kn_te_ctx *c, kn_dtype t, const double *L, int rows, int cols, kn_expr *i, taps *out) {
   double col[TAPS_MAX][6], coef[TAPS_MAX][6];
+  int nnz[6];
   out->n = 0;
   for (int r = 0; r < rows; r++) {
     int n = 0;
     for (int j = 0; j < cols; j++)
       if (L[r * cols + j] != 0) col[n][r] = j, coef[n][r] = L[r * cols + j], n++;
+    nnz[r] = n;
     if (n > out->n) out->n = n;
   }
-  for (int r = 0; r < rows; r++) {
-    int n = 0;
-    for (int j = 0; j < cols; j++) n += L[r * cols + j] != 0;
-    for (int l = n; l < out->n; l++) col[l][r] = col[n - 1][r], coef[l][r] = 0;
-  }
+  for (int r = 0; r < rows; r++)
+    for (int l = nnz[r]; l < out->n; l++) col[l][r] = col[nnz[r] - 1][r], coef[l][r] = 0;
   for (int l = 0; l < out->n; l++) {
     out->col[l] = chain(c, i, col[l], rows, t, true);
     out->coef[l] = chain(c, i, coef[l], rows, t, false);

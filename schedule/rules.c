@@ -97,6 +97,19 @@ static void split(kn_schedule *s, int axis, int64_t factor) {
   s->factors[axis][s->n_factors[axis]++] = factor;
 }
 
+void kn_sched_elem_inner(kn_schedule *s, int rank, int elem_axis, int64_t vf, int n_parallel) {
+  memset(s, 0, sizeof *s);
+  s->n_axes = rank;
+  split(s, rank - 1, vf);
+  for (int a = 0; a < rank - 1; a++)
+    if (a != elem_axis) add_loop(s, a, 0, KN_FOR_SERIAL);
+  add_loop(s, rank - 1, 0, KN_FOR_SERIAL);
+  s->n_parallel = n_parallel;
+  s->attach = rank;
+  add_loop(s, elem_axis, 0, KN_FOR_UNROLLED);
+  add_loop(s, rank - 1, 1, KN_FOR_VECTORIZED);
+}
+
 void kn_sched_default(const kn_te_tensor *out, const kn_sched_hints *h, const kn_target *t,
                       kn_schedule *s) {
   memset(s, 0, sizeof *s);
@@ -205,13 +218,7 @@ void kn_sched_default(const kn_te_tensor *out, const kn_sched_hints *h, const kn
   int64_t elems = 0;
   if (h->elem_axis >= 0 && h->elem_axis < rank - 1 && vf > 1 && !h->has_stages &&
       const_extent(out, h->elem_axis, &elems) && elems <= 64) {
-    for (int a = 0; a < rank - 1; a++)
-      if (a != h->elem_axis) add_loop(s, a, 0, KN_FOR_SERIAL);
-    s->n_parallel = rank - 2;
-    add_loop(s, rank - 1, 0, KN_FOR_SERIAL);
-    s->attach = rank;
-    add_loop(s, h->elem_axis, 0, KN_FOR_UNROLLED);
-    add_loop(s, rank - 1, 1, KN_FOR_VECTORIZED);
+    kn_sched_elem_inner(s, rank, h->elem_axis, vf, rank - 2);
     return;
   }
   bool stages_keep_last = (h->stage_axes >> (rank - 1)) & 1u;

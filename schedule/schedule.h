@@ -197,6 +197,12 @@ int kn_sched_build_kernel_with(kn_graph *g, const kn_group *grp, const kn_target
 
 void kn_sched_default(const kn_te_tensor *out, const kn_sched_hints *h, const kn_target *t,
                       kn_schedule *s);
+/* The Winograd input transform's loop order (hints.elem_axis), for the
+ * default and the search space alike: the axes but elem_axis and the last
+ * serial, the first n_parallel of them fused parallel, then per vector of vf
+ * channels (the last axis split by vf) elem_axis unrolled, the vector
+ * innermost. Overwrites s. */
+void kn_sched_elem_inner(kn_schedule *s, int rank, int elem_axis, int64_t vf, int n_parallel);
 
 /* Finds O's reduction stages: their count and the O axes they keep (bit i
  * set: some stage varies with O axis i). Returns -1 with a diagnostic when O

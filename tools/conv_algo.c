@@ -103,14 +103,15 @@ int kn_conv_choose(const kn_compile_opts *o, const kn_at_log *log, kn_arena *A, 
   out->names = KN_NEW_ARRAY(A, const char *, n + 1);
   out->tile = KN_NEW_ARRAY(A, int, n + 1);
   for (int i = 0; i < n; i++) {
-    int seen = 0, best = -1;
+    int seen = 0, complete = 0, best = -1;
     for (int w = 0; w < WAYS; w++) {
-      seen += c[i].seen[w];
-      if (c[i].seen[w] && !c[i].missing[w] && (best < 0 || c[i].s[w] < c[i].s[best])) best = w;
+      if (!c[i].seen[w]) continue;
+      seen++;
+      if (c[i].missing[w]) continue;
+      complete++;
+      if (best < 0 || c[i].s[w] < c[i].s[best]) best = w;
     }
     if (seen < 2) continue; /* not a conv with a choice */
-    int complete = 0;
-    for (int w = 0; w < WAYS; w++) complete += c[i].seen[w] && !c[i].missing[w];
     if (complete < 2) {
       out->by_rule++;
       continue;

@@ -342,8 +342,7 @@ def conv_way(key):
     "winograd4" (F(4x4, 3x3): its transforms carry tile=4, its GEMM has 36 tile positions) or
     "direct" (any other kernel)."""
     if key.startswith(("kiln.WinogradInput", "kiln.WinogradOutput")):
-        attrs = key.split("}")[0] if key.split("(")[0].count("{") else ""
-        return "winograd4" if "tile=4" in attrs else "winograd"
+        return "winograd4" if "tile=4" in key.split("}")[0] else "winograd"  # the attributes
     if key.startswith("MatMul("):
         dims = key.split("[")[1].split(",")
         return {"16": "winograd", "36": "winograd4"}.get(dims[1], "direct")
