@@ -227,12 +227,16 @@ kn_stmt *kn_sched_lower(kn_expr_ctx *ec, kn_te_tensor *out, const kn_schedule *s
                         kn_buffer *out_buf, const kn_lower_params *params, kn_diag *d);
 
 /* The loops around a contraction's innermost reduction step, for
- * kn_sched_prefetch: the outer piece of the column axis, the outer loops
- * inside it (the passes over one column tile), the reduction loops, the
- * tile loops and, innermost, the vector lane. Extents are constants. */
+ * kn_sched_prefetch: the loops outside the column loop, the outer piece of
+ * the column axis, the outer loops inside it (the passes over one column
+ * tile), the reduction loops, the tile loops and, innermost, the vector
+ * lane. Extents are constants but the outer loops' and the others'. */
 typedef struct kn_prefetch_nest {
   kn_var *col;
   int64_t n_cols;
+  int n_outer; /* the loops outside the column loop, outermost first */
+  kn_var *outer[KN_SCHED_MAX_LOOPS];
+  int64_t outer_ext[KN_SCHED_MAX_LOOPS]; /* 0: symbolic */
   int n_pass, n_red, n_tile, n_other;
   kn_var *pass[KN_SCHED_MAX_LOOPS], *red[2 * KN_MAX_RANK], *tile[KN_SCHED_MAX_LOOPS], *lane;
   kn_var *other[KN_SCHED_MAX_LOOPS]; /* passes of symbolic extent (left out of the spread) */

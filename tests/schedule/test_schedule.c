@@ -724,12 +724,12 @@ static void build_conv(kn_graph *g, int64_t cin, int64_t cout, int64_t hw, int64
 
 /* Prefetch hints of the conv kernel of build_conv(c[0..3]) (the other
  * kernels, layout transposes and padding, read no weights). */
-static void conv_prefetch(const int64_t *c, const kn_target *t, int *l1, int *l2) {
+static void conv_prefetch(const int64_t *c, const kn_target *t, const char *algo, int *l1, int *l2) {
   kn_graph g;
   build_conv(&g, c[0], c[1], c[2], c[3]);
   kn_diag d;
   kn_diag_init(&d);
-  kn_compile_opts o = {.conv_algo = "direct"};
+  kn_compile_opts o = {.conv_algo = algo};
   assert_int_equal(kn_infer_shapes(&g, &d), 0);
   assert_int_equal(kn_pipeline_optimize(&o, &g, &d), 0);
   kn_arena arena;
@@ -760,7 +760,7 @@ static void test_prefetch_hints(void **state) {
   int64_t cases[][4] = {{512, 256, 7, 1}, {128, 256, 7, 3}};
   for (int i = 0; i < 2; i++) {
     int l1, l2;
-    conv_prefetch(cases[i], &avx512, &l1, &l2);
+    conv_prefetch(cases[i], &avx512, "direct", &l1, &l2);
     assert_true(l1 >= 1);
     assert_true(l2 >= 1);
     kn_graph g;
@@ -769,13 +769,43 @@ static void test_prefetch_hints(void **state) {
     kn_graph_free(&g);
   }
   int l1, l2;
-  conv_prefetch((int64_t[]){64, 64, 28, 1}, &avx512, &l1, &l2);
+  conv_prefetch((int64_t[]){64, 64, 28, 1}, &avx512, "direct", &l1, &l2);
   assert_int_equal(l1 + l2, 0);
   /* a target without sw_prefetch (AMD's) gets none */
   kn_target amd = avx512;
   amd.sw_prefetch = false;
-  conv_prefetch(cases[0], &amd, &l1, &l2);
+  conv_prefetch(cases[0], &amd, "direct", &l1, &l2);
   assert_int_equal(l1 + l2, 0);
+}
+
+/* Winograd's GEMM is a batched matmul: its transformed weights hold one
+ * matrix per tile element, and the column tiles run through the matrices
+ * as well as the columns. With few output rows (7x7 and 14x14 images: 16
+ * tiles) the weights (1 MiB in F(2x2), 2.3 MiB in F(4x4)) get both hints;
+ * the kernels compute the reference's values at batch 2 (the interpreter
+ * checks each hint's index). 28x28's 196 tiles reuse each matrix's slice
+ * enough to get none. */
+static void test_prefetch_batched(void **state) {
+  (void)state;
+  static const struct {
+    int64_t conv[4];
+    const char *algo;
+    bool hinted;
+  } cases[] = {
+      {{128, 128, 7, 3}, "winograd", true},
+      {{128, 128, 14, 3}, "winograd4", true},
+      {{64, 64, 28, 3}, "winograd", false},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    int l1, l2;
+    conv_prefetch(cases[i].conv, &avx512, cases[i].algo, &l1, &l2);
+    assert_int_equal(l1 >= 1 && l2 >= 1, cases[i].hinted);
+    if (!cases[i].hinted) assert_int_equal(l1 + l2, 0);
+    kn_graph g;
+    build_conv(&g, cases[i].conv[0], cases[i].conv[1], cases[i].conv[2], cases[i].conv[3]);
+    check_full(&g, 2, 1e-4, NULL, NULL, cases[i].algo);
+    kn_graph_free(&g);
+  }
 }
 
 /* A batch-1 classifier: Gemm(x[N, 64], W[40, 64]^T) + b, 40 columns. The
@@ -1056,6 +1086,7 @@ int main(void) {
       cmocka_unit_test(test_transpose_gather_order),
       cmocka_unit_test(test_transpose_into_pad),
       cmocka_unit_test(test_prefetch_hints),
+      cmocka_unit_test(test_prefetch_batched),
       cmocka_unit_test(test_gemv_columns),
       cmocka_unit_test(test_static_batch_stage),
       cmocka_unit_test(test_vector_pieces),
