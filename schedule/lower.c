@@ -520,8 +520,9 @@ static kn_stmt *prefetch_hints(lower *L, const kn_expr *src, kn_var **rvars, kn_
     if (!kn_e_is_const_int(rext[i], &n.red_ext[i])) return NULL;
   }
   for (int i = 0; i < col; i++) {
+    int64_t e;
     n.outer[n.n_outer] = L->piece_var[i];
-    if (!kn_e_is_const_int(L->piece_extent[i], &n.outer_ext[n.n_outer++])) n.outer_ext[n.n_outer - 1] = 0;
+    n.outer_ext[n.n_outer++] = kn_e_is_const_int(L->piece_extent[i], &e) ? e : 0;
   }
   for (int i = col + 1; i < s->n_loops; i++) {
     int64_t e;

@@ -5,11 +5,11 @@
  * by every row tile ("pass") of the column tile. In a batched matmul with
  * constant matrices (Winograd's GEMM: one matrix per tile element) the
  * column tiles run through the matrices too, in the order of the loops
- * that pick them; the "next tile" is the next in that order. Inside a model the slice
- * comes from memory, not cache (the other layers evicted it), and the first
- * pass of each column tile reads it at the FMA rate, more than memory
- * delivers: measured on resnet50's 7x7 layers, cold weights made a kernel
- * ~1.5x slower than the same kernel timed warm.
+ * that pick them; the "next tile" is the next in that order. Inside a
+ * model the slice comes from memory, not cache (the other layers evicted
+ * it), and the first pass of each column tile reads it at the FMA rate,
+ * more than memory delivers: measured on resnet50's 7x7 layers, cold
+ * weights made a kernel ~1.5x slower than the same kernel timed warm.
  *
  * Two hints, issued in the innermost reduction loop:
  * - next tile, into L2: spread over all passes of the current column tile,
@@ -149,7 +149,7 @@ static kn_expr *tile_start(kn_expr_ctx *c, const loops *q, const int64_t *stride
 
 kn_stmt *kn_sched_prefetch(kn_expr_ctx *c, const kn_expr *src, const kn_prefetch_nest *n) {
   KN_ASSERT(n->n_red <= 2 * KN_MAX_RANK, "prefetch nest with more reduction loops than a nest has");
-  if (!n->col || !n->lane || n->n_red < 1 || n->n_cols < 1) return NULL;
+  if (!n->col || !n->lane || n->n_red < 1) return NULL;
   const kn_expr *load = find(src, n);
   if (!load) return NULL;
   kn_buffer *buf = load->u.load.buffer;
