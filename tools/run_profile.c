@@ -7,7 +7,11 @@
  * those medians (so the shares add up to 100%), GFLOP/s from the descriptor's
  * per-kernel FLOPs times the batch, and that rate as a fraction of the fp32
  * FMA peak (--peak, or measured here on the same thread count with
- * bench/peak.c for ~0.2 s); rows sorted by time. The total line adds the
+ * bench/peak.c for ~0.2 s), and the share of the pool's time in the step
+ * that its threads spent waiting (idle: 1 - the sum of the step's task
+ * times / (tasks x the step's time), the median over the runs; an
+ * unbalanced split or a late start shows there, "-" for a step that ran no
+ * tasks on the pool); rows sorted by time. The total line adds the
  * medians; the run line gives the median wall time of a whole
  * P_run_profiled call and the median of its part outside every step
  * (argument checks, taking the pool, the timer reads).
@@ -35,6 +39,7 @@ typedef struct step_stat {
   int step;
   double median_ms;
   double flops; /* at this batch */
+  double idle;  /* median share of the tasks' threads' time spent waiting; < 0: no tasks */
 } step_stat;
 
 static int64_t now_ns(void) {
@@ -159,19 +164,21 @@ static void print_table(FILE *out, const kiln_artifact *a, step_stat *stats, dou
           a->prefix, a->n_steps, (long long)batch, o->threads, o->runs, o->warmup);
   fprintf(out, "peak: %.1f GFLOP/s fp32 on %d threads (%s)\n", peak, o->threads,
           peak_measured ? "measured now: FMA loop, bench/peak.c" : "--peak");
-  fprintf(out, "%4s  %-*s %10s %7s %9s %6s  %s\n", "step", name_w, "kernel", "time ms", "share",
-          "GFLOP/s", "%peak", "onnx nodes");
+  fprintf(out, "%4s  %-*s %10s %7s %9s %6s %6s  %s\n", "step", name_w, "kernel", "time ms", "share",
+          "GFLOP/s", "%peak", "idle", "onnx nodes");
   for (int i = 0; i < a->n_steps; i++) {
     const kiln_step *st = &a->steps[stats[i].step];
     double ms = stats[i].median_ms;
     double gflops = ms > 0 ? stats[i].flops / (ms * 1e6) : 0;
-    fprintf(out, "%4d  %-*s %10.4f %6.2f%% %9.2f %5.1f%%  %s\n", stats[i].step, name_w, st->name, ms,
-            total_ms > 0 ? 100 * ms / total_ms : 0, gflops, 100 * gflops / peak,
+    char idle[16] = "-";
+    if (stats[i].idle >= 0) snprintf(idle, sizeof idle, "%.1f%%", 100 * stats[i].idle);
+    fprintf(out, "%4d  %-*s %10.4f %6.2f%% %9.2f %5.1f%% %6s  %s\n", stats[i].step, name_w, st->name, ms,
+            total_ms > 0 ? 100 * ms / total_ms : 0, gflops, 100 * gflops / peak, idle,
             st->nodes && *st->nodes ? st->nodes : "-");
   }
   double gflops = total_ms > 0 ? total_flops / (total_ms * 1e6) : 0;
-  fprintf(out, "%4s  %-*s %10.4f %6.2f%% %9.2f %5.1f%%  (%.4g GFLOP)\n", "", name_w, "total",
-          total_ms, total_ms > 0 ? 100.0 : 0.0, gflops, 100 * gflops / peak, total_flops * 1e-9);
+  fprintf(out, "%4s  %-*s %10.4f %6.2f%% %9.2f %5.1f%% %6s  (%.4g GFLOP)\n", "", name_w, "total",
+          total_ms, total_ms > 0 ? 100.0 : 0.0, gflops, 100 * gflops / peak, "", total_flops * 1e-9);
   fprintf(out, "run: median %.4f ms per P_run_profiled call, of which %.4f ms outside the kernels\n",
           run_ms, outside_ms);
 }
@@ -188,8 +195,12 @@ int kn_run_profile(const kn_loader *l, const void *const *inputs, void *const *o
   double *samples = malloc(sizeof(double) * (size_t)o->runs);
   step_stat *stats = calloc((size_t)(a->n_steps > 0 ? a->n_steps : 1), sizeof *stats);
   /* step_ms[s * runs + r]: step s's time in run r */
-  double *step_ms = calloc((size_t)(a->n_steps > 0 ? a->n_steps : 1) * (size_t)o->runs, sizeof(double));
-  if (!events || !runs || !samples || !stats || !step_ms) {
+  size_t cells = (size_t)(a->n_steps > 0 ? a->n_steps : 1) * (size_t)o->runs;
+  double *step_ms = calloc(cells, sizeof(double));
+  /* busy_ms / tasks[s * runs + r]: the summed time and count of step s's tasks in run r */
+  double *busy_ms = calloc(cells, sizeof(double));
+  int *tasks = calloc(cells, sizeof(int));
+  if (!events || !runs || !samples || !stats || !step_ms || !busy_ms || !tasks) {
     kn_diag_error(d, "cannot allocate the profile of %ld runs (%zu events)", o->runs, total);
     goto done;
   }
@@ -211,9 +222,28 @@ int kn_run_profile(const kn_loader *l, const void *const *inputs, void *const *o
         kn_diag_error(d, "%s_run_profiled reported step %d of %d", a->prefix, ev->step, a->n_steps);
         goto done;
       }
-      if (ev->task < 0)
-        step_ms[(size_t)ev->step * (size_t)o->runs + (size_t)r] = (double)(ev->end_ns - ev->begin_ns) / 1e6;
+      size_t cell = (size_t)ev->step * (size_t)o->runs + (size_t)r;
+      double ms = (double)(ev->end_ns - ev->begin_ns) / 1e6;
+      if (ev->task < 0) {
+        step_ms[cell] = ms;
+      } else {
+        busy_ms[cell] += ms;
+        tasks[cell]++;
+      }
     }
+  /* per step: the median idle share over the runs where it ran tasks
+   * (before the medians below sort step_ms) */
+  for (int s = 0; s < a->n_steps; s++) {
+    long n = 0;
+    for (long r = 0; r < o->runs; r++) {
+      size_t cell = (size_t)s * (size_t)o->runs + (size_t)r;
+      if (tasks[cell] > 0 && step_ms[cell] > 0) {
+        double idle = 1 - busy_ms[cell] / (tasks[cell] * step_ms[cell]);
+        samples[n++] = idle < 0 ? 0 : idle;
+      }
+    }
+    stats[s].idle = n > 0 ? kn_at_median(samples, n) : -1;
+  }
   for (long r = 0; r < o->runs; r++) samples[r] = (double)(runs[r].end_ns - runs[r].begin_ns) / 1e6;
   double run_ms = kn_at_median(samples, o->runs);
   for (long r = 0; r < o->runs; r++) { /* the wall time not inside any step, per run */
@@ -224,7 +254,7 @@ int kn_run_profile(const kn_loader *l, const void *const *inputs, void *const *o
   /* medians sort step_ms in place: after the per-run sums above */
   for (int s = 0; s < a->n_steps; s++)
     stats[s] = (step_stat){.step = s, .median_ms = kn_at_median(step_ms + (size_t)s * (size_t)o->runs, o->runs),
-                           .flops = a->steps[s].flops * (double)batch};
+                           .flops = a->steps[s].flops * (double)batch, .idle = stats[s].idle};
   double peak = o->peak_gflops;
   if (peak <= 0) {
     kn_peak_result pr;
@@ -248,5 +278,7 @@ done:
   free(samples);
   free(stats);
   free(step_ms);
+  free(busy_ms);
+  free(tasks);
   return status;
 }

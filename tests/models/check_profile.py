@@ -9,14 +9,17 @@ ctypes (bench/kiln_artifact.py), never from kiln's own output. Cases:
   table      --profile --peak 100 at batch 2 on 2 threads: one row per plan step
              naming its kernel and nodes, rows sorted by time, shares adding up to
              100% (±0.5), GFLOP/s = FLOPs x batch / time and %peak = GFLOP/s / 100
-             within the printed rounding, a total line; outputs still match ONNX
+             within the printed rounding, idle a percentage for each parallel
+             step and '-' for the others, a total line; outputs still match ONNX
              Runtime.
   trace      --trace: the file parses as JSON; per run one "run" event and one
              "kernel" event per step ("X", ts/dur in µs, pid, tid), in plan order
              and inside their run; "task" events on the pool threads; thread
-             names; no temporary file left beside it.
-  no_inputs  --profile without --input (filled in) and without --peak (measured):
-             a table with a measured peak line.
+             names; no temporary file left beside it; each step's idle in the
+             table of the same call is the median over the runs of
+             1 - (its task events' durations) / (tasks x its kernel event's).
+  no_inputs  --profile without --input (filled in) and without --peak (measured),
+             1 thread: a table with a measured peak line, idle '-' (no pool).
   bad_flags  --trace or --peak without --profile, a bad --peak, --trace into a
              missing folder: exit 2 (usage) or 1, one 'kiln: error:' line naming
              the flag or file, no crash, no file left behind.
@@ -35,7 +38,7 @@ from common import (REPO, TempDir, compare, default_kiln, describe_failure, make
 sys.path.insert(0, os.path.join(REPO, "bench"))
 from kiln_artifact import Artifact  # noqa: E402
 
-ROW_RE = re.compile(r"^\s*(\d+)\s+(\S+)\s+([\d.]+)\s+([\d.]+)%\s+([\d.]+)\s+([\d.]+)%\s+(.*)$")
+ROW_RE = re.compile(r"^\s*(\d+)\s+(\S+)\s+([\d.]+)\s+([\d.]+)%\s+([\d.]+)\s+([\d.]+)%\s+([\d.]+%|-)\s+(.*)$")
 TOTAL_RE = re.compile(r"^\s+total\s+([\d.]+)\s+([\d.]+)%\s+([\d.]+)\s+([\d.]+)%")
 
 
@@ -57,6 +60,7 @@ class Ctx:
         d = art.desc
         self.steps = [(d.steps[i].name.decode(), (d.steps[i].nodes or b"").decode(), d.steps[i].flops)
                       for i in range(d.n_steps)]
+        self.parallel = [bool(d.steps[i].parallel) for i in range(d.n_steps)]
         del art
 
     def kiln_run(self, *args, inputs=True, batch=2, expect_ok=True):
@@ -83,7 +87,9 @@ def parse_table(stdout):
         if m:
             rows.append({"step": int(m.group(1)), "kernel": m.group(2), "ms": float(m.group(3)),
                          "share": float(m.group(4)), "gflops": float(m.group(5)),
-                         "peak": float(m.group(6)), "nodes": m.group(7).strip()})
+                         "peak": float(m.group(6)),
+                         "idle": None if m.group(7) == "-" else float(m.group(7)[:-1]),
+                         "nodes": m.group(8).strip()})
         m = TOTAL_RE.match(line)
         if m:
             total = [float(g) for g in m.groups()]
@@ -113,6 +119,11 @@ def case_table(c):
                                   f"({flops} flops x batch 2 in {r['ms']} ms)")
         if abs(r["peak"] - r["gflops"]) > 0.1 + 0.01 * r["gflops"]:  # peak 100 GFLOP/s
             raise CaseFailure(f"step {r['step']}: {r['peak']}% of a 100 GFLOP/s peak for {r['gflops']} GFLOP/s")
+        par = c.parallel[r["step"]]
+        if (r["idle"] is None) == par or (par and not 0 <= r["idle"] <= 100):
+            raise CaseFailure(f"step {r['step']} ({'parallel' if par else 'serial'}): idle {r['idle']}")
+    if not any(c.parallel):
+        raise CaseFailure("no parallel step in the plan: the idle column goes unchecked")
     times = [r["ms"] for r in rows]
     if times != sorted(times, reverse=True):
         raise CaseFailure(f"rows not sorted by time: {times}")
@@ -135,8 +146,8 @@ def case_trace(c):
     runs, threads = 3, 2
     trace = os.path.join(c.tmp, "trace", "t.json")
     os.makedirs(os.path.dirname(trace), exist_ok=True)
-    c.kiln_run("--profile", "--peak", "50", "--threads", str(threads), "--bench", str(runs),
-               "--trace", trace)
+    proc, _ = c.kiln_run("--profile", "--peak", "50", "--threads", str(threads), "--bench", str(runs),
+                         "--trace", trace)
     left = sorted(os.listdir(os.path.dirname(trace)))
     if left != ["t.json"]:
         raise CaseFailure(f"files beside the trace: {left}")
@@ -176,6 +187,27 @@ def case_trace(c):
             raise CaseFailure(f"run {r}: kernel events overlap")
     if not tasks or any(not 0 <= e["tid"] < threads for e in tasks):
         raise CaseFailure("no task events, or task events off the pool threads")
+    rows, _ = parse_table(proc.stdout)
+    checked = 0
+    for row in rows:
+        s = row["step"]
+        idles = []
+        for r in range(runs):
+            wall = [e["dur"] for e in kernels if e["args"]["run"] == r and e["args"]["step"] == s][0]
+            busy = [e["dur"] for e in tasks if e["args"]["run"] == r and e["args"]["step"] == s]
+            if busy and wall > 0:
+                idles.append(max(0.0, 1 - sum(busy) / (len(busy) * wall)))
+        if not idles:
+            if row["idle"] is not None:
+                raise CaseFailure(f"step {s}: idle {row['idle']}% but no task events")
+            continue
+        want = 100 * sorted(idles)[len(idles) // 2]  # odd number of runs: the middle one
+        if row["idle"] is None or abs(row["idle"] - want) > 0.2:
+            raise CaseFailure(f"step {s}: idle {row['idle']}%, the trace says {want:.2f}%")
+        checked += 1
+    if not checked:
+        raise CaseFailure("no step with task events to check idle against")
+    print(f"  idle of {checked} steps matches the trace")
 
 
 def case_no_inputs(c):
@@ -183,6 +215,8 @@ def case_no_inputs(c):
     rows, total = parse_table(proc.stdout)
     if len(rows) != len(c.steps) or total is None:
         raise CaseFailure(f"no full table without inputs:\n{proc.stdout}")
+    if any(r["idle"] is not None for r in rows):
+        raise CaseFailure(f"idle given on 1 thread (no pool):\n{proc.stdout}")
     m = re.search(r"peak: ([\d.]+) GFLOP/s fp32 on 1 threads \(measured", proc.stdout)
     if not m or float(m.group(1)) <= 0:
         raise CaseFailure(f"no measured peak line:\n{proc.stdout}")
