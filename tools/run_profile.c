@@ -147,6 +147,20 @@ static int write_trace(const char *path, const kiln_artifact *a, const run_recor
   return 0;
 }
 
+/* The median over the runs, of those where the step ran tasks on the pool,
+ * of 1 - (their summed time) / (tasks x the step's time); -1 when it never
+ * did. `scratch` holds `runs` values. */
+static double step_idle(const double *step_ms, const double *busy_ms, const int *tasks, long runs,
+                        double *scratch) {
+  long n = 0;
+  for (long r = 0; r < runs; r++)
+    if (tasks[r] > 0 && step_ms[r] > 0) {
+      double idle = 1 - busy_ms[r] / (tasks[r] * step_ms[r]);
+      scratch[n++] = idle < 0 ? 0 : idle;
+    }
+  return n > 0 ? kn_at_median(scratch, n) : -1;
+}
+
 static void print_table(FILE *out, const kiln_artifact *a, step_stat *stats, double run_ms,
                         double outside_ms, const kn_profile_opts *o, int64_t batch, double peak, bool peak_measured) {
   qsort(stats, (size_t)a->n_steps, sizeof *stats, cmp_stat_desc);
@@ -231,19 +245,6 @@ int kn_run_profile(const kn_loader *l, const void *const *inputs, void *const *o
         tasks[cell]++;
       }
     }
-  /* per step: the median idle share over the runs where it ran tasks
-   * (before the medians below sort step_ms) */
-  for (int s = 0; s < a->n_steps; s++) {
-    long n = 0;
-    for (long r = 0; r < o->runs; r++) {
-      size_t cell = (size_t)s * (size_t)o->runs + (size_t)r;
-      if (tasks[cell] > 0 && step_ms[cell] > 0) {
-        double idle = 1 - busy_ms[cell] / (tasks[cell] * step_ms[cell]);
-        samples[n++] = idle < 0 ? 0 : idle;
-      }
-    }
-    stats[s].idle = n > 0 ? kn_at_median(samples, n) : -1;
-  }
   for (long r = 0; r < o->runs; r++) samples[r] = (double)(runs[r].end_ns - runs[r].begin_ns) / 1e6;
   double run_ms = kn_at_median(samples, o->runs);
   for (long r = 0; r < o->runs; r++) { /* the wall time not inside any step, per run */
@@ -251,10 +252,14 @@ int kn_run_profile(const kn_loader *l, const void *const *inputs, void *const *o
     for (int s = 0; s < a->n_steps; s++) samples[r] -= step_ms[(size_t)s * (size_t)o->runs + (size_t)r];
   }
   double outside_ms = kn_at_median(samples, o->runs);
-  /* medians sort step_ms in place: after the per-run sums above */
-  for (int s = 0; s < a->n_steps; s++)
-    stats[s] = (step_stat){.step = s, .median_ms = kn_at_median(step_ms + (size_t)s * (size_t)o->runs, o->runs),
-                           .flops = a->steps[s].flops * (double)batch, .idle = stats[s].idle};
+  /* medians sort step_ms in place: after the per-run sums above, and each
+   * step's idle share before its own median */
+  for (int s = 0; s < a->n_steps; s++) {
+    size_t row = (size_t)s * (size_t)o->runs;
+    double idle = step_idle(step_ms + row, busy_ms + row, tasks + row, o->runs, samples);
+    stats[s] = (step_stat){.step = s, .median_ms = kn_at_median(step_ms + row, o->runs),
+                           .flops = a->steps[s].flops * (double)batch, .idle = idle};
+  }
   double peak = o->peak_gflops;
   if (peak <= 0) {
     kn_peak_result pr;
