@@ -39,6 +39,11 @@ count runs in a fresh process with TVM_NUM_THREADS=T on the same input, the same
 warm-up and repeats. Adds tvm ms, kiln/tvm, tvm's max err against ORT, and TVM's
 tuning and compile time. Skipped with a one-line notice when TVM is not importable.
 
+--blas: for the synthetic matmulN models, also time oneMKL's cblas_sgemm on the
+same n (bench/blas_peer.py, PyPI's `mkl`, in its own process after Kiln and ORT,
+the same warm-up, repeats and rounds): not a compiler, the yardstick for the
+"% of peak" target. Adds blas ms, its % of kiln-peak and kiln/blas.
+
 Synthetic models, made by this script when the file is missing from
 --models-dir: matmul1024 = one fp32 MatMul [1024, 1024] x [1024, 1024] with the
 right operand a constant (a linear layer's weights), 2.15 GFLOP.
@@ -226,6 +231,25 @@ def bench_tvm(python, lib, feeds, threads, warmup, repeats, rounds, tmp, log):
     return r["median_ms"], r["p90_ms"], r["repeats"], outs
 
 
+def bench_blas(n, threads, args, tmp, peak):
+    """oneMKL's sgemm at n, timed by bench/blas_peer.py in its own process;
+    {} with a one-line notice when it cannot run (mkl not installed)."""
+    out = os.path.join(tmp, "blas.json")
+    proc = subprocess.run([sys.executable, os.path.join(HERE, "blas_peer.py"), "--n", str(n),
+                           "--threads", str(threads), "--warmup", str(args.warmup),
+                           "--repeats", str(args.repeats), "--rounds", str(args.rounds),
+                           "--settle", str(SETTLE_S), "--json", out],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if proc.returncode != 0:
+        print(f"bench: --blas skipped: {proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else proc.returncode}",
+              file=sys.stderr)
+        return {}
+    with open(out) as f:
+        r = json.load(f)
+    return {"blas_ms": r["median_ms"], "blas_p90_ms": r["p90_ms"], "blas_library": r["library"],
+            "blas_peak_frac": r["gflops"] / peak if peak else None}
+
+
 def max_err(kiln_outs, ort_outs):
     errs = [float(np.max(np.abs(k.astype(np.float64) - o.astype(np.float64))))
             for k, o in zip(kiln_outs, ort_outs) if k.shape == o.shape]
@@ -263,6 +287,8 @@ def main(argv=None):
                     help="seconds MetaSchedule allows one candidate's build or run (default 120)")
     ap.add_argument("--tvm-python", default=sys.executable,
                     help="the interpreter that has TVM (default: this one)")
+    ap.add_argument("--blas", action="store_true",
+                    help="matmulN models: also time oneMKL's sgemm (bench/blas_peer.py; pip install mkl)")
     args = ap.parse_args(argv)
     if args.tvm_trials is not None and args.tvm_trials < 0:
         ap.error("--tvm-trials must be >= 0")
@@ -388,6 +414,8 @@ def main(argv=None):
                                    kiln_tvm=k_med / t_med, tvm_err=max_err(t_outs, o_outs))
                     except RuntimeError as e:
                         print(f"bench: {name}: running TVM failed: {e}", file=sys.stderr)
+                if args.blas and re.fullmatch(r"matmul\d+", name):
+                    row.update(bench_blas(int(name[6:]), t, args, tmp, peak))
                 rows.append(row)
                 print(f"{name} threads {t}: kiln {k_med:.3f} ms, ort {o_med:.3f} ms, "
                       f"ratio {row['ratio']:.2f}"
@@ -433,6 +461,17 @@ def main(argv=None):
                       f"{r['tvm_repeats']} |")
             else:
                 print(f"| {r['model']} | {r['threads']} | {r['kiln_ms']:.3f} | failed | - | - | - | - |")
+    blas_rows = [r for r in rows if "blas_ms" in r]
+    if blas_rows:
+        print(f"\n{blas_rows[0]['blas_library']} cblas_sgemm on the same n x n x n (bench/blas_peer.py), "
+              "timed after Kiln and ORT; kiln = the tuned artifact where there is one\n")
+        print("| model | threads | kiln ms | blas ms | kiln/blas | kiln % peak | blas % peak |")
+        print("|---|---:|---:|---:|---:|---:|---:|")
+        for r in blas_rows:
+            k_ms, k_frac = (r["tuned_ms"], r["tuned_peak_frac"]) if "tuned_ms" in r else (r["kiln_ms"], r["peak_frac"])
+            pct = lambda f: f"{100 * f:.1f}%" if f is not None else "-"
+            print(f"| {r['model']} | {r['threads']} | {k_ms:.3f} | {r['blas_ms']:.3f} | {k_ms / r['blas_ms']:.2f} | "
+                  f"{pct(k_frac)} | {pct(r['blas_peak_frac'])} |")
     if peaks:
         print("\n| threads | fp32 FMA peak GFLOP/s (kiln-peak) |")
         print("|---:|---:|")
