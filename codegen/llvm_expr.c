@@ -102,13 +102,30 @@ static LLVMValueRef lane_offsets(kn_cg_fn *f, int lanes, int64_t stride) {
   return v;
 }
 
+/* A float splat narrower than the target's vector register is the low lanes
+ * of a frozen full-register splat. A tile of 24 columns runs as a 16- and
+ * an 8-lane piece that broadcast the same activation (schedule/finalize.c);
+ * built as two splats of one (CSE'd) load, LLVM 14 broadcast it into the
+ * narrow register from memory and then the wide one from that register, a
+ * shuffle on an FMA port per row of the tile. As a slice of the wide splat
+ * the narrow one is its low half, free; the freeze (a no-op on a value that
+ * is not poison) keeps InstCombine from turning the slice back into a
+ * narrow splat. */
 static LLVMValueRef splat(kn_cg_fn *f, LLVMValueRef scalar, int lanes) {
   if (lanes == 1) return scalar;
-  LLVMTypeRef vt = LLVMVectorType(LLVMTypeOf(scalar), (unsigned)lanes);
+  LLVMTypeRef st = LLVMTypeOf(scalar);
+  int full = lanes;
+  LLVMTypeKind k = LLVMGetTypeKind(st);
+  if ((k == LLVMFloatTypeKind || k == LLVMDoubleTypeKind) && !LLVMIsConstant(scalar)) {
+    int width = f->m->target->vector_bits / (k == LLVMFloatTypeKind ? 32 : 64);
+    if (width > lanes && width % lanes == 0) full = width;
+  }
+  LLVMTypeRef vt = LLVMVectorType(st, (unsigned)full);
   LLVMTypeRef i32 = LLVMInt32TypeInContext(f->m->ctx);
   LLVMValueRef v = LLVMBuildInsertElement(f->b, LLVMGetUndef(vt), scalar, LLVMConstInt(i32, 0, 0), "");
-  LLVMValueRef mask = LLVMConstNull(LLVMVectorType(i32, (unsigned)lanes));
-  return LLVMBuildShuffleVector(f->b, v, LLVMGetUndef(vt), mask, "");
+  LLVMValueRef mask = LLVMConstNull(LLVMVectorType(i32, (unsigned)full));
+  v = LLVMBuildShuffleVector(f->b, v, LLVMGetUndef(vt), mask, "");
+  return full == lanes ? v : kn_cg_lane_range(f, LLVMBuildFreeze(f->b, v, ""), NULL, 0, (unsigned)lanes);
 }
 
 LLVMValueRef kn_cg_call_intrinsic(kn_cg_fn *f, const char *name, LLVMTypeRef *overloads,
