@@ -395,6 +395,27 @@ static void test_space_matmul(void **state) {
   (void)state;
   check_space(make_matmul, &avx512, 20);
   check_space(make_matmul, &avx2, 20);
+  /* 40 columns are not a multiple of AVX-512's 16 lanes: the space also
+   * tiles the whole row (32 + 8 lanes, finalize.c), among the candidates
+   * check_space ran against the reference; AVX2's 8 lanes divide 40 */
+  fixture fx;
+  setup(&fx, make_matmul);
+  for (int wide = 0; wide < 2; wide++) {
+    force probe = {.grp = fx.target};
+    assert_true(compile_run(&fx, wide ? &avx512 : &avx2, &probe, NULL) <= 1e-5);
+    kn_arena A;
+    kn_arena_init(&A);
+    kn_schedule *space;
+    int n = kn_at_space_generate(&probe.shape, wide ? &avx512 : &avx2, &A, &space), whole = 0;
+    for (int i = 0; i < n; i++) {
+      const kn_schedule *s = &space[i];
+      int c = s->n_axes - 1;
+      whole += s->n_factors[c] > 0 && s->factors[c][0] == 40;
+    }
+    assert_int_equal(whole > 0, wide);
+    kn_arena_free(&A);
+  }
+  teardown(&fx);
 }
 /* every candidate of the projection with its weights scaled in the kernel
  * (schedule/fuse.c can_inline_weights) computes the reference's values */
