@@ -237,8 +237,7 @@ def bench_blas(n, threads, args, tmp, peak):
     out = os.path.join(tmp, "blas.json")
     proc = subprocess.run([sys.executable, os.path.join(HERE, "blas_peer.py"), "--n", str(n),
                            "--threads", str(threads), "--warmup", str(args.warmup),
-                           "--repeats", str(args.repeats), "--rounds", str(args.rounds),
-                           "--settle", str(SETTLE_S), "--json", out],
+                           "--repeats", str(args.repeats), "--rounds", str(args.rounds), "--json", out],
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if proc.returncode != 0:
         print(f"bench: --blas skipped: {proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else proc.returncode}",

@@ -2,15 +2,16 @@
 """blas_peer.py — the vendor BLAS on the benchmark's square MatMul, for scale.
 
     python3 bench/blas_peer.py --n 1024 --threads 2 [--warmup 5] [--repeats 40]
-                               [--rounds 8] [--settle 0.2] [--json FILE]
+                               [--rounds 8] [--json FILE]
 
 Times C = A . B (fp32, row-major, n x n x n, A and B seeded random) through
 `cblas_sgemm` of oneMKL, the `mkl` package from PyPI (`python3 -m pip install
 mkl`; its libmkl_rt is found from the package's file list), with
 MKL_NUM_THREADS = OMP_NUM_THREADS = threads and the GNU OpenMP threading layer,
 in this process only (bench.py runs it as a subprocess, as it runs TVM). The
-timed calls come in `rounds` turns after a `settle` pause each, as bench.py's
-interleaved timing does for Kiln and ORT. One call's result is checked against
+calls are timed by bench.py's own time_interleaved, as Kiln's and ORT's are
+(`rounds` turns, each after a $BENCH_SETTLE_S pause and one untimed call). One
+call's result is checked against
 numpy's matmul (a wrong library setup fails loudly, not fast). Prints one line
 of JSON: library and version, median and p90 in ms, GFLOP/s, max |err|.
 
@@ -24,7 +25,6 @@ import json
 import os
 import re
 import sys
-import time
 
 
 def find_mkl():
@@ -49,7 +49,6 @@ def main(argv=None):
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--repeats", type=int, default=40)
     ap.add_argument("--rounds", type=int, default=8)
-    ap.add_argument("--settle", type=float, default=0.2, help="seconds of pause before each round")
     ap.add_argument("--json", default=None, help="write the result here too")
     args = ap.parse_args(argv)
     if args.n < 1 or args.threads < 1 or args.repeats < 1 or not 1 <= args.rounds <= args.repeats:
@@ -62,6 +61,7 @@ def main(argv=None):
     os.environ.update(MKL_NUM_THREADS=str(args.threads), OMP_NUM_THREADS=str(args.threads),
                       MKL_THREADING_LAYER="GNU", MKL_DYNAMIC="FALSE")
     import numpy as np
+    from bench import time_interleaved  # after MKL's settings: it imports ORT
     mkl = ctypes.CDLL(lib)
     buf = ctypes.create_string_buffer(256)
     mkl.mkl_get_version_string(buf, len(buf))
@@ -87,22 +87,11 @@ def main(argv=None):
     if not err <= 1e-4 * max(1.0, float(np.max(np.abs(ref)))):
         print(f"blas_peer: cblas_sgemm differs from numpy by {err:g}", file=sys.stderr)
         return 1
-    for _ in range(args.warmup):
-        call()
-    times = []
-    for r in range(args.rounds):
-        time.sleep(args.settle)
-        for _ in range(args.repeats // args.rounds + (1 if r < args.repeats % args.rounds else 0)):
-            t0 = time.perf_counter()
-            call()
-            times.append(time.perf_counter() - t0)
-    times.sort()
-    med = times[len(times) // 2]
+    med_ms, p90_ms = time_interleaved({"blas": call}, args.warmup, args.repeats, args.rounds)["blas"]
     version = re.search(r"Version (\S+?)(-Product)?\s", buf.value.decode(errors="replace") + " ")
     out = {"library": "oneMKL " + (version.group(1) if version else "?"), "n": n,
-           "threads": args.threads, "median_ms": med * 1e3,
-           "p90_ms": times[min(len(times) - 1, int(0.9 * len(times)))] * 1e3,
-           "gflops": 2.0 * n ** 3 / med * 1e-9, "max_err": err, "repeats": len(times)}
+           "threads": args.threads, "median_ms": med_ms, "p90_ms": p90_ms,
+           "gflops": 2.0 * n ** 3 / med_ms * 1e-6, "max_err": err, "repeats": args.repeats}
     text = json.dumps(out)
     print(text)
     if args.json:
