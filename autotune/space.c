@@ -71,13 +71,6 @@ static bool in_list(const int64_t *v, int n, int64_t x) {
   return false;
 }
 
-/* Registers a column tile of cf lanes takes: whole vectors, then one per
- * power-of-two piece of the rest (finalize.c: 24 = 16 + 8 takes two). */
-static int64_t vector_regs(int64_t cf, int lanes) {
-  if (cf <= lanes) return 1;
-  return cf / lanes + __builtin_popcountll((unsigned long long)(cf % lanes));
-}
-
 /* Register tiles over the last two axes; with `fuse`, over the pixels of a
  * dense conv viewed as [n, 1, oh*ow, c] (fuse_spatial, implicit GEMM). */
 static void contraction(space *sp, const kn_target *t, int lanes, bool fuse) {
@@ -113,7 +106,7 @@ static void contraction(space *sp, const kn_target *t, int lanes, bool fuse) {
   int pars[4] = {n_outer, n_outer - 1, 1, 0};
   for (int ci = 0; ci < n_cf; ci++)
     for (int ri = 0; ri < n_rf; ri++) {
-      int64_t cf = cfs[ci], rf = rfs[ri], vecs = vector_regs(cf, lanes);
+      int64_t cf = cfs[ci], rf = rfs[ri], vecs = kn_sched_vector_regs(cf, lanes);
       bool is_default_tile = rf == default_factor(&ts->dflt, r) && cf == default_factor(&ts->dflt, c) &&
                              fuse == ts->dflt.fuse_spatial;
       if (rf * vecs > t->vector_regs && !is_default_tile) continue; /* accumulators would spill */

@@ -138,6 +138,11 @@ static kn_stmt *vec_pieces(kn_expr_ctx *c, kn_stmt *body, kn_var *var, int64_t e
   return kn_s_seq(c, parts, n);
 }
 
+int64_t kn_sched_vector_regs(int64_t cf, int lanes) {
+  if (lanes < 1 || cf <= lanes) return 1;
+  return cf / lanes + __builtin_popcountll((unsigned long long)(cf % lanes));
+}
+
 static kn_stmt *finalize(kn_expr_ctx *c, kn_stmt *s) {
   if (!s) return s;
   switch (s->kind) {

@@ -197,6 +197,10 @@ int kn_sched_build_kernel_with(kn_graph *g, const kn_group *grp, const kn_target
 
 void kn_sched_default(const kn_te_tensor *out, const kn_sched_hints *h, const kn_target *t,
                       kn_schedule *s);
+/* Registers a vectorized column tile of cf lanes takes once finalize.c has
+ * cut it into power-of-two pieces: whole vectors of `lanes`, then one per
+ * piece of the rest (24 = 16 + 8 takes two, 40 = 32 + 8 three). */
+int64_t kn_sched_vector_regs(int64_t cf, int lanes);
 /* The Winograd input transform's loop order (hints.elem_axis), for the
  * default and the search space alike: the axes but elem_axis and the last
  * serial, the first n_parallel of them fused parallel, then per vector of vf

@@ -395,14 +395,18 @@ static void test_space_matmul(void **state) {
   (void)state;
   check_space(make_matmul, &avx512, 20);
   check_space(make_matmul, &avx2, 20);
-  /* 40 columns are not a multiple of AVX-512's 16 lanes: the space also
-   * tiles the whole row (32 + 8 lanes, finalize.c), among the candidates
-   * check_space ran against the reference; AVX2's 8 lanes divide 40 */
+  /* 40 columns are not a multiple of AVX-512's 16 lanes: the rule-based
+   * default and the space tile the whole row (32 + 8 lanes, finalize.c;
+   * compile_run and check_space ran them against the reference); AVX2's
+   * 8 lanes divide 40, and its default keeps one vector per tile */
   fixture fx;
   setup(&fx, make_matmul);
   for (int wide = 0; wide < 2; wide++) {
     force probe = {.grp = fx.target};
     assert_true(compile_run(&fx, wide ? &avx512 : &avx2, &probe, NULL) <= 1e-5);
+    const kn_schedule *d = &probe.shape.dflt;
+    int dc = d->n_axes - 1;
+    assert_int_equal(d->n_factors[dc] > 0 ? d->factors[dc][0] : 1, wide ? 40 : 8);
     kn_arena A;
     kn_arena_init(&A);
     kn_schedule *space;
