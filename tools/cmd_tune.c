@@ -235,10 +235,10 @@ int kn_cmd_tune(int argc, char **argv) {
                   target_spec);
     goto done;
   }
-  static const char *const alt_algo[KN_AT_MAX_ALTS] = {NULL, "direct", "winograd", "winograd4"};
+  _Static_assert(KN_AT_MAX_ALTS == KN_CONV_WAYS + 1, "the model's own way, then every way by name");
   bool both = !conv_algo || !strcmp(conv_algo, "auto");
   for (int a = 0; a < (both ? KN_AT_MAX_ALTS : 1); a++) {
-    if (a > 0) co.conv_algo = alt_algo[a];
+    if (a > 0) co.conv_algo = kn_conv_way_name[a - 1];
     if (kn_pipeline_load_bound(&co, &gs[a], &d) < 0 || kn_pipeline_optimize(&co, &gs[a], &d) < 0 ||
         kn_sched_fuse(&gs[a], &arena, &grs[a], &d) < 0)
       goto done;

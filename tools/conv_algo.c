@@ -23,10 +23,8 @@ bool kn_pipeline_has_winograd_convs(const kn_graph *g) {
   return false;
 }
 
-/* The ways: direct, F(2x2, 3x3), F(4x4, 3x3); the Winograd tile of each. */
-#define WAYS 3
-static const int way_tile[WAYS] = {0, 2, 4};
-static const char *const way_algo[WAYS] = {"direct", "winograd", "winograd4"};
+/* The ways (pipeline.h): direct, F(2x2, 3x3), F(4x4, 3x3). */
+#define WAYS KN_CONV_WAYS
 
 typedef struct conv_cost {
   const char *name;
@@ -51,13 +49,13 @@ static conv_cost *cost_of(conv_cost *c, int *n, int cap, const char *name, kn_ar
   return &c[(*n)++];
 }
 
-/* The kernels of the model compiled one way (way_algo[alt]), added to the
+/* The kernels of the model compiled one way (kn_conv_way_name[alt]), added to the
  * costs of the convs they belong to. Returns 1 when the graph has a conv
  * Winograd could compute, 0 when not, -1 on error. */
 static int add_costs(const kn_compile_opts *o, int alt, const kn_at_log *log, kn_arena *A, conv_cost *c, int *n,
                      int cap, kn_diag *d) {
   kn_compile_opts co = *o;
-  co.conv_algo = way_algo[alt];
+  co.conv_algo = kn_conv_way_name[alt];
   co.conv_choice = NULL;
   co.dump_after = NULL;
   kn_graph g;
@@ -117,9 +115,9 @@ int kn_conv_choose(const kn_compile_opts *o, const kn_at_log *log, kn_arena *A, 
       continue;
     }
     out->names[out->n] = c[i].name;
-    out->tile[out->n] = way_tile[best];
-    out->n_winograd2 += way_tile[best] == 2;
-    out->n_winograd4 += way_tile[best] == 4;
+    out->tile[out->n] = kn_conv_way_tile[best];
+    out->n_winograd2 += kn_conv_way_tile[best] == 2;
+    out->n_winograd4 += kn_conv_way_tile[best] == 4;
     out->n++;
   }
   return 0;

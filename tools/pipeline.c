@@ -116,20 +116,28 @@ int kn_pipeline_load_buffer(const uint8_t *data, size_t size, int64_t max_batch,
   return finish_load(max_batch, g, d);
 }
 
-bool kn_pipeline_conv_algo_valid(const char *s) {
-  return !strcmp(s, "direct") || !strcmp(s, "winograd") || !strcmp(s, "winograd4") || !strcmp(s, "auto");
+const char *const kn_conv_way_name[KN_CONV_WAYS] = {"direct", "winograd", "winograd4"};
+const int kn_conv_way_tile[KN_CONV_WAYS] = {0, 2, 4};
+
+/* The way named s, or -1. */
+static int conv_way(const char *s) {
+  for (int w = 0; w < KN_CONV_WAYS; w++)
+    if (!strcmp(s, kn_conv_way_name[w])) return w;
+  return -1;
 }
 
+bool kn_pipeline_conv_algo_valid(const char *s) { return conv_way(s) >= 0 || !strcmp(s, "auto"); }
+
 static int winograd(const kn_compile_opts *o, kn_graph *g, kn_diag *d) {
-  const char *algo = o->conv_algo ? o->conv_algo : "auto";
-  if (!strcmp(algo, "direct")) {
+  int way = o->conv_algo ? conv_way(o->conv_algo) : -1, tile = way >= 0 ? kn_conv_way_tile[way] : -1;
+  if (tile == 0) {
     dump_graph(o, "winograd", g);
     return 0;
   }
-  kn_winograd_want want = !strcmp(algo, "winograd")  ? kn_winograd_want_all2
-                          : !strcmp(algo, "winograd4") ? kn_winograd_want_all4
-                          : o->conv_choice             ? kn_conv_choice_want
-                                                       : kn_winograd_want_default;
+  kn_winograd_want want = tile == 2         ? kn_winograd_want_all2
+                          : tile == 4       ? kn_winograd_want_all4
+                          : o->conv_choice ? kn_conv_choice_want
+                                           : kn_winograd_want_default;
   if (kn_pass_winograd(g, want, (void *)o->conv_choice, d) < 0) return -1;
   return after_pass(o, "winograd", g, d);
 }

@@ -74,6 +74,13 @@ bool kn_pipeline_has_winograd_convs(const kn_graph *g);
 /* Whether s names a --conv-algo choice. */
 bool kn_pipeline_conv_algo_valid(const char *s);
 
+/* The ways a 3x3 stride-1 conv can run, the names --conv-algo takes for
+ * them (besides "auto"), in the one order conv_algo.c and `kiln tune`'s
+ * alternatives use; the Winograd tile of each (0: direct). */
+#define KN_CONV_WAYS 3
+extern const char *const kn_conv_way_name[KN_CONV_WAYS];
+extern const int kn_conv_way_tile[KN_CONV_WAYS];
+
 /* A graph input Kiln needs the value of at compile time: its name and its
  * position among the model's graph inputs (initializers excluded). */
 typedef struct kn_bind_need {
