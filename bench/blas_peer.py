@@ -11,9 +11,9 @@ MKL_NUM_THREADS = OMP_NUM_THREADS = threads and the GNU OpenMP threading layer,
 in this process only (bench.py runs it as a subprocess, as it runs TVM). The
 calls are timed by bench.py's own time_interleaved, as Kiln's and ORT's are
 (`rounds` turns, each after a $BENCH_SETTLE_S pause and one untimed call). One
-call's result is checked against
-numpy's matmul (a wrong library setup fails loudly, not fast). Prints one line
-of JSON: library and version, median and p90 in ms, GFLOP/s, max |err|.
+call's result is checked against numpy's matmul (a wrong library setup fails
+loudly, not fast). Prints one line of JSON: library and version, median and
+p90 in ms, GFLOP/s, max |err|.
 
 It is not a peer in the issue's sense (not a compiler); it says what Intel's
 hand-written SGEMM reaches on this machine, the yardstick for a "% of peak"

@@ -23,14 +23,11 @@ bool kn_pipeline_has_winograd_convs(const kn_graph *g) {
   return false;
 }
 
-/* The ways (pipeline.h): direct, F(2x2, 3x3), F(4x4, 3x3). */
-#define WAYS KN_CONV_WAYS
-
 typedef struct conv_cost {
   const char *name;
-  double s[WAYS];       /* sum of the kernels' best records */
-  bool missing[WAYS];   /* a kernel without a record */
-  bool seen[WAYS];
+  double s[KN_CONV_WAYS];     /* sum of the kernels' best records */
+  bool missing[KN_CONV_WAYS]; /* a kernel without a record */
+  bool seen[KN_CONV_WAYS];
 } conv_cost;
 
 static bool strip_suffix(const char *name, const char *suffix, char *base, size_t cap) {
@@ -96,13 +93,13 @@ int kn_conv_choose(const kn_compile_opts *o, const kn_at_log *log, kn_arena *A, 
   conv_cost *c = KN_NEW_ARRAY(A, conv_cost, cap);
   /* a model without such convs (bert) is not compiled the second way */
   int rc = add_costs(o, 0, log, A, c, &n, cap, d);
-  for (int alt = 1; rc > 0 && alt < WAYS; alt++) rc = add_costs(o, alt, log, A, c, &n, cap, d);
+  for (int alt = 1; rc > 0 && alt < KN_CONV_WAYS; alt++) rc = add_costs(o, alt, log, A, c, &n, cap, d);
   if (rc < 0) return -1;
   out->names = KN_NEW_ARRAY(A, const char *, n + 1);
   out->tile = KN_NEW_ARRAY(A, int, n + 1);
   for (int i = 0; i < n; i++) {
     int seen = 0, complete = 0, best = -1;
-    for (int w = 0; w < WAYS; w++) {
+    for (int w = 0; w < KN_CONV_WAYS; w++) {
       if (!c[i].seen[w]) continue;
       seen++;
       if (c[i].missing[w]) continue;
