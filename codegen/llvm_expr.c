@@ -10,7 +10,8 @@
  *    positive divisor, shift/mask for a power-of-two constant, else sdiv/srem
  *    with the floor fix-up. A variable divisor of 0 gives 0 (no trap).
  *  - float DIV is fdiv; float MOD is fmod (frem).
- *  - float MIN / MAX are llvm.minnum / maxnum (a NaN operand yields the other).
+ *  - float MIN / MAX are llvm.minnum / maxnum (a NaN operand yields the other);
+ *    on x86, with an operand that is never NaN, a compare and select (MAXPS).
  *  - a*b+c on floats becomes llvm.fmuladd (contraction allowed, nothing else:
  *    the LLVM 14 C API has no fast-math flags, and NaN / inf stay IEEE).
  *  - int64 add / sub / mul are nsw: int64 values are indices that never wrap.
@@ -848,9 +849,38 @@ static LLVMValueRef emit_divmod(kn_cg_fn *f, const kn_expr *e, LLVMValueRef a, L
   return res;
 }
 
-static LLVMValueRef emit_minmax(kn_cg_fn *f, const kn_expr *e, LLVMValueRef a, LLVMValueRef b) {
+/* True when float expression e is never NaN: a literal other than NaN, a
+ * broadcast of one, or a MIN / MAX with such an operand (minnum / maxnum
+ * return the other operand only when it is not NaN either). */
+static bool never_nan(const kn_expr *e) {
+  switch (e->kind) {
+  case KN_E_FLOAT: return !isnan(e->u.fval);
+  case KN_E_BROADCAST: return never_nan(e->u.un.a);
+  case KN_E_MIN:
+  case KN_E_MAX: return never_nan(e->u.bin.a) || never_nan(e->u.bin.b);
+  default: return false;
+  }
+}
+
+/* MIN or MAX (e's kind and dtype) of a and b; sure_a / sure_b: that operand
+ * is never NaN. Float MIN / MAX are minnum / maxnum, which x86 lacks: LLVM
+ * lowers llvm.maxnum to a max plus a NaN test and blend (a Clip epilogue
+ * took six instructions where it needs two). When b is never NaN, maxnum(a,
+ * b) is a > b ? a : b (an ordered compare is false for a NaN a, which yields
+ * b), the very semantics of MAXPS(a, b): one instruction. Not on aarch64,
+ * whose fmaxnm is maxnum already. */
+static LLVMValueRef emit_minmax(kn_cg_fn *f, const kn_expr *e, LLVMValueRef a, LLVMValueRef b, bool sure_a,
+                                bool sure_b) {
   bool is_min = e->kind == KN_E_MIN;
   if (is_float(e->dtype)) {
+    if (f->m->target->arch == KN_ARCH_X86_64 && (sure_a || sure_b)) {
+      if (!sure_b) {
+        LLVMValueRef t = a;
+        a = b, b = t;
+      }
+      LLVMValueRef pick = LLVMBuildFCmp(f->b, is_min ? LLVMRealOLT : LLVMRealOGT, a, b, "");
+      return LLVMBuildSelect(f->b, pick, a, b, "");
+    }
     LLVMTypeRef ty = LLVMTypeOf(a);
     LLVMValueRef args[2] = {a, b};
     return kn_cg_call_intrinsic(f, is_min ? "llvm.minnum" : "llvm.maxnum", &ty, 1, args, 2);
@@ -942,7 +972,7 @@ static LLVMValueRef vreduce(kn_cg_fn *f, kn_fn fn, kn_dtype t, LLVMValueRef v) {
     if (op == KN_E_ADD)
       v = is_float(t) ? LLVMBuildFAdd(f->b, lo, hi, "") : LLVMBuildAdd(f->b, lo, hi, "");
     else
-      v = emit_minmax(f, &probe, lo, hi);
+      v = emit_minmax(f, &probe, lo, hi, false, false);
     n = h;
   }
   LLVMValueRef acc = LLVMBuildExtractElement(f->b, v, LLVMConstInt(i32, 0, 0), "");
@@ -951,7 +981,7 @@ static LLVMValueRef vreduce(kn_cg_fn *f, kn_fn fn, kn_dtype t, LLVMValueRef v) {
     if (op == KN_E_ADD)
       acc = is_float(t) ? LLVMBuildFAdd(f->b, acc, x, "") : LLVMBuildAdd(f->b, acc, x, "");
     else
-      acc = emit_minmax(f, &probe, acc, x);
+      acc = emit_minmax(f, &probe, acc, x, false, false);
   }
   return acc;
 }
@@ -1021,7 +1051,9 @@ static LLVMValueRef emit(kn_cg_fn *f, const kn_expr *e) {
   case KN_E_DIV:
   case KN_E_MOD: return emit_divmod(f, e, kn_cg_expr(f, e->u.bin.a), kn_cg_expr(f, e->u.bin.b));
   case KN_E_MIN:
-  case KN_E_MAX: return emit_minmax(f, e, kn_cg_expr(f, e->u.bin.a), kn_cg_expr(f, e->u.bin.b));
+  case KN_E_MAX:
+    return emit_minmax(f, e, kn_cg_expr(f, e->u.bin.a), kn_cg_expr(f, e->u.bin.b), never_nan(e->u.bin.a),
+                       never_nan(e->u.bin.b));
   case KN_E_EQ:
   case KN_E_NE:
   case KN_E_LT:
