@@ -22,6 +22,7 @@ typedef struct stage {
   int map[KN_MAX_RANK]; /* O axis for each axis of t, -1: constant 0 */
   kn_buffer *acc;
   int vec_lanes;    /* >1: last reduction axis reduced in vectors (acc holds the lanes) */
+  kn_expr *start;   /* the sum starts from this (over O axes), not 0; NULL: the op's identity */
   int n_tile;       /* tile loops: indices into the schedule's loops */
   int tile[KN_SCHED_MAX_LOOPS];
 } stage;
@@ -544,7 +545,8 @@ static kn_stmt *prefetch_hints(lower *L, const kn_expr *src, kn_var **rvars, kn_
 static kn_stmt *stage_code(lower *L, stage *st) {
   kn_expr_ctx *ec = L->ec;
   kn_expr *red = st->t->body;
-  kn_stmt *init = wrap_tile(L, st, kn_s_store(ec, st->acc, acc_index(L, st), reduce_init(L, red->u.reduce.op, st->t->dtype)));
+  kn_expr *first = st->start ? finish(L, st->start) : reduce_init(L, red->u.reduce.op, st->t->dtype);
+  kn_stmt *init = wrap_tile(L, st, kn_s_store(ec, st->acc, acc_index(L, st), first));
   if (L->block_var) {
     /* blocks after the first resume from the partial sums left in O */
     kn_stmt *resume = wrap_tile(L, st, kn_s_store(ec, st->acc, acc_index(L, st), kn_e_load(ec, L->out_buf, out_index(L))));
@@ -757,6 +759,84 @@ int kn_sched_analyze(kn_expr_ctx *ec, kn_te_tensor *out, uint32_t *stage_axes, i
   return 0;
 }
 
+/* Loads of stage tensor t in e. */
+static int count_loads(const kn_expr *e, const kn_te_tensor *t) {
+  switch (e->kind) {
+  case KN_E_INT:
+  case KN_E_FLOAT:
+  case KN_E_VAR:
+  case KN_E_RAMP: return 0;
+  case KN_E_LOAD: {
+    int n = e->u.load.tensor == t;
+    for (int i = 0; i < e->u.load.n; i++) n += count_loads(e->u.load.indices[i], t);
+    return n;
+  }
+  case KN_E_NOT:
+  case KN_E_CAST:
+  case KN_E_BROADCAST: return count_loads(e->u.un.a, t);
+  case KN_E_SELECT:
+    return count_loads(e->u.sel.cond, t) + count_loads(e->u.sel.t, t) + count_loads(e->u.sel.f, t);
+  case KN_E_CALL: {
+    int n = 0;
+    for (int i = 0; i < e->u.call.n; i++) n += count_loads(e->u.call.args[i], t);
+    return n;
+  }
+  case KN_E_REDUCE: return 1; /* reads everything: never hoisted through */
+  default: return count_loads(e->u.bin.a, t) + count_loads(e->u.bin.b, t);
+  }
+}
+
+/* e with its (one) sum S[...] + b, b reading no S, replaced by S[...]; b in
+ * *start. Only the operations an epilogue wraps around it are walked. */
+static kn_expr *drop_start(kn_expr_ctx *ec, kn_expr *e, const kn_te_tensor *t, kn_expr **start) {
+  switch (e->kind) {
+  case KN_E_ADD:
+    for (int side = 0; side < 2; side++) {
+      kn_expr *a = side ? e->u.bin.b : e->u.bin.a, *b = side ? e->u.bin.a : e->u.bin.b;
+      if (a->kind == KN_E_LOAD && a->u.load.tensor == t && a->dtype == e->dtype && count_loads(b, t) == 0) {
+        *start = b;
+        return a;
+      }
+    }
+    /* fall through */
+  case KN_E_SUB:
+  case KN_E_MUL:
+  case KN_E_DIV:
+  case KN_E_MIN:
+  case KN_E_MAX: {
+    kn_expr *a = drop_start(ec, e->u.bin.a, t, start);
+    if (*start) return kn_e_bin(ec, e->kind, a, e->u.bin.b);
+    kn_expr *b = drop_start(ec, e->u.bin.b, t, start);
+    return *start ? kn_e_bin(ec, e->kind, e->u.bin.a, b) : e;
+  }
+  case KN_E_CAST: {
+    kn_expr *a = drop_start(ec, e->u.un.a, t, start);
+    return *start ? kn_e_cast(ec, e->dtype, a) : e;
+  }
+  default: return e;
+  }
+}
+
+/* A sum whose epilogue adds a term that does not depend on it (a conv's or
+ * Gemm's bias) starts from that term instead of 0, and the epilogue loses
+ * the add: one vector add per output vector, 1/16 of a 1x1 conv over 16
+ * channels, 1/9 of a 3x3 depthwise conv. The single stage must be O's own
+ * (its accumulator, or O's partial sums between reduction blocks, holds
+ * exactly the sum) and accumulate in scalars (not lanes folded at the end,
+ * which would each start from the term). Rounds differently: the term joins
+ * first, not last. */
+static kn_expr *hoist_start(lower *L, kn_expr *body) {
+  if (L->n_stages != 1 || !stage_is_output(L)) return body;
+  stage *st = &L->stages[0];
+  if (st->vec_lanes > 1 || st->t->body->u.reduce.op != KN_RED_SUM || !kn_dtype_is_float(st->t->dtype) ||
+      count_loads(body, st->t) != 1)
+    return body;
+  kn_expr *start = NULL, *rest = drop_start(L->ec, body, st->t, &start);
+  if (!start) return body;
+  st->start = start;
+  return rest;
+}
+
 kn_stmt *kn_sched_lower(kn_expr_ctx *ec, kn_te_tensor *out, const kn_schedule *s,
                         kn_buffer *out_buf, const kn_lower_params *params, kn_diag *d) {
   lower L = {.ec = ec, .d = d, .s = s, .out = out, .params = params, .out_buf = out_buf};
@@ -790,6 +870,7 @@ kn_stmt *kn_sched_lower(kn_expr_ctx *ec, kn_te_tensor *out, const kn_schedule *s
     st->acc = kn_buffer_new(ec, kn_arena_printf(ec->arena, "acc%d", i), st->t->dtype, KN_BUF_LOCAL, size);
   }
 
+  body = hoist_start(&L, body);
   KN_ASSERT(L.n_stages == 0 || attach >= s->n_parallel, "stages attached inside the parallel loop");
   kn_stmt *inner = kn_s_store(ec, out_buf, out_index(&L), finish(&L, body));
   int from = L.n_stages ? attach : s->n_parallel;

@@ -1067,6 +1067,61 @@ static void test_vector_pieces_matmul(void **state) {
   }
 }
 
+/* Provider: the sum computed innermost, one output element at a time, in
+ * 16 lanes folded at the end (vectorize_reduction). */
+static void lanes_choose(void *ctx, const kn_sched_task *task, kn_schedule *s) {
+  (void)task;
+  for (int i = 0; i < s->n_loops; i++)
+    if (s->loops[i].kind == KN_FOR_VECTORIZED) s->loops[i].kind = KN_FOR_SERIAL;
+  s->attach = s->n_loops;
+  s->reduce_lanes = 16;
+  (*(int *)ctx)++;
+}
+
+/* A sum whose epilogue adds a bias starts from the bias: a MatMul + bias +
+ * Relu's accumulators are initialised from the bias's loads and its store
+ * has no add; a ReduceSum over a long row + bias, whose 16 lanes are folded
+ * at the end, keeps its zeros (each lane starting from the bias would add it
+ * 16 times); both match the reference. */
+static void test_bias_start(void **state) {
+  (void)state;
+  for (int t = 0; t < 2; t++) {
+    char *text = NULL;
+    size_t len = 0;
+    loops_out = open_memstream(&text, &len);
+    assert_non_null(loops_out);
+    kn_graph g;
+    kn_graph_init(&g);
+    int sum;
+    if (t == 0) {
+      int x = input(&g, "x", 3, (int64_t[]){1, 10, 32}, 1), w = weight(&g, "w", 2, (int64_t[]){32, 16});
+      sum = node(&g, KN_OP_MATMUL, "mm", (int[]){x, w}, 2);
+    } else {
+      int x = input(&g, "x", 3, (int64_t[]){1, 4, 300}, 1);
+      sum = node(&g, KN_OP_REDUCE_SUM, "rs", (int[]){x}, 1);
+      attr_ints(&g, "axes", 1, (int64_t[]){2});
+      attr_int(&g, "keepdims", 0); /* the sum is O's own stage */
+    }
+    int b = weight(&g, "b", 1, (int64_t[]){t == 0 ? 16 : 1});
+    output(&g, node(&g, KN_OP_RELU, "relu", (int[]){node(&g, KN_OP_ADD, "bias", (int[]){sum, b}, 2)}, 1));
+    int applied = 0;
+    kn_sched_provider p = {lanes_choose, &applied};
+    check_with(&g, 2, 1e-5, t == 0 ? NULL : &p, NULL);
+    fclose(loops_out);
+    loops_out = NULL;
+    assert_int_equal(applied, t);
+    if (t == 0) {
+      assert_non_null(strstr(text, "acc0[ramp(0, 1, 16)] = in2[ramp("));
+      assert_null(strstr(text, "(acc0[ramp(0, 1, 16)] + in2"));
+    } else {
+      assert_non_null(strstr(text, "vreduce_add"));
+      assert_non_null(strstr(text, "(0f)"));
+    }
+    free(text);
+    kn_graph_free(&g);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_cnn_block),
@@ -1091,6 +1146,7 @@ int main(void) {
       cmocka_unit_test(test_static_batch_stage),
       cmocka_unit_test(test_vector_pieces),
       cmocka_unit_test(test_vector_pieces_matmul),
+      cmocka_unit_test(test_bias_start),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
