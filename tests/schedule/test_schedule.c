@@ -197,6 +197,18 @@ static void check_with(kn_graph *g, int64_t batch, double tol, const kn_sched_pr
 
 static void check(kn_graph *g, int64_t batch, double tol) { check_with(g, batch, tol, NULL, NULL); }
 
+/* check_with, returning the kernels' finalized loops as text (free it) */
+static char *check_dump(kn_graph *g, int64_t batch, double tol, const kn_sched_provider *provider) {
+  char *text = NULL;
+  size_t len = 0;
+  loops_out = open_memstream(&text, &len);
+  assert_non_null(loops_out);
+  check_with(g, batch, tol, provider, NULL);
+  fclose(loops_out);
+  loops_out = NULL;
+  return text;
+}
+
 /* ---- reduction blocking (split_reduction) ---- */
 
 typedef struct blocking {
@@ -1043,10 +1055,6 @@ static void test_vector_pieces_matmul(void **state) {
   static const int64_t cols[] = {24, 40};
   static const char *whole[] = {", 1, 24)", ", 1, 40)"}, *wide[] = {", 1, 16)", ", 1, 32)"};
   for (int t = 0; t < 2; t++) {
-    char *text = NULL;
-    size_t len = 0;
-    loops_out = open_memstream(&text, &len);
-    assert_non_null(loops_out);
     kn_graph g;
     kn_graph_init(&g);
     int x = input(&g, "x", 3, (int64_t[]){1, 10, 32}, 1);
@@ -1055,9 +1063,7 @@ static void test_vector_pieces_matmul(void **state) {
     output(&g, node(&g, KN_OP_RELU, "relu", (int[]){node(&g, KN_OP_ADD, "bias", (int[]){mm, b}, 2)}, 1));
     int applied = 0;
     kn_sched_provider p = {full_width_choose, &applied};
-    check_with(&g, 2, 1e-5, &p, NULL);
-    fclose(loops_out);
-    loops_out = NULL;
+    char *text = check_dump(&g, 2, 1e-5, &p);
     assert_int_equal(applied, 1);
     assert_null(strstr(text, whole[t]));
     assert_non_null(strstr(text, wide[t]));
@@ -1086,10 +1092,6 @@ static void lanes_choose(void *ctx, const kn_sched_task *task, kn_schedule *s) {
 static void test_bias_start(void **state) {
   (void)state;
   for (int t = 0; t < 2; t++) {
-    char *text = NULL;
-    size_t len = 0;
-    loops_out = open_memstream(&text, &len);
-    assert_non_null(loops_out);
     kn_graph g;
     kn_graph_init(&g);
     int sum;
@@ -1106,9 +1108,7 @@ static void test_bias_start(void **state) {
     output(&g, node(&g, KN_OP_RELU, "relu", (int[]){node(&g, KN_OP_ADD, "bias", (int[]){sum, b}, 2)}, 1));
     int applied = 0;
     kn_sched_provider p = {lanes_choose, &applied};
-    check_with(&g, 2, 1e-5, t == 0 ? NULL : &p, NULL);
-    fclose(loops_out);
-    loops_out = NULL;
+    char *text = check_dump(&g, 2, 1e-5, t == 0 ? NULL : &p);
     assert_int_equal(applied, t);
     if (t == 0) {
       assert_non_null(strstr(text, "acc0[ramp(0, 1, 16)] = in2[ramp("));
