@@ -17,6 +17,19 @@
 /* Assigns storage to every value read or written by the kernels (graph
  * inputs and outputs, constants, one workspace for the rest, placed by
  * liveness) and fills `plan`, arena-allocated. */
+/* A workspace buffer: its size and lifetime in steps [first, last] in,
+ * its offset in the workspace out. */
+typedef struct kn_plan_buffer {
+  int64_t bytes, offset;
+  int first, last;
+} kn_plan_buffer;
+
+/* Places n buffers so that two whose lifetimes intersect never overlap,
+ * each centred on an anchor shared with the others placed there (see
+ * plan_build.c); returns the workspace size, a multiple of 64, as are the
+ * offsets. */
+int64_t kn_plan_place(kn_plan_buffer *b, int n);
+
 int kn_plan_build(const kn_graph *g, const kn_kernel_build *kernels, int n_kernels,
                   const char *prefix, kn_arena *arena, kn_plan *plan, kn_diag *d);
 
