@@ -14,9 +14,6 @@
 /* The largest workspace (all intermediates live at once, placed): 1 TiB. */
 #define KN_PLAN_MAX_WORKSPACE_BYTES ((int64_t)1 << 40)
 
-/* Assigns storage to every value read or written by the kernels (graph
- * inputs and outputs, constants, one workspace for the rest, placed by
- * liveness) and fills `plan`, arena-allocated. */
 /* A workspace buffer: its size and lifetime in steps [first, last] in,
  * its offset in the workspace out. */
 typedef struct kn_plan_buffer {
@@ -30,6 +27,9 @@ typedef struct kn_plan_buffer {
  * offsets. */
 int64_t kn_plan_place(kn_plan_buffer *b, int n);
 
+/* Assigns storage to every value read or written by the kernels (graph
+ * inputs and outputs, constants, one workspace for the rest, placed by
+ * liveness, kn_plan_place) and fills `plan`, arena-allocated. */
 int kn_plan_build(const kn_graph *g, const kn_kernel_build *kernels, int n_kernels,
                   const char *prefix, kn_arena *arena, kn_plan *plan, kn_diag *d);
 
