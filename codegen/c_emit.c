@@ -15,7 +15,7 @@
  *    trap on INT_MIN / -1; integer arithmetic other than int64 wraps (done in
  *    unsigned types: no undefined behaviour); int64 is index arithmetic that
  *    never overflows, as the LLVM back end's nsw;
- *  - float MIN / MAX return the non-NaN operand (llvm.minnum / maxnum);
+ *  - float MIN / MAX are NaN when either operand is (as the LLVM back end);
  *    f16 / bf16 live in float registers, rounded on casts and stores;
  *    bool is 0 / 1 in one byte of memory;
  *  - math calls libm (expf, logf, tanhf, erff, ...), which is at least as
@@ -93,11 +93,11 @@ const char kn_cg_c_prelude[] =
     "static inline uint64_t kn_c_umin(uint64_t a, uint64_t b) { return a < b ? a : b; }\n"
     "static inline uint64_t kn_c_umax(uint64_t a, uint64_t b) { return a > b ? a : b; }\n"
     "static inline int64_t kn_c_iabs(int64_t a) { return a < 0 ? (int64_t)(0 - (uint64_t)a) : a; }\n"
-    "/* min / max returning the non-NaN operand (IEEE minNum / maxNum) */\n"
-    "static inline float kn_c_fminf(float a, float b) { return (a < b || b != b) ? a : b; }\n"
-    "static inline float kn_c_fmaxf(float a, float b) { return (a > b || b != b) ? a : b; }\n"
-    "static inline double kn_c_fmin(double a, double b) { return (a < b || b != b) ? a : b; }\n"
-    "static inline double kn_c_fmax(double a, double b) { return (a > b || b != b) ? a : b; }\n"
+    "/* min / max, NaN when either operand is */\n"
+    "static inline float kn_c_fminf(float a, float b) { return (a < b || a != a) ? a : b; }\n"
+    "static inline float kn_c_fmaxf(float a, float b) { return (a > b || a != a) ? a : b; }\n"
+    "static inline double kn_c_fmin(double a, double b) { return (a < b || a != a) ? a : b; }\n"
+    "static inline double kn_c_fmax(double a, double b) { return (a > b || a != a) ? a : b; }\n"
     "static inline float kn_c_sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }\n"
     "static inline double kn_c_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }\n"
     "/* float16: bits <-> value, round to nearest even */\n"

@@ -10,8 +10,10 @@
  *    positive divisor, shift/mask for a power-of-two constant, else sdiv/srem
  *    with the floor fix-up. A variable divisor of 0 gives 0 (no trap).
  *  - float DIV is fdiv; float MOD is fmod (frem).
- *  - float MIN / MAX are llvm.minnum / maxnum (a NaN operand yields the other);
- *    on x86, with an operand that is never NaN, a compare and select (MAXPS).
+ *  - float MIN / MAX are NaN when either operand is (ONNX Max / Relu / Clip,
+ *    numpy's maximum): llvm.minimum / maximum on aarch64 (FMIN / FMAX); on
+ *    x86, one MINPS / MAXPS with an operand that is never NaN, else that
+ *    plus a NaN test and blend.
  *  - a*b+c on floats becomes llvm.fmuladd (contraction allowed, nothing else:
  *    the LLVM 14 C API has no fast-math flags, and NaN / inf stay IEEE).
  *  - int64 add / sub / mul are nsw: int64 values are indices that never wrap.
@@ -850,40 +852,44 @@ static LLVMValueRef emit_divmod(kn_cg_fn *f, const kn_expr *e, LLVMValueRef a, L
 }
 
 /* True when float expression e is never NaN: a literal other than NaN, a
- * broadcast of one, or a MIN / MAX with such an operand (minnum / maxnum
- * return the other operand only when it is not NaN either). */
+ * broadcast of one, or a MIN / MAX of two such operands. */
 static bool never_nan(const kn_expr *e) {
   switch (e->kind) {
   case KN_E_FLOAT: return !isnan(e->u.fval);
   case KN_E_BROADCAST: return never_nan(e->u.un.a);
   case KN_E_MIN:
-  case KN_E_MAX: return never_nan(e->u.bin.a) || never_nan(e->u.bin.b);
+  case KN_E_MAX: return never_nan(e->u.bin.a) && never_nan(e->u.bin.b);
   default: return false;
   }
 }
 
 /* MIN or MAX (e's kind and dtype) of a and b; sure_a / sure_b: that operand
- * is never NaN. Float MIN / MAX are minnum / maxnum, which x86 lacks: LLVM
- * lowers llvm.maxnum to a max plus a NaN test and blend (a Clip epilogue
- * took six instructions where it needs two). When b is never NaN, maxnum(a,
- * b) is a > b ? a : b (an ordered compare is false for a NaN a, which yields
- * b), the very semantics of MAXPS(a, b): one instruction. Not on aarch64,
- * whose fmaxnm is maxnum already. */
+ * is never NaN. Float MIN / MAX give NaN when either operand is NaN: aarch64
+ * has that instruction (FMAX, llvm.maximum); x86 has none (nor does LLVM 14
+ * lower llvm.maximum there). MAXPS(s, u) is s > u ? s : u, NaN when u is (an
+ * ordered compare is false): one instruction when s is never NaN, as the
+ * bounds of Relu and Clip are (LLVM's llvm.maxnum had cost a max, a NaN test
+ * and a blend per vector). Otherwise a NaN test on the first operand and a
+ * blend follow. */
 static LLVMValueRef emit_minmax(kn_cg_fn *f, const kn_expr *e, LLVMValueRef a, LLVMValueRef b, bool sure_a,
                                 bool sure_b) {
   bool is_min = e->kind == KN_E_MIN;
   if (is_float(e->dtype)) {
-    if (f->m->target->arch == KN_ARCH_X86_64 && (sure_a || sure_b)) {
-      if (!sure_b) {
-        LLVMValueRef t = a;
-        a = b, b = t;
-      }
-      LLVMValueRef pick = LLVMBuildFCmp(f->b, is_min ? LLVMRealOLT : LLVMRealOGT, a, b, "");
-      return LLVMBuildSelect(f->b, pick, a, b, "");
+    if (f->m->target->arch == KN_ARCH_AARCH64) {
+      LLVMTypeRef ty = LLVMTypeOf(a);
+      LLVMValueRef args[2] = {a, b};
+      return kn_cg_call_intrinsic(f, is_min ? "llvm.minimum" : "llvm.maximum", &ty, 1, args, 2);
     }
-    LLVMTypeRef ty = LLVMTypeOf(a);
-    LLVMValueRef args[2] = {a, b};
-    return kn_cg_call_intrinsic(f, is_min ? "llvm.minnum" : "llvm.maxnum", &ty, 1, args, 2);
+    if (sure_a) { /* the sure operand first: the select yields the other one when it is NaN */
+      LLVMValueRef t = a;
+      a = b, b = t;
+      sure_b = true;
+    }
+    LLVMValueRef pick = LLVMBuildFCmp(f->b, is_min ? LLVMRealOLT : LLVMRealOGT, b, a, "");
+    LLVMValueRef r = LLVMBuildSelect(f->b, pick, b, a, "");
+    if (sure_b) return r;
+    LLVMValueRef b_nan = LLVMBuildFCmp(f->b, LLVMRealUNO, b, b, "");
+    return LLVMBuildSelect(f->b, b_nan, b, r, "");
   }
   LLVMIntPredicate p = is_unsigned(e->dtype) ? (is_min ? LLVMIntULT : LLVMIntUGT)
                                              : (is_min ? LLVMIntSLT : LLVMIntSGT);

@@ -91,6 +91,12 @@ kn_expr *kn_e_div(kn_expr_ctx *c, kn_expr *a, kn_expr *b) { return kn_e_bin(c, K
 kn_expr *kn_e_mod(kn_expr_ctx *c, kn_expr *a, kn_expr *b) { return kn_e_bin(c, KN_E_MOD, a, b); }
 kn_expr *kn_e_min(kn_expr_ctx *c, kn_expr *a, kn_expr *b) { return kn_e_bin(c, KN_E_MIN, a, b); }
 kn_expr *kn_e_max(kn_expr_ctx *c, kn_expr *a, kn_expr *b) { return kn_e_bin(c, KN_E_MAX, a, b); }
+kn_expr *kn_e_min_num(kn_expr_ctx *c, kn_expr *a, kn_expr *b) {
+  return kn_e_select(c, kn_e_bin(c, KN_E_LT, a, b), a, b);
+}
+kn_expr *kn_e_max_num(kn_expr_ctx *c, kn_expr *a, kn_expr *b) {
+  return kn_e_select(c, kn_e_bin(c, KN_E_GT, a, b), a, b);
+}
 
 kn_expr *kn_e_not(kn_expr_ctx *c, kn_expr *a) {
   KN_ASSERT(a->dtype == KN_DT_BOOL, "not of non-bool");

@@ -28,7 +28,7 @@ typedef enum kn_expr_kind {
   KN_E_MUL,
   KN_E_DIV,
   KN_E_MOD,
-  KN_E_MIN,
+  KN_E_MIN, /* on floats NaN when either operand is (ONNX Max / Min, numpy) */
   KN_E_MAX,
   KN_E_EQ,
   KN_E_NE,
@@ -148,6 +148,11 @@ kn_expr *kn_e_div(kn_expr_ctx *c, kn_expr *a, kn_expr *b);
 kn_expr *kn_e_mod(kn_expr_ctx *c, kn_expr *a, kn_expr *b);
 kn_expr *kn_e_min(kn_expr_ctx *c, kn_expr *a, kn_expr *b);
 kn_expr *kn_e_max(kn_expr_ctx *c, kn_expr *a, kn_expr *b);
+/* a < b ? a : b and a > b ? a : b: b where a is NaN (IEEE minNum / maxNum
+ * for a b that is never NaN). The clamps of float values that become
+ * indices use these, so that a NaN coordinate still loads in bounds. */
+kn_expr *kn_e_min_num(kn_expr_ctx *c, kn_expr *a, kn_expr *b);
+kn_expr *kn_e_max_num(kn_expr_ctx *c, kn_expr *a, kn_expr *b);
 kn_expr *kn_e_not(kn_expr_ctx *c, kn_expr *a);
 kn_expr *kn_e_select(kn_expr_ctx *c, kn_expr *cond, kn_expr *t, kn_expr *f);
 kn_expr *kn_e_cast(kn_expr_ctx *c, kn_dtype t, kn_expr *a);

@@ -15,7 +15,7 @@
 
 static double unary_f(const kn_node *n, double x) {
   switch (n->op) {
-  case KN_OP_RELU: return x > 0 ? x : 0;
+  case KN_OP_RELU: return x < 0 ? 0 : x; /* NaN stays NaN, as max(x, 0) in ONNX */
   case KN_OP_SIGMOID: return 1.0 / (1.0 + exp(-x));
   case KN_OP_TANH: return tanh(x);
   case KN_OP_ERF: return erf(x);
@@ -52,7 +52,8 @@ static double unary_f(const kn_node *n, double x) {
   }
   case KN_OP_CELU: {
     double alpha = kn_node_attr_float(n, "alpha", 1.0f);
-    return (x > 0 ? x : 0) + fmin(0.0, alpha * (exp(x / alpha) - 1.0));
+    double neg = alpha * (exp(x / alpha) - 1.0);
+    return (x < 0 ? 0 : x) + (neg > 0 ? 0 : neg);
   }
   case KN_OP_THRESHOLDED_RELU: return x > kn_node_attr_float(n, "alpha", 1.0f) ? x : 0;
   case KN_OP_SHRINK: {

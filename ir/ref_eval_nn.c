@@ -136,7 +136,7 @@ static int pool(kn_ref_call *c, bool nhwc) {
           if (!inside) continue;
           double v = kn_ref_load(x->dtype, x->data, xoff);
           if (is_max) {
-            if (v > acc || best < 0) acc = v, best = xoff;
+            if (best < 0 || v > acc || (isnan(v) && !isnan(acc))) acc = v, best = xoff; /* the first NaN wins */
           } else {
             acc += v;
           }

@@ -230,7 +230,7 @@ static kn_te_tensor *resize_def(kn_te_ctx *c, const kn_node *n, kn_te_tensor **i
       case KN_NEAREST_FLOOR: p = kn_e_call1(ec, KN_FN_FLOOR, xc); break;
       default: p = kn_e_call1(ec, KN_FN_CEIL, xc); break;
       }
-      p = kn_e_min(ec, kn_e_max(ec, p, f64(c, 0)), f64(c, (double)(g.in[a] - 1)));
+      p = kn_e_min_num(ec, kn_e_max_num(ec, p, f64(c, 0)), f64(c, (double)(g.in[a] - 1)));
       xi[a] = kn_e_cast(ec, KN_DT_I64, p);
       continue;
     }

@@ -20,7 +20,7 @@ static kn_expr *to_f64(kn_te_ctx *c, kn_expr *e) { return kn_e_cast(c->ec, KN_DT
 static kn_expr *lt(kn_te_ctx *c, kn_expr *a, kn_expr *b) { return kn_e_bin(c->ec, KN_E_LT, a, b); }
 static kn_expr *le(kn_te_ctx *c, kn_expr *a, kn_expr *b) { return kn_e_bin(c->ec, KN_E_LE, a, b); }
 static kn_expr *clampf(kn_te_ctx *c, kn_expr *v, double lo, double hi) {
-  return kn_e_min(c->ec, kn_e_max(c->ec, v, f64(c, lo)), f64(c, hi));
+  return kn_e_min_num(c->ec, kn_e_max_num(c->ec, v, f64(c, lo)), f64(c, hi));
 }
 /* Rounds a float64 expression to dtype t (and back), as a stored value. */
 static kn_expr *as_dtype(kn_te_ctx *c, kn_dtype t, kn_expr *v) {

@@ -74,7 +74,7 @@ static void roi_axis(kn_te_ctx *c, kn_expr *coord, int64_t len, kn_expr *tap, kn
   kn_expr *in = kn_e_bin(ec, KN_E_AND, kn_e_bin(ec, KN_E_LE, f64(c, -1.0), coord),
                          kn_e_bin(ec, KN_E_LE, coord, f64(c, (double)len)));
   *valid = kn_te_and(c, *valid, in);
-  kn_expr *v = kn_e_max(ec, coord, f64(c, 0));
+  kn_expr *v = kn_e_max_num(ec, coord, f64(c, 0));
   kn_expr *low = kn_e_call1(ec, KN_FN_FLOOR, v);
   kn_expr *at_end = kn_e_bin(ec, KN_E_LE, f64(c, (double)(len - 1)), low);
   kn_expr *last = f64(c, (double)(len - 1));
@@ -84,7 +84,7 @@ static void roi_axis(kn_te_ctx *c, kn_expr *coord, int64_t len, kn_expr *tap, kn
   kn_expr *l = kn_e_sub(ec, v, low), *h = kn_e_sub(ec, f64(c, 1), l);
   kn_expr *is_high = kn_e_bin(ec, KN_E_EQ, tap, kn_te_ix(c, 1));
   *weight = kn_e_select(ec, is_high, l, h);
-  kn_expr *pos = kn_e_min(ec, kn_e_max(ec, kn_e_select(ec, is_high, high, low), f64(c, 0)), last);
+  kn_expr *pos = kn_e_min_num(ec, kn_e_max_num(ec, kn_e_select(ec, is_high, high, low), f64(c, 0)), last);
   *index = kn_e_cast(ec, KN_DT_I64, pos);
 }
 

@@ -144,6 +144,24 @@ def case_float8_casts():
     return model(nodes, [vi("x", [4, 33])], outs, [const("s", np.array(300.0, np.float32))], opset=19), []
 
 
+def case_nan_propagation():
+    """NaN through Relu, Clip, Max / Min, HardSigmoid and a Conv's fused Clip epilogue: Sqrt makes
+    NaN of the negative inputs, one conv weight is NaN; ONNX's max is numpy's maximum, NaN when
+    either operand is. (MaxPool and ReduceMax are not here: ONNX Runtime's result for a NaN depends
+    on where it sits in the window; tests/te/test_te_reduce.c checks those.)"""
+    nodes = [h.make_node("Sqrt", ["x"], ["s"]), h.make_node("Relu", ["s"], ["relu"]),
+             h.make_node("Clip", ["s", "lo", "hi"], ["clip"]), h.make_node("Max", ["s", "x"], ["max"]),
+             h.make_node("Min", ["s", "lo"], ["min"]), h.make_node("HardSigmoid", ["s"], ["hsig"]),
+             h.make_node("Conv", ["x", "w", "b"], ["conv"], pads=[1, 1, 1, 1]),
+             h.make_node("Clip", ["conv", "lo", "hi"], ["conv_clip"])]
+    w = rng.standard_normal((16, 3, 3, 3)).astype(np.float32)
+    w[5, 1, 1, 1] = np.nan
+    inits = [const("lo", np.array(0, np.float32)), const("hi", np.array(6, np.float32)), const("w", w),
+             const("b", rng.standard_normal((16,)).astype(np.float32))]
+    outs = [vi(o, None) for o in ["relu", "clip", "max", "min", "hsig", "conv_clip"]]
+    return model(nodes, [vi("x", [1, 3, 12, 20])], outs, inits), []
+
+
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
 
 

@@ -5,8 +5,10 @@
  * its three outputs, Global{Average,Max}Pool and the NHWC average.
  * Oracle: kn_ref_run_graph (th_check also checks that reductions sit only at
  * the top of their own computes). */
+#include <math.h>
 #include <string.h>
 
+#include "ir/ref_eval.h"
 #include "te_harness.h"
 
 /* axes: n_axes < 0 = none given; as_input: opset-18 style input */
@@ -138,8 +140,40 @@ static void test_global_pools(void **state) {
   th_free(&t);
 }
 
+/* A NaN in a ReduceMax row or a MaxPool window gives NaN (numpy's max, the
+ * ONNX reference; ONNX Runtime's result depends on where the NaN sits), in
+ * the TE evaluation and in the reference. */
+static void test_max_nan(void **state) {
+  (void)state;
+  const float x[8] = {1, NAN, 3, 2, 5, 4, -1, 0};
+  for (int pool = 0; pool < 2; pool++) {
+    th t;
+    th_init(&t, 17);
+    int in = th_input_data(&t, "x", KN_DT_F32, 4, TH_DIMS(1, 1, 2, 4), 0, x);
+    th_node(&t, pool ? KN_OP_MAX_POOL : KN_OP_REDUCE_MAX, "m", &in, 1, 1);
+    if (pool) {
+      th_attr_ints(&t, "kernel_shape", 2, TH_DIMS(2, 2));
+      th_attr_ints(&t, "strides", 2, TH_DIMS(2, 2));
+    } else {
+      th_attr_ints(&t, "axes", 1, TH_DIMS(3));
+    }
+    /* pool: windows {1, NaN, 5, 4} and {3, 2, -1, 0}; reduce: rows {1, NaN, 3, 2} and {5, 4, -1, 0} */
+    float want[2] = {NAN, pool ? 3.0f : 5.0f}, te[2], ref[2];
+    void *data[1] = {(void *)x}, *refs[1] = {ref};
+    th_infer(&t);
+    th_eval(&t, 0, 1, data, te);
+    assert_int_equal(kn_ref_run_graph(&t.g, (const void *const *)data, refs, 1, &t.d), 0);
+    for (int i = 0; i < 2; i++) {
+      assert_true(isnan(te[i]) == isnan(want[i]) && isnan(ref[i]) == isnan(want[i]));
+      if (!isnan(want[i])) assert_true(te[i] == want[i] && ref[i] == want[i]);
+    }
+    th_free(&t);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_max_nan),
       cmocka_unit_test(test_reduce),
       cmocka_unit_test(test_softmax),
       cmocka_unit_test(test_layer_norm),
