@@ -263,7 +263,9 @@ static int arg_extreme(kn_ref_call *c) {
       double bv = 0;
       for (int64_t k = 0; k < len; k++) {
         double v = kn_ref_load(x->dtype, x->data, (o * len + k) * inner + in);
-        bool better = k == 0 || (is_max ? (v > bv || (last && v == bv)) : (v < bv || (last && v == bv)));
+        /* a NaN is the best (the kernels' max / min is NaN then), as numpy's argmax */
+        bool better = k == 0 || (isnan(bv) ? last && isnan(v)
+                                           : isnan(v) || (is_max ? v > bv : v < bv) || (last && v == bv));
         if (better) best = k, bv = v;
       }
       kn_ref_store_int(y->dtype, y->data, o * inner + in, best);
@@ -309,7 +311,7 @@ static int softmax(kn_ref_call *c) {
       double mx = -INFINITY, sum = 0;
       for (int64_t j = 0; j < len; j++) {
         double v = kn_ref_load(x->dtype, x->data, base + j * inner);
-        if (v > mx || j == 0) mx = v, first = j;
+        if (j == 0 || (!isnan(mx) && (v > mx || isnan(v)))) mx = v, first = j; /* a NaN is the maximum */
       }
       if (c->node->op == KN_OP_HARDMAX) { /* 1 at the first maximum */
         for (int64_t j = 0; j < len; j++) kn_ref_store(y->dtype, y->data, base + j * inner, j == first);

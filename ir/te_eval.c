@@ -433,8 +433,8 @@ static val eval_bin(ev *s, const kn_expr *e) {
     case KN_E_MUL: r = x * y; break;
     case KN_E_DIV: r = x / y; break;
     case KN_E_MOD: r = fmod(x, y); break;
-    case KN_E_MIN: r = x < y ? x : y; break;
-    default: r = x > y ? x : y; break; /* MAX */
+    case KN_E_MIN: r = x < y || isnan(x) ? x : y; break; /* NaN when either is */
+    default: r = x > y || isnan(x) ? x : y; break;       /* MAX */
     }
     return mk(t, r, 0);
   }

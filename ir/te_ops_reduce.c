@@ -157,6 +157,13 @@ static kn_te_tensor *reduce_def(kn_te_ctx *c, const kn_node *n, kn_te_tensor *x,
 
 /* ArgMax / ArgMin over one axis: a max (min) stage, then the smallest (or,
  * with select_last_index, the largest) index holding it; int64 result. */
+/* x is the reduction's best (max or min) value: equal, or NaN, since a NaN
+ * makes the best NaN (ArgMax / Hardmax pick a NaN, as numpy's argmax). */
+static kn_expr *is_best(kn_te_ctx *c, kn_expr *x, kn_expr *best) {
+  if (!kn_dtype_is_float(x->dtype)) return kn_e_bin(c->ec, KN_E_EQ, x, best);
+  return kn_e_bin(c->ec, KN_E_OR, kn_e_bin(c->ec, KN_E_EQ, x, best), kn_e_bin(c->ec, KN_E_NE, x, x));
+}
+
 static kn_te_tensor *arg_def(kn_te_ctx *c, const kn_node *n, kn_te_tensor *x, kn_diag *d) {
   kn_expr_ctx *ec = c->ec;
   int r = x->rank;
@@ -175,7 +182,7 @@ static kn_te_tensor *arg_def(kn_te_ctx *c, const kn_node *n, kn_te_tensor *x, kn
   kn_te_red_begin(c, n, "best", x->dtype, r, x->shape, red, &best);
   kn_te_red_end(c, &best, is_max ? KN_RED_MAX : KN_RED_MIN, kn_te_at(c, x, best.src));
   kn_te_red_begin(c, n, keep ? "index" : NULL, KN_DT_I64, r, x->shape, red, &at);
-  kn_expr *hit = kn_e_bin(ec, KN_E_EQ, kn_te_at(c, x, at.src), kn_te_red_at(c, &best, at.src));
+  kn_expr *hit = is_best(c, kn_te_at(c, x, at.src), kn_te_red_at(c, &best, at.src));
   kn_expr *none = kn_e_int(ec, last ? -1 : INT64_MAX);
   kn_te_red_end(c, &at, last ? KN_RED_MAX : KN_RED_MIN, kn_e_select(ec, hit, at.src[axis], none));
   if (!keep) return at.stage;
@@ -234,7 +241,7 @@ static kn_te_tensor *hardmax_def(kn_te_ctx *c, const kn_node *n, kn_te_tensor *x
   kn_te_red_begin(c, n, "max", x->dtype, r, x->shape, red, &best);
   kn_te_red_end(c, &best, KN_RED_MAX, kn_te_at(c, x, best.src));
   kn_te_red_begin(c, n, "index", KN_DT_I64, r, x->shape, red, &at);
-  kn_expr *hit = kn_e_bin(ec, KN_E_EQ, kn_te_at(c, x, at.src), kn_te_red_at(c, &best, at.src));
+  kn_expr *hit = is_best(c, kn_te_at(c, x, at.src), kn_te_red_at(c, &best, at.src));
   kn_te_red_end(c, &at, KN_RED_MIN, kn_e_select(ec, hit, at.src[axis], kn_e_int(ec, INT64_MAX)));
   kn_te_tensor *o = kn_te_out_compute(c, n, 0, NULL);
   if (o->rank != r || o->dtype != x->dtype) return kn_te_unsupported(d, n, "output shape/dtype");

@@ -152,7 +152,7 @@ static kn_expr *resize_coord(kn_te_ctx *c, const kn_resize_geom *g, int a, const
 struct kn_expr *kn_te_interp_weight(struct kn_te_ctx *c, struct kn_expr *dist, bool cubic, double A) {
   kn_expr_ctx *ec = c->ec;
   kn_expr *ad = kn_e_call1(ec, KN_FN_ABS, dist);
-  if (!cubic) return kn_e_max(ec, f64(c, 0), kn_e_sub(ec, f64(c, 1), ad));
+  if (!cubic) return kn_e_max_num(ec, kn_e_sub(ec, f64(c, 1), ad), f64(c, 0)); /* 0 for a NaN d */
   /* |d| <= 1: ((A+2)|d| - (A+3)) |d|^2 + 1;  |d| < 2: ((A|d| - 5A)|d| + 8A)|d| - 4A */
   kn_expr *near = kn_e_add(ec, kn_e_mul(ec, kn_e_sub(ec, kn_e_mul(ec, f64(c, A + 2), ad), f64(c, A + 3)),
                                         kn_e_mul(ec, ad, ad)),

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """edge_models.py — small models with the shapes of graph that trip compilers:
 outputs that alias inputs, constants or each other; unusual but valid
-attributes. Each case is written to DIR/NAME.onnx and then checked against
-ONNX Runtime with check_model.py (same criterion as the real models).
+attributes. Each case_ is written to DIR/NAME.onnx and then checked against
+ONNX Runtime with check_model.py (same criterion as the real models); each
+numpy_ case carries its inputs and numpy's outputs, for behaviour where ONNX
+Runtime is no oracle (a NaN in ArgMax, MaxPool).
 
   edge_models.py --list            the case names
   edge_models.py --case NAME       build and check one case
@@ -16,6 +18,7 @@ import tempfile
 
 import numpy as np
 import onnx
+from common import compare, default_kiln, describe_failure, run
 from onnx import TensorProto as T
 from onnx import helper as h
 
@@ -162,7 +165,74 @@ def case_nan_propagation():
     return model(nodes, [vi("x", [1, 3, 12, 20])], outs, inits), []
 
 
+def numpy_nan_reductions():
+    """NaN through ArgMax / ArgMin (first and last index), Hardmax, ReduceMax and MaxPool against
+    numpy (the ONNX reference's semantics: a NaN is the max and the min, its first index wins).
+    Not against ONNX Runtime, whose pick depends on where the NaN sits (a NaN first in the row wins,
+    a later one is skipped; Hardmax of such a row is all zeros)."""
+    nodes = [h.make_node("ArgMax", ["x"], ["amax"], axis=1, keepdims=0),
+             h.make_node("ArgMin", ["x"], ["amin"], axis=1, keepdims=0),
+             h.make_node("ArgMax", ["x"], ["alast"], axis=1, keepdims=0, select_last_index=1),
+             h.make_node("Hardmax", ["x"], ["hard"], axis=1),
+             h.make_node("ReduceMax", ["x"], ["rmax"], axes=[1], keepdims=0),
+             h.make_node("Reshape", ["x", "shape"], ["x4"]),
+             h.make_node("MaxPool", ["x4"], ["pool"], kernel_shape=[2, 2], strides=[2, 2])]
+    outs = [vi(o, None) for o in ["amax", "amin", "alast", "hard", "rmax", "pool"]]
+    m = model(nodes, [vi("x", [3, 40])], outs, [const("shape", np.array([1, 3, 4, 10], np.int64))])
+    x = np.random.default_rng(1).standard_normal((3, 40)).astype(np.float32)
+    x[0, [5, 17, 30]] = np.nan
+    x[2, 0] = np.nan
+
+    def last_argmax(r):
+        nan = np.flatnonzero(np.isnan(r))
+        return nan[-1] if nan.size else len(r) - 1 - np.argmax(r[::-1])
+
+    hard = np.zeros_like(x)
+    hard[np.arange(3), np.argmax(x, 1)] = 1
+    want = {"amax": np.argmax(x, 1), "amin": np.argmin(x, 1),
+            "alast": np.array([last_argmax(r) for r in x], np.int64), "hard": hard,
+            "rmax": np.max(x, 1), "pool": x.reshape(1, 3, 2, 2, 5, 2).max(axis=(3, 5))}
+    return m, {"x": x}, want
+
+
+def run_numpy_case(name, kiln, workdir):
+    """Compiles and runs the case with its own inputs; compares with its numpy outputs."""
+    m, feeds, want = NUMPY_CASES[name]()
+    path = os.path.join(workdir, name + ".onnx")
+    onnx.save(m, path)
+    kiln = kiln or default_kiln()
+    so = os.path.join(workdir, name + ".so")
+    proc = run([kiln, "compile", path, "-o", so])
+    if proc.returncode != 0:
+        print(f"FAIL {name}: kiln compile: {describe_failure(proc)}")
+        return 1
+    args = []
+    for k, v in feeds.items():
+        np.save(os.path.join(workdir, k + ".npy"), v)
+        args += ["--input", f"{k}={os.path.join(workdir, k + '.npy')}"]
+    out = os.path.join(workdir, name + "_out")
+    os.makedirs(out, exist_ok=True)
+    proc = run([kiln, "run", so, *args, "--output-dir", out])
+    if proc.returncode != 0:
+        print(f"FAIL {name}: kiln run: {describe_failure(proc)}")
+        return 1
+    failed = 0
+    for oname, ref in want.items():
+        got = np.load(os.path.join(out, oname + ".npy"))
+        ref = np.asarray(ref, got.dtype if got.dtype.kind == ref.dtype.kind else ref.dtype)
+        same_nan = got.shape == ref.shape and np.array_equal(np.isnan(got.astype(np.float64)),
+                                                             np.isnan(ref.astype(np.float64)))
+        ok, err, _, why = compare(got, ref)
+        ok = ok and same_nan
+        failed += not ok
+        print(f"{'PASS' if ok else 'FAIL'} {name} output '{oname}' {list(ref.shape)}: max|kiln-numpy| = {err:.3g}"
+              + ("" if same_nan else ": NaN where numpy has none, or none where it has") + (f": {why}" if why else ""))
+    print(f"{name}: {'FAIL' if failed else 'PASS'}")
+    return 1 if failed else 0
+
+
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
+NUMPY_CASES = {name[6:]: fn for name, fn in globals().items() if name.startswith("numpy_") and callable(fn)}
 
 
 def run_case(name, kiln, workdir):
@@ -183,16 +253,17 @@ def main():
     ap.add_argument("--models", help="ignored (the cases are generated), accepted for the test runner")
     a = ap.parse_args()
     if a.list:
-        print("\n".join(CASES))
+        print("\n".join(list(CASES) + list(NUMPY_CASES)))
         return 0
-    names = [a.case] if a.case else list(CASES)
-    if a.case and a.case not in CASES:
+    names = [a.case] if a.case else list(CASES) + list(NUMPY_CASES)
+    if a.case and a.case not in CASES and a.case not in NUMPY_CASES:
         print(f"edge_models.py: unknown case '{a.case}'", file=sys.stderr)
         return 2
     failed = 0
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:
-            failed += run_case(name, a.kiln, tmp) != 0
+            runner = run_case if name in CASES else run_numpy_case
+            failed += runner(name, a.kiln, tmp) != 0
     return 1 if failed else 0
 
 

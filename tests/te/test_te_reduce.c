@@ -171,9 +171,49 @@ static void test_max_nan(void **state) {
   }
 }
 
+/* ArgMax / ArgMin pick a NaN (the first, or with select_last_index the
+ * last), Hardmax puts its 1 there: numpy's argmax (ONNX Runtime's pick
+ * depends on where the NaN sits). TE evaluation and reference alike. */
+static void test_arg_nan(void **state) {
+  (void)state;
+  const float x[8] = {1, NAN, 3, NAN, 5, 4, -1, 0};
+  const kn_op ops[4] = {KN_OP_ARG_MAX, KN_OP_ARG_MIN, KN_OP_ARG_MAX, KN_OP_HARDMAX};
+  const int64_t want[4][2] = {{1, 0}, {1, 2}, {3, 0}, {1, 4}}; /* Hardmax: flat index of its 1 */
+  for (int k = 0; k < 4; k++) {
+    th t;
+    th_init(&t, 17);
+    int in = th_input_data(&t, "x", KN_DT_F32, 2, TH_DIMS(2, 4), 0, x);
+    th_node(&t, ops[k], "a", &in, 1, 1);
+    th_attr_int(&t, "axis", 1);
+    if (k < 3) th_attr_int(&t, "keepdims", 0);
+    if (k == 2) th_attr_int(&t, "select_last_index", 1);
+    th_infer(&t);
+    union {
+      int64_t i[8];
+      float f[8];
+    } te, ref;
+    void *data[1] = {(void *)x}, *refs[1] = {&ref};
+    th_eval(&t, 0, 1, data, &te);
+    assert_int_equal(kn_ref_run_graph(&t.g, (const void *const *)data, refs, 1, &t.d), 0);
+    for (int r = 0; r < 2; r++) {
+      if (k < 3) {
+        assert_int_equal(te.i[r], want[k][r]);
+        assert_int_equal(ref.i[r], want[k][r]);
+        continue;
+      }
+      for (int j = 0; j < 4; j++) {
+        float one = r * 4 + j == want[k][r] ? 1.0f : 0.0f;
+        assert_true(te.f[r * 4 + j] == one && ref.f[r * 4 + j] == one);
+      }
+    }
+    th_free(&t);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_max_nan),
+      cmocka_unit_test(test_arg_nan),
       cmocka_unit_test(test_reduce),
       cmocka_unit_test(test_softmax),
       cmocka_unit_test(test_layer_norm),
