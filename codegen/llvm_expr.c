@@ -880,14 +880,13 @@ static LLVMValueRef emit_minmax(kn_cg_fn *f, const kn_expr *e, LLVMValueRef a, L
       LLVMValueRef args[2] = {a, b};
       return kn_cg_call_intrinsic(f, is_min ? "llvm.minimum" : "llvm.maximum", &ty, 1, args, 2);
     }
-    if (sure_a) { /* the sure operand first: the select yields the other one when it is NaN */
+    if (sure_a) { /* b the sure one: b > a ? b : a yields a when a is NaN */
       LLVMValueRef t = a;
       a = b, b = t;
-      sure_b = true;
     }
     LLVMValueRef pick = LLVMBuildFCmp(f->b, is_min ? LLVMRealOLT : LLVMRealOGT, b, a, "");
     LLVMValueRef r = LLVMBuildSelect(f->b, pick, b, a, "");
-    if (sure_b) return r;
+    if (sure_a || sure_b) return r;
     LLVMValueRef b_nan = LLVMBuildFCmp(f->b, LLVMRealUNO, b, b, "");
     return LLVMBuildSelect(f->b, b_nan, b, r, "");
   }

@@ -103,6 +103,11 @@ uint16_t kn_f32_to_f16(float f);
 float kn_bf16_to_f32(uint16_t h);
 uint16_t kn_f32_to_bf16(float f);
 
+/* Float max / min as the kernels compute KN_E_MAX / MIN: NaN when either
+ * operand is (numpy's maximum; ONNX Max, Relu, Clip). For the interpreters. */
+static inline double kn_max_nan(double a, double b) { return a > b || a != a ? a : b; }
+static inline double kn_min_nan(double a, double b) { return a < b || a != a ? a : b; }
+
 /* ---- sub-byte types (ONNX UINT4, INT4, FLOAT4E2M1, UINT2, INT2) ----
  * ONNX packs them two (four) per byte, lowest bits first. Inside Kiln and in
  * the artifact ABI they take ONE BYTE PER ELEMENT instead: int4 is an int8 in

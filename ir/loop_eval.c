@@ -52,10 +52,6 @@ static binding *push(ev *e, const void *key) {
   return b;
 }
 
-/* Float MIN / MAX: NaN when either operand is (as codegen emits them). */
-static double nan_min(double p, double q) { return p < q || isnan(p) ? p : q; }
-static double nan_max(double p, double q) { return p > q || isnan(p) ? p : q; }
-
 static double round_to(kn_dtype t, double x) {
   if (kn_dtype_is_f8(t)) return kn_f8_to_f32(t, kn_f32_to_f8(t, (float)x));
   return t == KN_DT_F32 ? (double)(float)x : x;
@@ -239,7 +235,7 @@ static val eval(ev *e, const kn_expr *x) {
     if (fn == KN_FN_VREDUCE_ADD || fn == KN_FN_VREDUCE_MAX || fn == KN_FN_VREDUCE_MIN) {
       double acc = a[0].f[0];
       for (int l = 1; l < a[0].lanes; l++)
-        acc = fn == KN_FN_VREDUCE_ADD ? acc + a[0].f[l] : fn == KN_FN_VREDUCE_MAX ? nan_max(acc, a[0].f[l]) : nan_min(acc, a[0].f[l]);
+        acc = fn == KN_FN_VREDUCE_ADD ? acc + a[0].f[l] : fn == KN_FN_VREDUCE_MAX ? kn_max_nan(acc, a[0].f[l]) : kn_min_nan(acc, a[0].f[l]);
       r.f[0] = round_to(x->dtype, acc);
       return r;
     }
@@ -267,8 +263,8 @@ static val eval(ev *e, const kn_expr *x) {
       case KN_E_MUL: fl ? (r.f[l] = p * q) : (r.i[l] = (int64_t)((uint64_t)m * (uint64_t)n)); break;
       case KN_E_DIV: fl ? (r.f[l] = p / q) : (r.i[l] = floordiv_i64(m, n)); break;
       case KN_E_MOD: fl ? (r.f[l] = fmod(p, q)) : (r.i[l] = n ? m - floordiv_i64(m, n) * n : 0); break;
-      case KN_E_MIN: fl ? (r.f[l] = nan_min(p, q)) : (r.i[l] = m < n ? m : n); break;
-      case KN_E_MAX: fl ? (r.f[l] = nan_max(p, q)) : (r.i[l] = m > n ? m : n); break;
+      case KN_E_MIN: fl ? (r.f[l] = kn_min_nan(p, q)) : (r.i[l] = m < n ? m : n); break;
+      case KN_E_MAX: fl ? (r.f[l] = kn_max_nan(p, q)) : (r.i[l] = m > n ? m : n); break;
       case KN_E_EQ: r.i[l] = fl ? p == q : m == n; break;
       case KN_E_NE: r.i[l] = fl ? p != q : m != n; break;
       case KN_E_LT: r.i[l] = fl ? p < q : m < n; break;

@@ -185,8 +185,8 @@ static void reduce_axes(const kn_ref_tensor *x, kn_ref_tensor *y, uint32_t mask,
   for (int64_t i = 0; i < n_in; i++, kn_ref_next_index(&x->shape, idx)) {
     int64_t j = kn_ref_bcast_offset(&kept, &x->shape, idx);
     double v = kn_ref_load(x->dtype, x->data, i);
-    if (kind == RED_MAX) acc[j] = v > acc[j] || isnan(v) ? v : acc[j];
-    else if (kind == RED_MIN) acc[j] = v < acc[j] || isnan(v) ? v : acc[j];
+    if (kind == RED_MAX) acc[j] = kn_max_nan(acc[j], v);
+    else if (kind == RED_MIN) acc[j] = kn_min_nan(acc[j], v);
     else if (kind == RED_PROD) acc[j] *= v;
     else if (kind == RED_L1) acc[j] += fabs(v);
     else if (kind == RED_L2 || kind == RED_SUM_SQUARE) acc[j] += v * v;

@@ -6,7 +6,6 @@
  * max / min combine with what is there). The compute definitions
  * (te_ops_scatter.c) use the opposite, gather form, so the two check each
  * other. Out-of-range indices are an error here. */
-#include <math.h>
 #include <string.h>
 
 #include "ref_eval.h"
@@ -32,7 +31,7 @@ static void apply(kn_ref_tensor *y, int64_t yi, const kn_ref_tensor *u, int64_t 
   }
   if (kn_dtype_is_float(t)) {
     double a = kn_ref_load(t, y->data, yi), b = kn_ref_load(t, u->data, ui), r;
-    r = red == RED_ADD ? a + b : red == RED_MUL ? a * b : red == RED_MAX ? (a > b || isnan(a) ? a : b) : (a < b || isnan(a) ? a : b);
+    r = red == RED_ADD ? a + b : red == RED_MUL ? a * b : red == RED_MAX ? kn_max_nan(a, b) : kn_min_nan(a, b);
     kn_ref_store(t, y->data, yi, r);
     return;
   }

@@ -14,9 +14,6 @@
 
 #include "spatial.h"
 
-/* max, NaN when either is (the kernels' float MAX) */
-static double nan_max(double a, double b) { return a > b || isnan(a) ? a : b; }
-
 static int ref_max_unpool(kn_ref_call *c) {
   const kn_ref_tensor *x = &c->in[0], *ind = &c->in[1];
   kn_ref_tensor *y = &c->out[0];
@@ -116,8 +113,8 @@ static int ref_roi_align(kn_ref_call *c) {
                 acc += v[0] + v[1] + v[2] + v[3];
                 continue;
               }
-              double m = nan_max(nan_max(v[0], v[1]), nan_max(v[2], v[3]));
-              acc = first ? m : nan_max(acc, m);
+              double m = kn_max_nan(kn_max_nan(v[0], v[1]), kn_max_nan(v[2], v[3]));
+              acc = first ? m : kn_max_nan(acc, m);
               first = false;
             }
           if (!is_max) acc /= count;

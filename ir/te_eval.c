@@ -358,8 +358,8 @@ static val eval_reduce(ev *s, const kn_expr *e) {
     if (fl) {
       double r = op == KN_RED_SUM    ? acc.f + v.f
                  : op == KN_RED_PROD ? acc.f * v.f
-                 : op == KN_RED_MAX  ? (v.f > acc.f || isnan(v.f) ? v.f : acc.f)
-                                     : (v.f < acc.f || isnan(v.f) ? v.f : acc.f);
+                 : op == KN_RED_MAX  ? kn_max_nan(acc.f, v.f)
+                                     : kn_min_nan(acc.f, v.f);
       acc.f = round_float(t, r);
     } else {
       uint64_t a = (uint64_t)acc.i, b = (uint64_t)v.i;
@@ -433,8 +433,8 @@ static val eval_bin(ev *s, const kn_expr *e) {
     case KN_E_MUL: r = x * y; break;
     case KN_E_DIV: r = x / y; break;
     case KN_E_MOD: r = fmod(x, y); break;
-    case KN_E_MIN: r = x < y || isnan(x) ? x : y; break; /* NaN when either is */
-    default: r = x > y || isnan(x) ? x : y; break;       /* MAX */
+    case KN_E_MIN: r = kn_min_nan(x, y); break;
+    default: r = kn_max_nan(x, y); break; /* MAX */
     }
     return mk(t, r, 0);
   }

@@ -155,8 +155,6 @@ static kn_te_tensor *reduce_def(kn_te_ctx *c, const kn_node *n, kn_te_tensor *x,
   return o;
 }
 
-/* ArgMax / ArgMin over one axis: a max (min) stage, then the smallest (or,
- * with select_last_index, the largest) index holding it; int64 result. */
 /* x is the reduction's best (max or min) value: equal, or NaN, since a NaN
  * makes the best NaN (ArgMax / Hardmax pick a NaN, as numpy's argmax). */
 static kn_expr *is_best(kn_te_ctx *c, kn_expr *x, kn_expr *best) {
@@ -164,6 +162,8 @@ static kn_expr *is_best(kn_te_ctx *c, kn_expr *x, kn_expr *best) {
   return kn_e_bin(c->ec, KN_E_OR, kn_e_bin(c->ec, KN_E_EQ, x, best), kn_e_bin(c->ec, KN_E_NE, x, x));
 }
 
+/* ArgMax / ArgMin over one axis: a max (min) stage, then the smallest (or,
+ * with select_last_index, the largest) index holding it; int64 result. */
 static kn_te_tensor *arg_def(kn_te_ctx *c, const kn_node *n, kn_te_tensor *x, kn_diag *d) {
   kn_expr_ctx *ec = c->ec;
   int r = x->rank;

@@ -140,6 +140,15 @@ static void test_global_pools(void **state) {
   th_free(&t);
 }
 
+/* The node's one output on input x at batch 1, by the TE evaluation into te
+ * and by the reference into ref. */
+static void eval_both(th *t, const float *x, void *te, void *ref) {
+  void *data[1] = {(void *)x}, *refs[1] = {ref};
+  th_infer(t);
+  th_eval(t, 0, 1, data, te);
+  assert_int_equal(kn_ref_run_graph(&t->g, (const void *const *)data, refs, 1, &t->d), 0);
+}
+
 /* A NaN in a ReduceMax row or a MaxPool window gives NaN (numpy's max, the
  * ONNX reference; ONNX Runtime's result depends on where the NaN sits), in
  * the TE evaluation and in the reference. */
@@ -159,10 +168,7 @@ static void test_max_nan(void **state) {
     }
     /* pool: windows {1, NaN, 5, 4} and {3, 2, -1, 0}; reduce: rows {1, NaN, 3, 2} and {5, 4, -1, 0} */
     float want[2] = {NAN, pool ? 3.0f : 5.0f}, te[2], ref[2];
-    void *data[1] = {(void *)x}, *refs[1] = {ref};
-    th_infer(&t);
-    th_eval(&t, 0, 1, data, te);
-    assert_int_equal(kn_ref_run_graph(&t.g, (const void *const *)data, refs, 1, &t.d), 0);
+    eval_both(&t, x, te, ref);
     for (int i = 0; i < 2; i++) {
       assert_true(isnan(te[i]) == isnan(want[i]) && isnan(ref[i]) == isnan(want[i]));
       if (!isnan(want[i])) assert_true(te[i] == want[i] && ref[i] == want[i]);
@@ -187,14 +193,11 @@ static void test_arg_nan(void **state) {
     th_attr_int(&t, "axis", 1);
     if (k < 3) th_attr_int(&t, "keepdims", 0);
     if (k == 2) th_attr_int(&t, "select_last_index", 1);
-    th_infer(&t);
     union {
       int64_t i[8];
       float f[8];
     } te, ref;
-    void *data[1] = {(void *)x}, *refs[1] = {&ref};
-    th_eval(&t, 0, 1, data, &te);
-    assert_int_equal(kn_ref_run_graph(&t.g, (const void *const *)data, refs, 1, &t.d), 0);
+    eval_both(&t, x, &te, &ref);
     for (int r = 0; r < 2; r++) {
       if (k < 3) {
         assert_int_equal(te.i[r], want[k][r]);
