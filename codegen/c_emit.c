@@ -98,6 +98,17 @@ const char kn_cg_c_prelude[] =
     "static inline float kn_c_fmaxf(float a, float b) { return (a > b || a != a) ? a : b; }\n"
     "static inline double kn_c_fmin(double a, double b) { return (a < b || a != a) ? a : b; }\n"
     "static inline double kn_c_fmax(double a, double b) { return (a > b || a != a) ? a : b; }\n"
+    "/* float -> integer without undefined behaviour, as kn_f2i64_sat / kn_f2u64_sat */\n"
+    "static inline int64_t kn_c_f2i(double v) {\n"
+    "  if (v != v) return 0;\n"
+    "  if (v >= 9223372036854775808.0) return INT64_MAX;\n"
+    "  return v <= -9223372036854775808.0 ? INT64_MIN : (int64_t)v;\n"
+    "}\n"
+    "static inline uint64_t kn_c_f2u(double v) {\n"
+    "  if (!(v > -1.0)) return 0;\n"
+    "  if (v >= 18446744073709551616.0) return UINT64_MAX;\n"
+    "  return v < 0 ? 0 : (uint64_t)v;\n"
+    "}\n"
     "static inline float kn_c_sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }\n"
     "static inline double kn_c_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }\n"
     "/* float16: bits <-> value, round to nearest even */\n"
@@ -504,11 +515,14 @@ static const char *cast(cemit *c, kn_dtype from, kn_dtype to, const char *v) {
   if (kn_dtype_is_subbyte_int(to)) { /* the low 2 / 4 bits (floats truncate first), sign-extended
                                         for int2 / int4 */
     int mask = (1 << kn_subbyte_int_bits(to)) - 1, half = (mask + 1) / 2;
-    if (!kn_dtype_is_signed(to)) return fmt(c, "((uint8_t)(((int64_t)%s) & %d))", v, mask);
-    return fmt(c, "((int8_t)(((((int64_t)%s) & %d) ^ %d) - %d))", v, mask, half, half);
+    v = is_float(from) ? fmt(c, "kn_c_f2i(%s)", v) : fmt(c, "((int64_t)%s)", v);
+    if (!kn_dtype_is_signed(to)) return fmt(c, "((uint8_t)(%s & %d))", v, mask);
+    return fmt(c, "((int8_t)(((%s & %d) ^ %d) - %d))", v, mask, half, half);
   }
   if (is_float(from)) {
-    if (kn_dtype_is_int(to) || to == KN_DT_F64) return fmt(c, "((%s)%s)", reg_type(to), v);
+    if (to == KN_DT_U64) return fmt(c, "kn_c_f2u(%s)", v);
+    if (kn_dtype_is_int(to)) return fmt(c, "((%s)kn_c_f2i(%s))", reg_type(to), v);
+    if (to == KN_DT_F64) return fmt(c, "((%s)%s)", reg_type(to), v);
     if (from == KN_DT_F64 && to == KN_DT_F16) return fmt(c, "kn_c_h2f(kn_c_d2h(%s))", v);
     if (from == KN_DT_F64) v = fmt(c, "((float)%s)", v);
     return round_to(c, to, v);

@@ -933,6 +933,32 @@ static LLVMValueRef f64_to_f32_odd(kn_cg_fn *f, LLVMValueRef v, int lanes) {
   return LLVMBuildBitCast(f->b, bits, f32, "");
 }
 
+/* Float -> integer as the interpreters convert (kn_f2i64_sat, ir/base.h):
+ * NaN 0, beyond int64 saturated, else truncated toward zero, then the low
+ * bits of a narrower type; uint64 saturates to [0, 2^64 - 1]. fptosi alone
+ * is poison for NaN and values out of range. LLVM 14 scalarises vector
+ * llvm.fptosi.sat on x86, so: convert, and select the saturated value where
+ * the operand is out of range (a select never returns its unchosen poison).
+ * In range it costs two compares and a blend; a float operand converts at
+ * int64 (two VCVTTPS2QQ for 16 lanes) before it narrows. */
+static LLVMValueRef float_to_int(kn_cg_fn *f, LLVMValueRef v, kn_dtype to, int lanes) {
+  LLVMTypeRef fty = LLVMTypeOf(v), i64 = kn_cg_reg_type(f->m, KN_DT_I64, lanes);
+  bool u64 = to == KN_DT_U64;
+  LLVMValueRef lo = kn_cg_const_f(fty, u64 ? -1.0 : -9223372036854775808.0);
+  LLVMValueRef hi = kn_cg_const_f(fty, u64 ? 18446744073709551616.0 : 9223372036854775808.0);
+  LLVMValueRef fits = LLVMBuildAnd(f->b, LLVMBuildFCmp(f->b, u64 ? LLVMRealOGT : LLVMRealOGE, v, lo, ""),
+                                   LLVMBuildFCmp(f->b, LLVMRealOLT, v, hi, ""), "");
+  LLVMValueRef conv = u64 ? LLVMBuildFPToUI(f->b, v, i64, "") : LLVMBuildFPToSI(f->b, v, i64, "");
+  LLVMValueRef over = LLVMBuildFCmp(f->b, LLVMRealOGT, v, kn_cg_const_f(fty, 0.0), ""); /* else below or NaN */
+  LLVMValueRef sat = LLVMBuildSelect(f->b, over, kn_cg_const_i(i64, u64 ? -1 : INT64_MAX), /* all ones */
+                                     kn_cg_const_i(i64, 0), "");
+  if (!u64) /* below int64: INT64_MIN; NaN: 0 */
+    sat = LLVMBuildSelect(f->b, LLVMBuildFCmp(f->b, LLVMRealOLT, v, kn_cg_const_f(fty, 0.0), ""),
+                          kn_cg_const_i(i64, INT64_MIN), sat, "");
+  LLVMValueRef r = LLVMBuildSelect(f->b, fits, conv, sat, "");
+  return to == KN_DT_I64 || u64 ? r : LLVMBuildTrunc(f->b, r, kn_cg_reg_type(f->m, to, lanes), "");
+}
+
 static LLVMValueRef emit_cast(kn_cg_fn *f, LLVMValueRef v, kn_dtype from, kn_dtype to, int lanes) {
   if (from == to) return v;
   LLVMTypeRef dst = kn_cg_reg_type(f->m, to, lanes);
@@ -944,8 +970,7 @@ static LLVMValueRef emit_cast(kn_cg_fn *f, LLVMValueRef v, kn_dtype from, kn_dty
   if (is_float(from)) {
     if (to == KN_DT_BOOL)
       return LLVMBuildFCmp(f->b, LLVMRealUNE, v, LLVMConstNull(LLVMTypeOf(v)), "");
-    if (kn_dtype_is_int(to))
-      return is_unsigned(to) ? LLVMBuildFPToUI(f->b, v, dst, "") : LLVMBuildFPToSI(f->b, v, dst, "");
+    if (kn_dtype_is_int(to)) return float_to_int(f, v, to, lanes);
     if (to == KN_DT_F64) return from == KN_DT_F64 ? v : LLVMBuildFPExt(f->b, v, dst, "");
     if (from == KN_DT_F64 && to == KN_DT_F16) return round_to(f, f64_to_f32_odd(f, v, lanes), to);
     if (from == KN_DT_F64) v = LLVMBuildFPTrunc(f->b, v, dst, "");

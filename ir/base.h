@@ -108,6 +108,23 @@ uint16_t kn_f32_to_bf16(float f);
 static inline double kn_max_nan(double a, double b) { return a > b || a != a ? a : b; }
 static inline double kn_min_nan(double a, double b) { return a < b || a != a ? a : b; }
 
+/* Float -> integer as every evaluator and the kernels convert (a C cast or
+ * LLVM's fptosi would be undefined / poison for NaN and values out of
+ * range): NaN gives 0, values beyond int64 saturate, the rest truncate
+ * toward zero; a narrower integer then keeps the low bits (wraps, as an
+ * int64 -> intN conversion does). uint64 saturates to [0, 2^64 - 1]. */
+static inline int64_t kn_f2i64_sat(double v) {
+  if (v != v) return 0;
+  if (v >= 9223372036854775808.0) return INT64_MAX;
+  if (v <= -9223372036854775808.0) return INT64_MIN;
+  return (int64_t)v;
+}
+static inline uint64_t kn_f2u64_sat(double v) {
+  if (!(v > -1.0)) return 0; /* NaN, or at most -1 */
+  if (v >= 18446744073709551616.0) return UINT64_MAX;
+  return v < 0 ? 0 : (uint64_t)v;
+}
+
 /* ---- sub-byte types (ONNX UINT4, INT4, FLOAT4E2M1, UINT2, INT2) ----
  * ONNX packs them two (four) per byte, lowest bits first. Inside Kiln and in
  * the artifact ABI they take ONE BYTE PER ELEMENT instead: int4 is an int8 in

@@ -34,15 +34,6 @@ double kn_ref_load(kn_dtype t, const void *p, int64_t i) {
   }
 }
 
-/* Float -> integer conversion without undefined behaviour: NaN gives 0,
- * out-of-range values saturate, the rest truncate toward zero. */
-static int64_t double_to_int64(double v) {
-  if (isnan(v)) return 0;
-  if (v >= 9223372036854775807.0) return INT64_MAX;
-  if (v <= -9223372036854775808.0) return INT64_MIN;
-  return (int64_t)v;
-}
-
 void kn_ref_store(kn_dtype t, void *p, int64_t i, double v) {
   switch (t) {
   case KN_DT_F32: ((float *)p)[i] = (float)v; return;
@@ -51,12 +42,11 @@ void kn_ref_store(kn_dtype t, void *p, int64_t i, double v) {
   case KN_DT_BF16: ((uint16_t *)p)[i] = kn_f32_to_bf16((float)v); return;
   case KN_DT_BOOL: ((uint8_t *)p)[i] = v != 0; return;
   case KN_DT_U64:
-    ((uint64_t *)p)[i] = v <= 0 || isnan(v) ? 0 : v >= 18446744073709551615.0 ? UINT64_MAX
-                                                                                 : (uint64_t)v;
+    ((uint64_t *)p)[i] = kn_f2u64_sat(v);
     return;
   default:
     if (kn_dtype_is_f8(t)) ((uint8_t *)p)[i] = kn_f32_to_f8(t, (float)v);
-    else kn_ref_store_int(t, p, i, double_to_int64(v));
+    else kn_ref_store_int(t, p, i, kn_f2i64_sat(v));
     return;
   }
 }
@@ -79,9 +69,9 @@ int64_t kn_ref_load_int(kn_dtype t, const void *p, int64_t i) {
   case KN_DT_F32:
   case KN_DT_F64:
   case KN_DT_F16:
-  case KN_DT_BF16: return double_to_int64(kn_ref_load(t, p, i));
+  case KN_DT_BF16: return kn_f2i64_sat(kn_ref_load(t, p, i));
   default:
-    if (kn_dtype_is_f8(t)) return double_to_int64(kn_ref_load(t, p, i));
+    if (kn_dtype_is_f8(t)) return kn_f2i64_sat(kn_ref_load(t, p, i));
     KN_UNREACHABLE("load of an invalid dtype");
   }
   return 0;

@@ -167,17 +167,11 @@ static val mk(kn_dtype t, double f, int64_t i) {
   return v;
 }
 
-static int64_t f2i(double x) {
-  if (isnan(x)) return 0;
-  if (x >= 9223372036854775807.0) return INT64_MAX;
-  if (x <= -9223372036854775808.0) return INT64_MIN;
-  return (int64_t)x;
-}
-
 static val convert(kn_dtype to, kn_dtype from, val a) {
   if (is_float(to)) return mk(to, is_float(from) ? a.f : (double)a.i, 0);
   if (to == KN_DT_BOOL) return mk(to, 0, is_float(from) ? a.f != 0 : a.i != 0);
-  return mk(to, 0, is_float(from) ? f2i(a.f) : a.i);
+  if (!is_float(from)) return mk(to, 0, a.i);
+  return mk(to, 0, to == KN_DT_U64 ? (int64_t)kn_f2u64_sat(a.f) : kn_f2i64_sat(a.f));
 }
 
 static int64_t floor_div(int64_t a, int64_t b) {
