@@ -939,8 +939,8 @@ static LLVMValueRef f64_to_f32_odd(kn_cg_fn *f, LLVMValueRef v, int lanes) {
  * is poison for NaN and values out of range. LLVM 14 scalarises vector
  * llvm.fptosi.sat on x86, so: convert, and select the saturated value where
  * the operand is out of range (a select never returns its unchosen poison).
- * In range it costs two compares and a blend; a float operand converts at
- * int64 (two VCVTTPS2QQ for 16 lanes) before it narrows. */
+ * Every operand converts at int64 before it narrows: on AVX-512, 16 float
+ * lanes take two masked VCVTTPS2QQ, plus the range compares and blends. */
 static LLVMValueRef float_to_int(kn_cg_fn *f, LLVMValueRef v, kn_dtype to, int lanes) {
   LLVMTypeRef fty = LLVMTypeOf(v), i64 = kn_cg_reg_type(f->m, KN_DT_I64, lanes);
   bool u64 = to == KN_DT_U64;
