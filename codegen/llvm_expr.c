@@ -933,19 +933,75 @@ static LLVMValueRef f64_to_f32_odd(kn_cg_fn *f, LLVMValueRef v, int lanes) {
   return LLVMBuildBitCast(f->b, bits, f32, "");
 }
 
+/* [*lo, *hi]: where e's values other than NaN lie, as far as constant MIN /
+ * MAX bounds say; (-inf, inf) when nothing does. */
+static void float_range(const kn_expr *e, double *lo, double *hi) {
+  *lo = -INFINITY;
+  *hi = INFINITY;
+  if (!e) return;
+  double alo, ahi, blo, bhi;
+  switch (e->kind) {
+  case KN_E_FLOAT:
+    if (!isnan(e->u.fval)) *lo = *hi = e->u.fval;
+    return;
+  case KN_E_BROADCAST: float_range(e->u.un.a, lo, hi); return;
+  case KN_E_MIN:
+  case KN_E_MAX:
+    float_range(e->u.bin.a, &alo, &ahi);
+    float_range(e->u.bin.b, &blo, &bhi);
+    *lo = e->kind == KN_E_MIN ? fmin(alo, blo) : fmax(alo, blo);
+    *hi = e->kind == KN_E_MIN ? fmin(ahi, bhi) : fmax(ahi, bhi);
+    return;
+  default: return;
+  }
+}
+
 /* Float -> integer as the interpreters convert (kn_f2i64_sat, ir/base.h):
  * NaN 0, beyond int64 saturated, else truncated toward zero, then the low
  * bits of a narrower type; uint64 saturates to [0, 2^64 - 1]. fptosi alone
- * is poison for NaN and values out of range. LLVM 14 scalarises vector
- * llvm.fptosi.sat on x86, so: convert, and select the saturated value where
- * the operand is out of range (a select never returns its unchosen poison).
- * Every operand converts at int64 before it narrows: on AVX-512, 16 float
- * lanes take two masked VCVTTPS2QQ, plus the range compares and blends. */
-static LLVMValueRef float_to_int(kn_cg_fn *f, LLVMValueRef v, kn_dtype to, int lanes) {
+ * is poison for NaN and values out of range, so each form converts, then
+ * selects the rule's value where the operand is out of the conversion's
+ * range (a select never returns its unchosen poison). LLVM 14 scalarises
+ * llvm.fptosi.sat and float -> int64 vectors without AVX-512, so types of
+ * up to 32 bits never convert at int64:
+ * - an operand that constant MIN / MAX bounds inside int32 (QuantizeLinear's
+ *   clamp): one int32 conversion and a NaN select;
+ * - else int32 conversion where |t| < 2^31 (t = trunc(v)), and elsewhere
+ *   t mod 2^32 computed in the float type (exact: such a t is a multiple of
+ *   its ulp, and so is the remainder, below 2^32), moved into [-2^31, 2^31)
+ *   and converted; then the saturated ends and NaN;
+ * - int64 / uint64 convert at 64 bits. */
+static LLVMValueRef narrow_float_to_int(kn_cg_fn *f, LLVMValueRef v, const kn_expr *src, kn_dtype to, int lanes) {
+  LLVMTypeRef fty = LLVMTypeOf(v), i32 = kn_cg_reg_type(f->m, KN_DT_I32, lanes);
+  LLVMValueRef nan = LLVMBuildFCmp(f->b, LLVMRealUNO, v, v, ""), zero = kn_cg_const_i(i32, 0), r;
+  double rlo, rhi;
+  float_range(src, &rlo, &rhi);
+  if (rlo >= -2147483648.0 && rhi < 2147483648.0) {
+    r = LLVMBuildFPToSI(f->b, v, i32, "");
+  } else {
+    LLVMValueRef t = kn_cg_call_intrinsic(f, "llvm.trunc", &fty, 1, &v, 1);
+    LLVMValueRef k = LLVMBuildFMul(f->b, t, kn_cg_const_f(fty, 0x1p-32), "");
+    k = kn_cg_call_intrinsic(f, "llvm.floor", &fty, 1, &k, 1);
+    LLVMValueRef m = LLVMBuildFSub(f->b, t, LLVMBuildFMul(f->b, k, kn_cg_const_f(fty, 0x1p32), ""), "");
+    LLVMValueRef high = LLVMBuildFCmp(f->b, LLVMRealOGE, m, kn_cg_const_f(fty, 0x1p31), "");
+    m = LLVMBuildSelect(f->b, high, LLVMBuildFSub(f->b, m, kn_cg_const_f(fty, 0x1p32), ""), m, "");
+    LLVMValueRef small = LLVMBuildAnd(f->b, LLVMBuildFCmp(f->b, LLVMRealOGE, t, kn_cg_const_f(fty, -0x1p31), ""),
+                                      LLVMBuildFCmp(f->b, LLVMRealOLT, t, kn_cg_const_f(fty, 0x1p31), ""), "");
+    r = LLVMBuildSelect(f->b, small, LLVMBuildFPToSI(f->b, t, i32, ""), LLVMBuildFPToSI(f->b, m, i32, ""), "");
+    /* int64's ends: INT64_MAX's low bits are all ones, INT64_MIN's zero */
+    r = LLVMBuildSelect(f->b, LLVMBuildFCmp(f->b, LLVMRealOGE, t, kn_cg_const_f(fty, 0x1p63), ""),
+                        kn_cg_const_i(i32, -1), r, "");
+    r = LLVMBuildSelect(f->b, LLVMBuildFCmp(f->b, LLVMRealOLT, t, kn_cg_const_f(fty, -0x1p63), ""), zero, r, "");
+  }
+  r = LLVMBuildSelect(f->b, nan, zero, r, "");
+  return kn_dtype_size(to) == 4 ? r : LLVMBuildTrunc(f->b, r, kn_cg_reg_type(f->m, to, lanes), "");
+}
+
+static LLVMValueRef float_to_int(kn_cg_fn *f, LLVMValueRef v, const kn_expr *src, kn_dtype to, int lanes) {
+  if (kn_dtype_size(to) <= 4) return narrow_float_to_int(f, v, src, to, lanes);
   LLVMTypeRef fty = LLVMTypeOf(v), i64 = kn_cg_reg_type(f->m, KN_DT_I64, lanes);
   bool u64 = to == KN_DT_U64;
-  LLVMValueRef lo = kn_cg_const_f(fty, u64 ? -1.0 : -9223372036854775808.0);
-  LLVMValueRef hi = kn_cg_const_f(fty, u64 ? 18446744073709551616.0 : 9223372036854775808.0);
+  LLVMValueRef lo = kn_cg_const_f(fty, u64 ? -1.0 : -0x1p63), hi = kn_cg_const_f(fty, u64 ? 0x1p64 : 0x1p63);
   LLVMValueRef fits = LLVMBuildAnd(f->b, LLVMBuildFCmp(f->b, u64 ? LLVMRealOGT : LLVMRealOGE, v, lo, ""),
                                    LLVMBuildFCmp(f->b, LLVMRealOLT, v, hi, ""), "");
   LLVMValueRef conv = u64 ? LLVMBuildFPToUI(f->b, v, i64, "") : LLVMBuildFPToSI(f->b, v, i64, "");
@@ -955,22 +1011,22 @@ static LLVMValueRef float_to_int(kn_cg_fn *f, LLVMValueRef v, kn_dtype to, int l
   if (!u64) /* below int64: INT64_MIN; NaN: 0 */
     sat = LLVMBuildSelect(f->b, LLVMBuildFCmp(f->b, LLVMRealOLT, v, kn_cg_const_f(fty, 0.0), ""),
                           kn_cg_const_i(i64, INT64_MIN), sat, "");
-  LLVMValueRef r = LLVMBuildSelect(f->b, fits, conv, sat, "");
-  return to == KN_DT_I64 || u64 ? r : LLVMBuildTrunc(f->b, r, kn_cg_reg_type(f->m, to, lanes), "");
+  return LLVMBuildSelect(f->b, fits, conv, sat, "");
 }
 
-static LLVMValueRef emit_cast(kn_cg_fn *f, LLVMValueRef v, kn_dtype from, kn_dtype to, int lanes) {
+static LLVMValueRef emit_cast(kn_cg_fn *f, LLVMValueRef v, const kn_expr *src, kn_dtype from, kn_dtype to,
+                              int lanes) {
   if (from == to) return v;
   LLVMTypeRef dst = kn_cg_reg_type(f->m, to, lanes);
   if (kn_dtype_is_subbyte_int(to) && from != KN_DT_BOOL) {
     /* via int32 (floats truncate toward zero), then the low 2 / 4 bits of
        its low byte, sign-extended for int2 / int4 (kn_subbyte_wrap) */
-    return wrap_subbyte(f, LLVMBuildTrunc(f->b, emit_cast(f, v, from, KN_DT_I32, lanes), dst, ""), to);
+    return wrap_subbyte(f, LLVMBuildTrunc(f->b, emit_cast(f, v, src, from, KN_DT_I32, lanes), dst, ""), to);
   }
   if (is_float(from)) {
     if (to == KN_DT_BOOL)
       return LLVMBuildFCmp(f->b, LLVMRealUNE, v, LLVMConstNull(LLVMTypeOf(v)), "");
-    if (kn_dtype_is_int(to)) return float_to_int(f, v, to, lanes);
+    if (kn_dtype_is_int(to)) return float_to_int(f, v, src, to, lanes);
     if (to == KN_DT_F64) return from == KN_DT_F64 ? v : LLVMBuildFPExt(f->b, v, dst, "");
     if (from == KN_DT_F64 && to == KN_DT_F16) return round_to(f, f64_to_f32_odd(f, v, lanes), to);
     if (from == KN_DT_F64) v = LLVMBuildFPTrunc(f->b, v, dst, "");
@@ -1097,7 +1153,7 @@ static LLVMValueRef emit(kn_cg_fn *f, const kn_expr *e) {
     return LLVMBuildSelect(f->b, kn_cg_expr(f, e->u.sel.cond), kn_cg_expr(f, e->u.sel.t),
                            kn_cg_expr(f, e->u.sel.f), "");
   case KN_E_CAST:
-    return emit_cast(f, kn_cg_expr(f, e->u.un.a), e->u.un.a->dtype, e->dtype, e->lanes);
+    return emit_cast(f, kn_cg_expr(f, e->u.un.a), e->u.un.a, e->u.un.a->dtype, e->dtype, e->lanes);
   case KN_E_CALL: return emit_call(f, e);
   case KN_E_LOAD: return emit_load(f, e);
   case KN_E_RAMP: {

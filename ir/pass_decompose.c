@@ -111,10 +111,7 @@ int kn_dc_const(kn_dc *c, kn_dtype t, const kn_shape *s, const void *data) {
 int kn_dc_scalar(kn_dc *c, kn_dtype t, double v) {
   kn_shape s = {.rank = 0};
   int k = kn_dc_const(c, t, &s, NULL);
-  if (kn_dtype_is_float(t)) kn_ref_store(t, c->g->values[k].data, 0, v);
-  else /* saturating: a hostile attribute may hold any double */
-    kn_ref_store_int(t, c->g->values[k].data, 0,
-                     v != v ? 0 : v >= 0x1p63 ? INT64_MAX : v <= -0x1p63 ? INT64_MIN : (int64_t)v);
+  kn_ref_store(t, c->g->values[k].data, 0, v); /* saturating (kn_f2i64_sat): an attribute may hold any double */
   return k;
 }
 

@@ -133,11 +133,16 @@ static int clip(kn_ref_call *c) {
     has_hi = true;
     hi = kn_node_attr_float(c->node, "max", 0);
   }
+  /* an integer x's bounds, exact: read as integers (a double drops int64's low bits) */
+  bool int_lo = has_lo && c->n_in > 1 && c->in[1].data && kn_dtype_is_int(c->in[1].dtype);
+  bool int_hi = has_hi && c->n_in > 2 && c->in[2].data && kn_dtype_is_int(c->in[2].dtype);
+  int64_t ilo = int_lo ? kn_ref_load_int(c->in[1].dtype, c->in[1].data, 0) : kn_f2i64_sat(lo);
+  int64_t ihi = int_hi ? kn_ref_load_int(c->in[2].dtype, c->in[2].data, 0) : kn_f2i64_sat(hi);
   for (int64_t i = 0; i < n; i++) {
     if (kn_dtype_is_int(x->dtype)) {
       int64_t v = kn_ref_load_int(x->dtype, x->data, i);
-      if (has_lo && v < (int64_t)lo) v = (int64_t)lo;
-      if (has_hi && v > (int64_t)hi) v = (int64_t)hi;
+      if (has_lo && v < ilo) v = ilo;
+      if (has_hi && v > ihi) v = ihi;
       kn_ref_store_int(y->dtype, y->data, i, v);
     } else {
       double v = kn_ref_load(x->dtype, x->data, i);
@@ -162,8 +167,8 @@ static int cast(kn_ref_call *c) {
     if (saturate) {
       double v = kn_ref_load(x->dtype, x->data, i);
       kn_ref_store(y->dtype, y->data, i, v > max ? max : v < -max ? -max : v);
-    } else if (y->dtype == KN_DT_BOOL || kn_dtype_is_float(y->dtype))
-      kn_ref_store(y->dtype, y->data, i, kn_ref_load(x->dtype, x->data, i));
+    } else if (y->dtype == KN_DT_BOOL || kn_dtype_is_float(y->dtype) || kn_dtype_is_float(x->dtype))
+      kn_ref_store(y->dtype, y->data, i, kn_ref_load(x->dtype, x->data, i)); /* kn_f2i64_sat's rule */
     else
       kn_ref_store_int(y->dtype, y->data, i, kn_ref_load_int(x->dtype, x->data, i));
   }
@@ -236,7 +241,7 @@ static int binary_i(kn_op op, int64_t a, int64_t ca, int64_t b, int64_t cb, int6
   }
   if (ca || cb) return KN_REF_NOFOLD;
   switch (op) {
-  case KN_OP_POW: *r = (int64_t)pow((double)a, (double)b); return 0;
+  case KN_OP_POW: *r = kn_f2i64_sat(pow((double)a, (double)b)); return 0;
   case KN_OP_MAX: *r = a > b ? a : b; return 0;
   case KN_OP_MIN: *r = a < b ? a : b; return 0;
   case KN_OP_EQUAL: *r = a == b; return 0;

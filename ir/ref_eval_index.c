@@ -149,7 +149,7 @@ static int one_hot(kn_ref_call *c) {
     for (int a = 0, k = 0; a < r; a++)
       if (a != axis) ii[k++] = idx[a];
     int64_t off = offset_of(&ind->shape, ii);
-    int64_t v = is_fl(ind->dtype) ? (int64_t)kn_ref_load(ind->dtype, ind->data, off)
+    int64_t v = is_fl(ind->dtype) ? kn_f2i64_sat(kn_ref_load(ind->dtype, ind->data, off))
                                   : kn_ref_load_int(ind->dtype, ind->data, off);
     if (v < 0) v += depth;
     copy_elem(y, i, val, v == idx[axis] ? 1 : 0);

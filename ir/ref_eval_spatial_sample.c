@@ -94,11 +94,12 @@ static int ref_grid_sample(kn_ref_call *c) {
             int j = (int)(rem % taps);
             rem /= taps;
             int64_t p;
+            /* as the kernels: the coordinate clamped to +-1e15 (a NaN to -1e15), then converted */
+            double cl = fmin(fmax(xc[i], -1e15), 1e15);
             if (mode == 0) {
-              p = (int64_t)xc[i];
+              p = (int64_t)cl;
             } else {
-              double f = floor(xc[i]);
-              p = (int64_t)f + j - (mode == 2 ? 1 : 0);
+              p = (int64_t)floor(cl) + j - (mode == 2 ? 1 : 0);
               w *= gs_kernel((double)p - xc[i], mode == 2);
             }
             int64_t idx = gs_tap(p, dims[i], pad, lo[i], hi[i]);

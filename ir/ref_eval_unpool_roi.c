@@ -54,7 +54,7 @@ static int ref_max_unpool(kn_ref_call *c) {
 static void roi_corners(const kn_ref_tensor *x, int64_t plane, int64_t h, int64_t w, double yy, double xx,
                         double *val) {
   for (int k = 0; k < 4; k++) val[k] = 0;
-  if (yy < -1.0 || yy > (double)h || xx < -1.0 || xx > (double)w) return;
+  if (!(yy >= -1.0 && yy <= (double)h && xx >= -1.0 && xx <= (double)w)) return; /* and NaN */
   if (yy < 0) yy = 0;
   if (xx < 0) xx = 0;
   int64_t yl = (int64_t)yy, xl = (int64_t)xx, yh, xh;
@@ -94,8 +94,8 @@ static int ref_roi_align(kn_ref_call *c) {
       if (rh < 1) rh = 1;
     }
     double bh = rh / (double)oh, bw = rw / (double)ow;
-    int64_t gh = ratio > 0 ? ratio : (int64_t)ceil(rh / (double)oh);
-    int64_t gw = ratio > 0 ? ratio : (int64_t)ceil(rw / (double)ow);
+    int64_t gh = ratio > 0 ? ratio : kn_f2i64_sat(ceil(rh / (double)oh));
+    int64_t gw = ratio > 0 ? ratio : kn_f2i64_sat(ceil(rw / (double)ow));
     double count = gh * gw > 1 ? (double)(gh * gw) : 1.0;
     for (int64_t ci = 0; ci < ch; ci++) {
       int64_t plane = (b * ch + ci) * h * w;

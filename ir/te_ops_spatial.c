@@ -237,9 +237,10 @@ static kn_te_tensor *resize_def(kn_te_ctx *c, const kn_node *n, kn_te_tensor **i
     tv[nt] = kn_var_new(ec, "tap");
     text[nt] = kn_te_ix(c, g.taps[a]);
     kn_expr *j = kn_e_var(ec, tv[nt++]);
-    /* f in [-taps, in] before the cast loads the same clamped taps, and keeps a NaN or huge
-       coordinate (a runtime scale) from overflowing the index arithmetic */
-    kn_expr *fc = kn_e_min_num(ec, kn_e_max_num(ec, f, f64(c, (double)-g.taps[a])), f64(c, (double)g.in[a]));
+    /* f in [-taps, in + taps] before the cast loads the same clamped taps, and keeps a NaN or
+       huge coordinate (a runtime scale) from overflowing the index arithmetic */
+    kn_expr *fc = kn_e_min_num(ec, kn_e_max_num(ec, f, f64(c, (double)-g.taps[a])),
+                               f64(c, (double)(g.in[a] + g.taps[a])));
     kn_expr *fi = kn_e_cast(ec, KN_DT_I64, fc);
     xi[a] = kn_te_ix_clamp(c, kn_te_ix_add(c, fi, kn_te_ix_add(c, j, kn_te_ix(c, 1 - g.taps[a] / 2))), in_dim);
     kn_expr *w = resize_tap_weight(c, &g, a, f, xc, j);
