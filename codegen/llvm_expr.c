@@ -855,7 +855,9 @@ static LLVMValueRef emit_divmod(kn_cg_fn *f, const kn_expr *e, LLVMValueRef a, L
  * broadcast of one, or a MIN / MAX of two such operands. */
 static bool never_nan(const kn_expr *e) {
   switch (e->kind) {
-  case KN_E_FLOAT: return !isnan(e->u.fval);
+  case KN_E_FLOAT: /* a literal rounds to its type as emitted: an f8 one may overflow to NaN */
+    return !isnan(e->u.fval) && (e->dtype == KN_DT_F32 || e->dtype == KN_DT_F64 || e->dtype == KN_DT_F16 ||
+                                 e->dtype == KN_DT_BF16);
   case KN_E_BROADCAST: return never_nan(e->u.un.a);
   case KN_E_MIN:
   case KN_E_MAX: return never_nan(e->u.bin.a) && never_nan(e->u.bin.b);
@@ -934,7 +936,9 @@ static LLVMValueRef f64_to_f32_odd(kn_cg_fn *f, LLVMValueRef v, int lanes) {
 }
 
 /* [*lo, *hi]: where e's values other than NaN lie, as far as constant MIN /
- * MAX bounds say; (-inf, inf) when nothing does. */
+ * MAX bounds say; (-inf, inf) when nothing does. A literal counts as emitted:
+ * rounded to float32 (2147483647.0 is 2^31 there); f16 / bf16 / f8 ones are
+ * not trusted. */
 static void float_range(const kn_expr *e, double *lo, double *hi) {
   *lo = -INFINITY;
   *hi = INFINITY;
@@ -942,7 +946,8 @@ static void float_range(const kn_expr *e, double *lo, double *hi) {
   double alo, ahi, blo, bhi;
   switch (e->kind) {
   case KN_E_FLOAT:
-    if (!isnan(e->u.fval)) *lo = *hi = e->u.fval;
+    if (e->dtype == KN_DT_F64 && !isnan(e->u.fval)) *lo = *hi = e->u.fval;
+    if (e->dtype == KN_DT_F32 && !isnan(e->u.fval)) *lo = *hi = (double)(float)e->u.fval;
     return;
   case KN_E_BROADCAST: float_range(e->u.un.a, lo, hi); return;
   case KN_E_MIN:

@@ -96,6 +96,8 @@ static int ref_roi_align(kn_ref_call *c) {
     double bh = rh / (double)oh, bw = rw / (double)ow;
     int64_t gh = ratio > 0 ? ratio : kn_f2i64_sat(ceil(rh / (double)oh));
     int64_t gw = ratio > 0 ? ratio : kn_f2i64_sat(ceil(rw / (double)ow));
+    if (gh > (1 << 20) || gw > (1 << 20)) /* a NaN roi gives 0 samples; a huge one would never end */
+      return kn_ref_error(c, "roi %lld needs a sampling grid of over 2^20 per bin side", (long long)r);
     double count = gh * gw > 1 ? (double)(gh * gw) : 1.0;
     for (int64_t ci = 0; ci < ch; ci++) {
       int64_t plane = (b * ch + ci) * h * w;

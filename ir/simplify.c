@@ -118,6 +118,10 @@ static void range_in(const kn_var_range *r, int n, const kn_expr *e, int64_t *lo
 
 static void range_of(const simp *S, const kn_expr *e, int64_t *lo, int64_t *hi) { range_in(S->r, S->n, e, lo, hi); }
 
+/* range_in's (-2^40, 2^40) says "unknown" (an int64 loaded from data, say), not that the values
+ * lie inside: a comparison or clamp decided on it would drop Clip(x, 0, 2^41) of int64 data */
+static bool range_known(int64_t lo, int64_t hi) { return lo > -((int64_t)1 << 40) && hi < (int64_t)1 << 40; }
+
 /* 1 when the comparison a k b of int64 scalars holds for all values in
  * their ranges, 0 when it holds for none, -1 when the ranges do not say. */
 static int compare_in(const kn_var_range *r, int n, kn_expr_kind k, const kn_expr *a, const kn_expr *b) {
@@ -125,6 +129,7 @@ static int compare_in(const kn_var_range *r, int n, kn_expr_kind k, const kn_exp
   int64_t al, ah, bl, bh;
   range_in(r, n, a, &al, &ah);
   range_in(r, n, b, &bl, &bh);
+  if (!range_known(al, ah) || !range_known(bl, bh)) return -1;
   switch (k) {
   case KN_E_LT: return ah < bl ? 1 : al >= bh ? 0 : -1;
   case KN_E_LE: return ah <= bl ? 1 : al > bh ? 0 : -1;
@@ -259,8 +264,9 @@ static kn_expr *simplify_bin(simp *S, kn_expr *e, kn_expr *a, kn_expr *b) {
       int64_t al, ah, bl, bh;
       range_of(S, a, &al, &ah);
       range_of(S, b, &bl, &bh);
-      if (k == KN_E_MIN ? ah <= bl : al >= bh) return a;
-      if (k == KN_E_MIN ? bh <= al : bl >= ah) return b;
+      bool known = range_known(al, ah) && range_known(bl, bh);
+      if (known && (k == KN_E_MIN ? ah <= bl : al >= bh)) return a;
+      if (known && (k == KN_E_MIN ? bh <= al : bl >= ah)) return b;
     } else if (is_compare(k)) {
       int t = compare_in(S->r, S->n, k, a, b);
       if (t >= 0) return kn_e_const_int(c, KN_DT_BOOL, t);

@@ -333,6 +333,20 @@ bool kn_te_const_scalar(const kn_te_ctx *c, int v, double *out) {
   }
 }
 
+bool kn_te_const_scalar_int(const kn_te_ctx *c, int v, int64_t *out) {
+  if (!value_is_const(c, v)) return false;
+  const kn_value *val = &c->g->values[v];
+  if (!kn_dtype_is_int(val->dtype) || kn_dtype_is_subbyte_int(val->dtype) ||
+      kn_shape_numel_max(&val->shape, 1) != 1)
+    return false;
+  uint64_t bits = 0; /* the value's bytes, sign- or zero-extended */
+  size_t size = kn_dtype_size(val->dtype);
+  memcpy(&bits, val->data, size);
+  if (size < 8 && kn_dtype_is_signed(val->dtype) && (bits >> (8 * size - 1)) & 1) bits |= ~0ull << (8 * size);
+  *out = (int64_t)bits;
+  return true;
+}
+
 int kn_te_norm_axis(int64_t axis, int rank) {
   if (axis < -(int64_t)rank || axis >= rank) return -1;
   return (int)(axis < 0 ? axis + rank : axis);

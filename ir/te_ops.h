@@ -71,6 +71,8 @@ kn_expr *kn_te_num(kn_te_ctx *c, kn_dtype t, double v);
  * false when the value is not a constant or has more than `max` elements. */
 bool kn_te_const_ints(const kn_te_ctx *c, int v, int64_t *out, int max, int *count);
 bool kn_te_const_scalar(const kn_te_ctx *c, int v, double *out);
+/* an integer constant scalar exactly (uint64 as its bits) */
+bool kn_te_const_scalar_int(const kn_te_ctx *c, int v, int64_t *out);
 
 /* ONNX axis normalisation: [-rank, rank) -> [0, rank); -1 if out of range. */
 int kn_te_norm_axis(int64_t axis, int rank);

@@ -134,8 +134,11 @@ static kn_expr *clip_def(ew *e, kn_expr *x) {
   for (int i = 1; i <= 2; i++) {
     if (i >= n->n_in || n->in[i] < 0) continue;
     double bound;
+    int64_t ibound;
     kn_expr *b;
-    if (kn_te_const_scalar(e->c, n->in[i], &bound)) {
+    if (kn_dtype_is_int(x->dtype) && kn_te_const_scalar_int(e->c, n->in[i], &ibound)) {
+      b = kn_e_const_int(ec, x->dtype, ibound); /* exact: a double drops int64's low bits */
+    } else if (kn_te_const_scalar(e->c, n->in[i], &bound)) {
       b = num(e, x->dtype, bound);
     } else {
       b = arg(e, i);

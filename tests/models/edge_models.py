@@ -246,6 +246,26 @@ def numpy_cast_saturate():
     return m, {"x": x}, want
 
 
+def numpy_clip_wide_ints():
+    """Clip of int64 and uint64 with constant bounds that a double cannot hold (2^53 + 1, and
+    above 2^63 for uint64): the kernels read them as integers, and both the kernel and the folded
+    constant compare uint64 unsigned."""
+    big = 2 ** 53
+    xi = np.array([-2 ** 63, -5, 0, big - 1, big, big + 1, big + 2, 2 ** 63 - 1], np.int64)
+    xu = np.array([0, 5, 2 ** 63 - 1, 2 ** 63, 2 ** 63 + 1, 2 ** 63 + 3, 2 ** 64 - 1, big + 1], np.uint64)
+    lo_i, hi_i = np.array(-4, np.int64), np.array(big + 1, np.int64)
+    lo_u, hi_u = np.array(3, np.uint64), np.array(2 ** 63 + 1, np.uint64)
+    nodes = [h.make_node("Clip", ["xi", "lo_i", "hi_i"], ["yi"]),
+             h.make_node("Clip", ["xu", "lo_u", "hi_u"], ["yu"]),
+             h.make_node("Clip", ["cu", "lo_u", "hi_u"], ["folded_u"])]
+    m = model(nodes, [vi("xi", [8], T.INT64), vi("xu", [8], T.UINT64)],
+              [vi(n, None) for n in ("yi", "yu", "folded_u")],
+              [const("lo_i", lo_i), const("hi_i", hi_i), const("lo_u", lo_u), const("hi_u", hi_u),
+               const("cu", xu)])
+    want = {"yi": np.clip(xi, lo_i, hi_i), "yu": np.clip(xu, lo_u, hi_u), "folded_u": np.clip(xu, lo_u, hi_u)}
+    return m, {"xi": xi, "xu": xu}, want
+
+
 def run_numpy_case(name, kiln, workdir):
     """Compiles and runs the case with its own inputs; compares with its numpy outputs."""
     m, feeds, want = NUMPY_CASES[name]()
