@@ -249,7 +249,8 @@ def numpy_cast_saturate():
 def numpy_clip_wide_ints():
     """Clip of int64 and uint64 with constant bounds that a double cannot hold (2^53 + 1, and
     above 2^63 for uint64): the kernels read them as integers, and both the kernel and the folded
-    constant compare uint64 unsigned."""
+    constant compare uint64 unsigned. The simplifier had dropped the int64 Clip's max (2^53 + 1 is
+    beyond its index ranges' 2^40); Less against 2^41 guards the compares it decides."""
     big = 2 ** 53
     xi = np.array([-2 ** 63, -5, 0, big - 1, big, big + 1, big + 2, 2 ** 63 - 1], np.int64)
     xu = np.array([0, 5, 2 ** 63 - 1, 2 ** 63, 2 ** 63 + 1, 2 ** 63 + 3, 2 ** 64 - 1, big + 1], np.uint64)
@@ -257,12 +258,14 @@ def numpy_clip_wide_ints():
     lo_u, hi_u = np.array(3, np.uint64), np.array(2 ** 63 + 1, np.uint64)
     nodes = [h.make_node("Clip", ["xi", "lo_i", "hi_i"], ["yi"]),
              h.make_node("Clip", ["xu", "lo_u", "hi_u"], ["yu"]),
-             h.make_node("Clip", ["cu", "lo_u", "hi_u"], ["folded_u"])]
+             h.make_node("Clip", ["cu", "lo_u", "hi_u"], ["folded_u"]),
+             h.make_node("Less", ["xi", "c41"], ["lt"])]  # 2^41: beyond the index ranges' 2^40
     m = model(nodes, [vi("xi", [8], T.INT64), vi("xu", [8], T.UINT64)],
-              [vi(n, None) for n in ("yi", "yu", "folded_u")],
+              [vi(n, None) for n in ("yi", "yu", "folded_u", "lt")],
               [const("lo_i", lo_i), const("hi_i", hi_i), const("lo_u", lo_u), const("hi_u", hi_u),
-               const("cu", xu)])
-    want = {"yi": np.clip(xi, lo_i, hi_i), "yu": np.clip(xu, lo_u, hi_u), "folded_u": np.clip(xu, lo_u, hi_u)}
+               const("cu", xu), const("c41", np.array(2 ** 41, np.int64))])
+    want = {"yi": np.clip(xi, lo_i, hi_i), "yu": np.clip(xu, lo_u, hi_u), "folded_u": np.clip(xu, lo_u, hi_u),
+            "lt": xi < 2 ** 41}
     return m, {"xi": xi, "xu": xu}, want
 
 
