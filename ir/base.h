@@ -124,6 +124,11 @@ static inline uint64_t kn_f2u64_sat(double v) {
   if (v >= 18446744073709551616.0) return UINT64_MAX;
   return v < 0 ? 0 : (uint64_t)v;
 }
+/* The int64 bits of v converted to integer type t (uint64's as their bits),
+ * before any narrowing. */
+static inline int64_t kn_f2int_sat(kn_dtype t, double v) {
+  return t == KN_DT_U64 ? (int64_t)kn_f2u64_sat(v) : kn_f2i64_sat(v);
+}
 
 /* ---- sub-byte types (ONNX UINT4, INT4, FLOAT4E2M1, UINT2, INT2) ----
  * ONNX packs them two (four) per byte, lowest bits first. Inside Kiln and in

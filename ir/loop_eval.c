@@ -211,9 +211,7 @@ static val eval(ev *e, const kn_expr *x) {
         r.i[l] = a.is_float ? a.f[l] != 0 : a.i[l] != 0;
       else {
         val tmp = {.lanes = 1};
-        tmp.i[0] = !a.is_float                ? a.i[l]
-                   : x->dtype == KN_DT_U64 ? (int64_t)kn_f2u64_sat(a.f[l])
-                                           : kn_f2i64_sat(a.f[l]);
+        tmp.i[0] = a.is_float ? kn_f2int_sat(x->dtype, a.f[l]) : a.i[l];
         uint64_t buf = 0; /* wrap to the target width like a C conversion */
         write_elem(x->dtype, &buf, 0, &tmp, 0);
         r.i[l] = read_i(x->dtype, &buf, 0);

@@ -137,12 +137,8 @@ static int clip(kn_ref_call *c) {
   bool int_lo = has_lo && c->n_in > 1 && c->in[1].data && kn_dtype_is_int(c->in[1].dtype);
   bool int_hi = has_hi && c->n_in > 2 && c->in[2].data && kn_dtype_is_int(c->in[2].dtype);
   bool u64 = x->dtype == KN_DT_U64;
-  int64_t ilo = int_lo ? kn_ref_load_int(c->in[1].dtype, c->in[1].data, 0)
-                : u64  ? (int64_t)kn_f2u64_sat(lo)
-                       : kn_f2i64_sat(lo);
-  int64_t ihi = int_hi ? kn_ref_load_int(c->in[2].dtype, c->in[2].data, 0)
-                : u64  ? (int64_t)kn_f2u64_sat(hi)
-                       : kn_f2i64_sat(hi);
+  int64_t ilo = int_lo ? kn_ref_load_int(c->in[1].dtype, c->in[1].data, 0) : kn_f2int_sat(x->dtype, lo);
+  int64_t ihi = int_hi ? kn_ref_load_int(c->in[2].dtype, c->in[2].data, 0) : kn_f2int_sat(x->dtype, hi);
   for (int64_t i = 0; i < n; i++) {
     if (kn_dtype_is_int(x->dtype)) {
       int64_t v = kn_ref_load_int(x->dtype, x->data, i);

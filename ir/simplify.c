@@ -62,9 +62,13 @@ static kn_expr *fold_int(kn_expr_ctx *c, kn_expr_kind k, kn_dtype t, int64_t a, 
   return NULL;
 }
 
+/* range_in's bound for "unknown" (an int64 loaded from data, say): index
+ * ranges stay inside (-RANGE_BIG, RANGE_BIG) */
+#define RANGE_BIG ((int64_t)1 << 40)
+
 /* Conservative value range of an int64 scalar expression. */
 static void range_in(const kn_var_range *r, int n, const kn_expr *e, int64_t *lo, int64_t *hi) {
-  const int64_t big = (int64_t)1 << 40;
+  const int64_t big = RANGE_BIG;
   *lo = -big;
   *hi = big;
   int64_t x, y, p, q;
@@ -118,9 +122,9 @@ static void range_in(const kn_var_range *r, int n, const kn_expr *e, int64_t *lo
 
 static void range_of(const simp *S, const kn_expr *e, int64_t *lo, int64_t *hi) { range_in(S->r, S->n, e, lo, hi); }
 
-/* range_in's (-2^40, 2^40) says "unknown" (an int64 loaded from data, say), not that the values
- * lie inside: a comparison or clamp decided on it would drop Clip(x, 0, 2^41) of int64 data */
-static bool range_known(int64_t lo, int64_t hi) { return lo > -((int64_t)1 << 40) && hi < (int64_t)1 << 40; }
+/* An unknown range is no bound: a comparison or clamp decided on it would
+ * drop Clip(x, 0, 2^41) of int64 data. */
+static bool range_known(int64_t lo, int64_t hi) { return lo > -RANGE_BIG && hi < RANGE_BIG; }
 
 /* 1 when the comparison a k b of int64 scalars holds for all values in
  * their ranges, 0 when it holds for none, -1 when the ranges do not say. */

@@ -268,7 +268,12 @@ kn_expr *kn_te_and(kn_te_ctx *c, kn_expr *a, kn_expr *b) {
 kn_expr *kn_te_num(kn_te_ctx *c, kn_dtype t, double v) {
   if (kn_dtype_is_float(t)) return kn_e_float(c->ec, t, v);
   if (t == KN_DT_BOOL) return kn_e_const_int(c->ec, t, v != 0);
-  return kn_e_const_int(c->ec, t, t == KN_DT_U64 ? (int64_t)kn_f2u64_sat(v) : kn_f2i64_sat(v));
+  return kn_e_const_int(c->ec, t, kn_f2int_sat(t, v));
+}
+
+kn_expr *kn_te_clamp_num(kn_te_ctx *c, kn_expr *v, double lo, double hi) {
+  kn_expr *low = kn_e_max_num(c->ec, v, kn_e_float(c->ec, v->dtype, lo));
+  return kn_e_min_num(c->ec, low, kn_e_float(c->ec, v->dtype, hi));
 }
 
 static bool value_is_const(const kn_te_ctx *c, int v) {

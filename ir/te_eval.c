@@ -170,8 +170,7 @@ static val mk(kn_dtype t, double f, int64_t i) {
 static val convert(kn_dtype to, kn_dtype from, val a) {
   if (is_float(to)) return mk(to, is_float(from) ? a.f : (double)a.i, 0);
   if (to == KN_DT_BOOL) return mk(to, 0, is_float(from) ? a.f != 0 : a.i != 0);
-  if (!is_float(from)) return mk(to, 0, a.i);
-  return mk(to, 0, to == KN_DT_U64 ? (int64_t)kn_f2u64_sat(a.f) : kn_f2i64_sat(a.f));
+  return mk(to, 0, is_float(from) ? kn_f2int_sat(to, a.f) : a.i);
 }
 
 static int64_t floor_div(int64_t a, int64_t b) {

@@ -65,6 +65,9 @@ bool kn_te_ix_const(const kn_expr *e, int64_t *v);
 
 /* A numeric constant of dtype t (float or integer/bool). */
 kn_expr *kn_te_num(kn_te_ctx *c, kn_dtype t, double v);
+/* Float v clamped to [lo, hi] with kn_e_max_num / kn_e_min_num: a NaN gives lo. For
+ * coordinates that become indices, so that a NaN one still loads in bounds. */
+kn_expr *kn_te_clamp_num(kn_te_ctx *c, kn_expr *v, double lo, double hi);
 
 /* Constant-input readers: the value must have data (and no batch terms).
  * Ints accept int64/int32 data; the double reader any numeric dtype. Return

@@ -230,7 +230,7 @@ static kn_te_tensor *resize_def(kn_te_ctx *c, const kn_node *n, kn_te_tensor **i
       case KN_NEAREST_FLOOR: p = kn_e_call1(ec, KN_FN_FLOOR, xc); break;
       default: p = kn_e_call1(ec, KN_FN_CEIL, xc); break;
       }
-      p = kn_e_min_num(ec, kn_e_max_num(ec, p, f64(c, 0)), f64(c, (double)(g.in[a] - 1)));
+      p = kn_te_clamp_num(c, p, 0, (double)(g.in[a] - 1));
       xi[a] = kn_e_cast(ec, KN_DT_I64, p);
       continue;
     }
@@ -239,9 +239,7 @@ static kn_te_tensor *resize_def(kn_te_ctx *c, const kn_node *n, kn_te_tensor **i
     kn_expr *j = kn_e_var(ec, tv[nt++]);
     /* f in [-taps, in + taps] before the cast loads the same clamped taps, and keeps a NaN or
        huge coordinate (a runtime scale) from overflowing the index arithmetic */
-    kn_expr *fc = kn_e_min_num(ec, kn_e_max_num(ec, f, f64(c, (double)-g.taps[a])),
-                               f64(c, (double)(g.in[a] + g.taps[a])));
-    kn_expr *fi = kn_e_cast(ec, KN_DT_I64, fc);
+    kn_expr *fi = kn_e_cast(ec, KN_DT_I64, kn_te_clamp_num(c, f, (double)-g.taps[a], (double)(g.in[a] + g.taps[a])));
     xi[a] = kn_te_ix_clamp(c, kn_te_ix_add(c, fi, kn_te_ix_add(c, j, kn_te_ix(c, 1 - g.taps[a] / 2))), in_dim);
     kn_expr *w = resize_tap_weight(c, &g, a, f, xc, j);
     if (g.normalize) {

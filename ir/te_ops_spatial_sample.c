@@ -19,9 +19,6 @@ static kn_expr *f64(kn_te_ctx *c, double v) { return kn_e_float(c->ec, KN_DT_F64
 static kn_expr *to_f64(kn_te_ctx *c, kn_expr *e) { return kn_e_cast(c->ec, KN_DT_F64, e); }
 static kn_expr *lt(kn_te_ctx *c, kn_expr *a, kn_expr *b) { return kn_e_bin(c->ec, KN_E_LT, a, b); }
 static kn_expr *le(kn_te_ctx *c, kn_expr *a, kn_expr *b) { return kn_e_bin(c->ec, KN_E_LE, a, b); }
-static kn_expr *clampf(kn_te_ctx *c, kn_expr *v, double lo, double hi) {
-  return kn_e_min_num(c->ec, kn_e_max_num(c->ec, v, f64(c, lo)), f64(c, hi));
-}
 /* Rounds a float64 expression to dtype t (and back), as a stored value. */
 static kn_expr *as_dtype(kn_te_ctx *c, kn_dtype t, kn_expr *v) {
   return t == KN_DT_F64 ? v : to_f64(c, kn_e_cast(c->ec, t, v));
@@ -53,7 +50,7 @@ static kn_expr *gs_index(kn_te_ctx *c, kn_expr *p, int64_t dim, gs_padding pad, 
     *valid = kn_te_and(c, *valid, kn_e_bin(c->ec, KN_E_AND, le(c, f64(c, 0), p), le(c, p, f64(c, (double)(dim - 1)))));
   if (pad == GS_REFLECTION) p = reflect(c, p, lo, hi);
   /* trunc toward zero, then clamp (the clamp also makes NaN-free indices) */
-  return kn_e_cast(c->ec, KN_DT_I64, clampf(c, p, 0, (double)(dim - 1)));
+  return kn_e_cast(c->ec, KN_DT_I64, kn_te_clamp_num(c, p, 0, (double)(dim - 1)));
 }
 
 static kn_te_tensor *grid_sample_def(kn_te_ctx *c, const kn_node *n, kn_te_tensor **in, kn_diag *d) {
@@ -95,10 +92,10 @@ static kn_te_tensor *grid_sample_def(kn_te_ctx *c, const kn_node *n, kn_te_tenso
     if (mode == 0) v = kn_e_call1(ec, KN_FN_ROUND, v);
     if (pad == GS_BORDER)
       v = kn_e_select(ec, kn_e_bin(ec, KN_E_OR, lt(c, v, f64(c, lo)), lt(c, f64(c, hi), v)),
-                      clampf(c, v, 0, len - 1), v);
+                      kn_te_clamp_num(c, v, 0, len - 1), v);
     if (pad == GS_REFLECTION) v = as_dtype(c, x->dtype, reflect(c, v, lo, hi));
     if (mode == 0) {
-      kn_expr *p = to_f64(c, kn_e_cast(ec, KN_DT_I64, clampf(c, v, -1e15, 1e15))); /* trunc */
+      kn_expr *p = to_f64(c, kn_e_cast(ec, KN_DT_I64, kn_te_clamp_num(c, v, -1e15, 1e15))); /* trunc */
       xi[2 + i] = gs_index(c, p, dims[i], pad, lo, hi, &valid);
       continue;
     }

@@ -84,7 +84,7 @@ static void roi_axis(kn_te_ctx *c, kn_expr *coord, int64_t len, kn_expr *tap, kn
   kn_expr *l = kn_e_sub(ec, v, low), *h = kn_e_sub(ec, f64(c, 1), l);
   kn_expr *is_high = kn_e_bin(ec, KN_E_EQ, tap, kn_te_ix(c, 1));
   *weight = kn_e_select(ec, is_high, l, h);
-  kn_expr *pos = kn_e_min_num(ec, kn_e_max_num(ec, kn_e_select(ec, is_high, high, low), f64(c, 0)), last);
+  kn_expr *pos = kn_te_clamp_num(c, kn_e_select(ec, is_high, high, low), 0, (double)(len - 1));
   *index = kn_e_cast(ec, KN_DT_I64, pos);
 }
 
