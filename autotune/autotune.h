@@ -26,7 +26,7 @@
 #include <signal.h>
 #include <stdio.h>
 
-#include "../schedule/schedule.h"
+#include "schedule/schedule.h"
 
 #define KN_AT_FORMAT_VERSION 1
 

@@ -13,7 +13,7 @@
  * tuned that way to parallelism over the batch of 1 (0.0107 ms against the
  * default's 0.0162 alone), took 0.0185 ms in the model against the
  * default's 0.0092 (`kiln run --profile`, 2 threads). */
-#include "cache_state.h"
+#include "autotune/cache_state.h"
 
 #include <pthread.h>
 #include <sched.h>

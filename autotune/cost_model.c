@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "search.h"
+#include "autotune/search.h"
 
 #define MAX_BINS 64
 

@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "search.h"
+#include "autotune/search.h"
 
 #define TRACE_CAP 4096
 

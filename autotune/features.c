@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "search.h"
+#include "autotune/search.h"
 
 #define MAX_DEPTH 48
 #define MAX_LETS 256

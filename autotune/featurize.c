@@ -15,8 +15,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "measure.h"
-#include "search.h"
+#include "autotune/measure.h"
+#include "autotune/search.h"
 
 typedef struct slot {
   int ok;

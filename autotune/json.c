@@ -1,6 +1,6 @@
 /* json.c — a recursive-descent JSON parser into arena nodes (see json.h).
  * Depth is bounded (64) so a hostile log line cannot exhaust the stack. */
-#include "json.h"
+#include "autotune/json.h"
 
 #include <math.h>
 #include <stdio.h>

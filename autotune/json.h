@@ -7,7 +7,7 @@
 
 #include <stddef.h>
 
-#include "../ir/base.h"
+#include "base/base.h"
 
 typedef enum kn_json_kind { KN_JSON_NULL, KN_JSON_BOOL, KN_JSON_NUM, KN_JSON_STR, KN_JSON_ARR, KN_JSON_OBJ } kn_json_kind;
 

@@ -24,8 +24,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "autotune.h"
-#include "json.h"
+#include "autotune/autotune.h"
+#include "autotune/json.h"
 
 static const char *const status_names[KN_AT_STATUS_COUNT] = {"ok", "wrong", "crash", "timeout", "invalid"};
 

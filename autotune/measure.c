@@ -11,7 +11,7 @@
  * runs, each in the cache state of cache_state.c, the median.
  * Each child reports one fixed-size message through a pipe and leaves with
  * _exit, never touching the parent's stdio buffers. */
-#include "measure.h"
+#include "autotune/measure.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -25,11 +25,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cache_state.h"
-#include "measure_util.h"
-#include "../codegen/codegen.h"
-#include "../rt/loader.h"
-#include "../runner/client.h"
+#include "autotune/cache_state.h"
+#include "rt/measure_util.h"
+#include "codegen/codegen.h"
+#include "rt/loader.h"
+#include "runner/client.h"
 
 typedef struct message {
   kn_at_result result;
@@ -246,7 +246,7 @@ static void run_child(int fd, const char *so_path, const char *ref_path, bool wr
   for (int i = 0; i < a->n_inputs; i++) {
     int64_t bytes = kn_loader_bytes(&a->inputs[i], batch);
     ins[i] = aligned_alloc(64, (size_t)((bytes + 64) & ~63));
-    kn_at_fill_input(ins[i], kn_loader_dtype(&a->inputs[i]), kn_loader_numel(&a->inputs[i], batch), (uint64_t)i + 1);
+    kn_rt_fill_input(ins[i], kn_loader_dtype(&a->inputs[i]), kn_loader_numel(&a->inputs[i], batch), (uint64_t)i + 1);
   }
   int64_t out_bytes = kn_loader_bytes(&a->outputs[0], batch), out_n = kn_loader_numel(&a->outputs[0], batch);
   outs[0] = aligned_alloc(64, (size_t)((out_bytes + 64) & ~63));
@@ -282,7 +282,7 @@ static void run_child(int fd, const char *so_path, const char *ref_path, bool wr
       snprintf(m.result.detail, sizeof m.result.detail, "cannot read the reference %s", ref_path);
       child_exit(fd, &m);
     }
-    m.result.max_error = kn_at_compare(outs[0], ref, kn_loader_dtype(&a->outputs[0]), out_n, (size_t)out_bytes);
+    m.result.max_error = kn_rt_compare(outs[0], ref, kn_loader_dtype(&a->outputs[0]), out_n, (size_t)out_bytes);
     free(ref);
     if (!(m.result.max_error <= 1e-4)) {
       m.result.status = KN_AT_WRONG;
@@ -291,7 +291,7 @@ static void run_child(int fd, const char *so_path, const char *ref_path, bool wr
       child_exit(fd, &m);
     }
   }
-  /* timing, after KN_AT_SETTLE_S of runs (kn_at_settle): `ns` samples of
+  /* timing, after KN_AT_SETTLE_S of runs (kn_rt_settle): `ns` samples of
    * `reps` runs each, the median per run. Warm: reps calibrated by the settle
    * runs to last min_repeat_s.
    * Cold: single runs, each in the cache state of cache_state.c (constants
@@ -300,7 +300,7 @@ static void run_child(int fd, const char *so_path, const char *ref_path, bool wr
   static kn_at_cold cc; /* large; one per child */
   long reps = 1;
   int ns;
-  double once = kn_at_settle(&l, (const void *const *)ins, outs, ws, batch, &d, kn_at_now);
+  double once = kn_rt_settle(&l, (const void *const *)ins, outs, ws, batch, &d, kn_at_now);
   if (o->warm) {
     reps = once > 0 ? (long)(o->min_repeat_s / once) + 1 : 1000;
     if (reps > 100000) reps = 100000;
@@ -319,7 +319,7 @@ static void run_child(int fd, const char *so_path, const char *ref_path, bool wr
     for (long r = 0; r < reps; r++) kn_loader_run(&l, (const void *const *)ins, outs, ws, batch, &d);
     samples[s] = (kn_at_now() - start) / (double)reps;
   }
-  qsort(samples, (size_t)ns, sizeof(double), kn_at_cmp_double);
+  qsort(samples, (size_t)ns, sizeof(double), kn_rt_cmp_double);
   m.result.seconds = samples[ns / 2];
   m.result.status = KN_AT_OK;
   child_exit(fd, &m);

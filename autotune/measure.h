@@ -7,7 +7,7 @@
 
 #include <sys/types.h>
 
-#include "autotune.h"
+#include "autotune/autotune.h"
 
 #define KN_AT_INTERRUPTED KN_AT_STATUS_COUNT /* result status: stopped by the user, not recorded */
 

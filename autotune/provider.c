@@ -4,7 +4,7 @@
  * stale or foreign record can only be ignored, never break the lowering). */
 #include <string.h>
 
-#include "autotune.h"
+#include "autotune/autotune.h"
 
 static void replay_choose(void *ctx, const kn_sched_task *task, kn_schedule *s) {
   kn_at_replay *r = ctx;

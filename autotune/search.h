@@ -9,7 +9,7 @@
 #ifndef KN_AT_SEARCH_H
 #define KN_AT_SEARCH_H
 
-#include "autotune.h"
+#include "autotune/autotune.h"
 
 /* ---- features (features.c) ---- */
 enum {

@@ -21,7 +21,7 @@
  * dropped; the rule-based default comes first. */
 #include <string.h>
 
-#include "autotune.h"
+#include "autotune/autotune.h"
 
 typedef struct space {
   const kn_at_task_shape *ts;

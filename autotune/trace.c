@@ -11,8 +11,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "autotune.h"
-#include "json.h"
+#include "autotune/autotune.h"
+#include "autotune/json.h"
 
 static void put(char *buf, size_t cap, size_t *n, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 static void put(char *buf, size_t cap, size_t *n, const char *fmt, ...) {

@@ -39,8 +39,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "measure.h"
-#include "search.h"
+#include "autotune/measure.h"
+#include "autotune/search.h"
 
 typedef struct task {
   const char *key;

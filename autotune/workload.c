@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "autotune.h"
+#include "autotune/autotune.h"
 
 typedef struct text {
   char *buf;

@@ -10,7 +10,7 @@
  * time from the start to the last thread's end; the result is the best of
  * eight short repetitions (noise, such as another process taking the core,
  * only ever slows a repetition down). */
-#include "peak.h"
+#include "bench/peak.h"
 
 #include <pthread.h>
 #include <sched.h>

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "peak.h"
+#include "bench/peak.h"
 
 static int cpu_count(void) {
   cpu_set_t set;

@@ -23,7 +23,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "peak.h"
+#include "bench/peak.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>

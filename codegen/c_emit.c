@@ -29,7 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "c_emit.h"
+#include "codegen/c_emit.h"
 
 /* ---- text buffers ---- */
 

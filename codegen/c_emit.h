@@ -1,7 +1,7 @@
 /* c_emit.h — internal interface of the portable C back end (codegen/c_*.c).
  *
  *   kn_cg_c_kernel   one finalized loop-IR kernel -> a static C function
- *                    with the kernel calling convention of ir/loop.h
+ *                    with the kernel calling convention of ir/loop/loop.h
  *   kn_cg_c_prelude  the helper functions every generated kernel may call
  *                    (floor division, f16 / bf16 conversions, NaN-aware
  *                    min / max), as C source text
@@ -14,7 +14,7 @@
 
 #include <stddef.h>
 
-#include "../ir/loop.h"
+#include "ir/loop/loop.h"
 
 /* A growable text buffer (malloc'd; abort on out of memory). */
 typedef struct kn_cg_sbuf {

@@ -22,8 +22,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "c_emit.h"
-#include "package.h"
+#include "codegen/c_emit.h"
+#include "codegen/package.h"
 
 extern const unsigned char kn_artifact_h_text[]; /* generated, NUL terminated */
 extern const unsigned char kn_rt_runtime_h_text[];

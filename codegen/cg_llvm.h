@@ -17,8 +17,8 @@
 #include <llvm-c/Core.h>
 #include <llvm-c/TargetMachine.h>
 
-#include "../ir/loop.h"
-#include "../ir/target.h"
+#include "ir/loop/loop.h"
+#include "codegen/target.h"
 
 typedef struct kn_cg_module {
   LLVMContextRef ctx;
@@ -35,7 +35,7 @@ void kn_cg_module_free(kn_cg_module *m);
 
 /* Translates a finalized loop-IR kernel into an internal function
  *   void NAME(i8** args, i64 batch, i64 task, i64 ntasks)
- * (the calling convention of ir/loop.h) and returns it. Malformed loop IR is
+ * (the calling convention of ir/loop/loop.h) and returns it. Malformed loop IR is
  * a compiler bug (KN_ASSERT). */
 LLVMValueRef kn_cg_emit_kernel(kn_cg_module *m, const kn_kernel *k);
 

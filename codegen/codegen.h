@@ -9,8 +9,8 @@
 #ifndef KN_CODEGEN_H
 #define KN_CODEGEN_H
 
-#include "../ir/target.h"
-#include "plan.h"
+#include "codegen/target.h"
+#include "codegen/plan.h"
 
 /* Compiles every kernel of `plan`, embeds constants, the plan tables and the
  * runtime, and writes `out_path` (".so": shared library exporting

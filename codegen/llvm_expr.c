@@ -4,7 +4,7 @@
  * so results are memoised per statement by node pointer: a DAG is emitted
  * once per statement, never once per path.
  *
- * Semantics kept here (see ir/expr.h):
+ * Semantics kept here (see ir/loop/expr.h):
  *  - integer DIV / MOD are floor division / modulo. Cheap forms are used when
  *    the value ranges allow: udiv/urem for a non-negative numerator and a
  *    positive divisor, shift/mask for a power-of-two constant, else sdiv/srem
@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cg_llvm.h"
+#include "codegen/cg_llvm.h"
 
 /* ---- types and constants ---- */
 
@@ -961,7 +961,7 @@ static void float_range(const kn_expr *e, double *lo, double *hi) {
   }
 }
 
-/* Float -> integer as the interpreters convert (kn_f2i64_sat, ir/base.h):
+/* Float -> integer as the interpreters convert (kn_f2i64_sat, base/base.h):
  * NaN 0, beyond int64 saturated, else truncated toward zero, then the low
  * bits of a narrower type; uint64 saturates to [0, 2^64 - 1]. fptosi alone
  * is poison for NaN and values out of range, so each form converts, then

@@ -6,7 +6,7 @@
  *     guarantees distinct parameters never overlap) and readonly when the
  *     kernel never stores to it;
  *   NAME(i8** args, i64 batch, i64 task, i64 ntasks)
- *     the calling convention of ir/loop.h: loads args[i] and calls the body
+ *     the calling convention of ir/loop/loop.h: loads args[i] and calls the body
  *     (O3 inlines it, keeping the no-alias facts as scoped metadata).
  *
  * Loops are emitted guarded and rotated (test once, then a do-while with the
@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cg_llvm.h"
+#include "codegen/cg_llvm.h"
 
 static void push_var(kn_cg_fn *f, const kn_var *v, LLVMValueRef value, int64_t lo, int64_t hi) {
   if (f->n_vars == f->cap_vars) {

@@ -33,7 +33,7 @@
  * libm calls, one per lane. */
 #include <math.h>
 
-#include "cg_llvm.h"
+#include "codegen/cg_llvm.h"
 
 typedef struct mb {
   kn_cg_fn *f;

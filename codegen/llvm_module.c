@@ -14,7 +14,7 @@
 #include <llvm-c/Target.h>
 #include <llvm-c/Transforms/PassBuilder.h>
 
-#include "cg_llvm.h"
+#include "codegen/cg_llvm.h"
 
 static pthread_once_t targets_once = PTHREAD_ONCE_INIT;
 

@@ -4,7 +4,7 @@
  * PREFIX_run_profiled wrappers; then object emission, linking with the embedded runtime, the
  * header, and the atomic rename into place.
  *
- * Requires: a plan whose steps reference finalized kernels (ir/loop.h) and
+ * Requires: a plan whose steps reference finalized kernels (ir/loop/loop.h) and
  * whose argument tables are consistent; violations of the ABI bounds (too
  * many kernel arguments, bad indices) are reported as diagnostics.
  * Guarantees: the descriptor layout is exactly include/kiln/artifact.h on
@@ -18,9 +18,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../rt/runtime.h"
-#include "cg_llvm.h"
-#include "package.h"
+#include "rt/runtime.h"
+#include "codegen/cg_llvm.h"
+#include "codegen/package.h"
 
 extern const unsigned char kn_rt_object_host[]; /* rt/kn_rt_blob.c (generated) */
 extern const size_t kn_rt_object_host_size;

@@ -6,7 +6,7 @@
 
 #include <stddef.h>
 
-#include "codegen.h"
+#include "codegen/codegen.h"
 
 /* A private directory next to the output (same file system, so the final
  * rename is atomic). Removing it deletes every file created in it. */

@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "package.h"
+#include "codegen/package.h"
 
 extern const unsigned char kn_artifact_h_text[]; /* generated, NUL terminated */
 

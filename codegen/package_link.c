@@ -23,7 +23,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "package.h"
+#include "codegen/package.h"
 
 extern char **environ;
 

@@ -6,9 +6,9 @@
 #ifndef KN_PLAN_H
 #define KN_PLAN_H
 
-#include "../include/kiln/artifact.h"
-#include "../ir/graph.h"
-#include "../ir/loop.h"
+#include "include/kiln/artifact.h"
+#include "ir/graph/graph.h"
+#include "ir/loop/loop.h"
 
 typedef struct kn_plan_tensor {
   const char *name;

@@ -16,7 +16,7 @@
 #include <llvm-c/Target.h>
 #include <llvm-c/TargetMachine.h>
 
-#include "../ir/target.h"
+#include "codegen/target.h"
 
 void kn_cg_init_llvm(void); /* llvm_module.c */
 

@@ -9,7 +9,7 @@
 #ifndef KN_FE_INTERNAL_H
 #define KN_FE_INTERNAL_H
 
-#include "../ir/graph.h"
+#include "ir/graph/graph.h"
 #include "onnx.pb-c.h"
 
 /* Value name -> value index, open addressing; keys point at arena names. */

@@ -1,7 +1,7 @@
 /* fe_util.c — small helpers of the ONNX importer: the value-name hash map,
  * diagnostics prefixed with the model's name, invented names, and printing
  * of dims and ONNX type codes for messages. */
-#include "fe_internal.h"
+#include "frontend/fe_internal.h"
 
 #include <stdarg.h>
 #include <stdio.h>

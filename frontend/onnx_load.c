@@ -3,7 +3,7 @@
  * order: opset imports, initializers, graph inputs (with the batch symbol),
  * nodes (onnx_node.c), graph outputs, and finally the census of unsupported
  * ops. See onnx_load.h for what the caller gets. */
-#include "onnx_load.h"
+#include "frontend/onnx_load.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "fe_internal.h"
+#include "frontend/fe_internal.h"
 
 /* Nesting limit of protobuf messages (the C++ protobuf default is 100). */
 #define KN_FE_MAX_NESTING 100

@@ -25,7 +25,7 @@
 #ifndef KN_FE_ONNX_LOAD_H
 #define KN_FE_ONNX_LOAD_H
 
-#include "../ir/graph.h"
+#include "ir/graph/graph.h"
 
 /* Loads the model at `path`; external data is read relative to its directory. */
 int kn_fe_load_onnx(const char *path, kn_graph *g, kn_diag *d);

@@ -7,7 +7,7 @@
  * op_type/domain), so the caller can list all unsupported ops at once.
  * Invented names (omitted outputs, TENSOR attributes) contain '#' and are
  * unique among the import's values. */
-#include "fe_internal.h"
+#include "frontend/fe_internal.h"
 
 #include <limits.h>
 #include <stdlib.h>
@@ -23,7 +23,7 @@ static const char *bytes_str(kn_graph *g, ProtobufCBinaryData b) {
 }
 
 /* Ops of the ai.onnx.ml and ai.onnx.preview.training domains are listed in
- * ir/ops.def as "domain.OpType"; any other domain is unsupported. */
+ * ir/graph/ops.def as "domain.OpType"; any other domain is unsupported. */
 static kn_op extra_domain_op(kn_graph *g, const char *domain, const char *op_type) {
   if (strcmp(domain, "ai.onnx.ml") != 0 && strcmp(domain, "ai.onnx.preview.training") != 0)
     return KN_OP_UNKNOWN;

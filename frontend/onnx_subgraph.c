@@ -1,5 +1,5 @@
 /* onnx_subgraph.c — GRAPH attributes (If branches, Loop / Scan bodies) ->
- * kn_subgraph (ir/graph.h).
+ * kn_subgraph (ir/graph/graph.h).
  *
  * A subgraph is imported into the parent graph's value table with the same
  * node importer as the main graph (kn_fe_import_nodes, so nested subgraphs
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fe_internal.h"
+#include "frontend/fe_internal.h"
 
 static const char *str_or_empty(const char *s) { return s ? s : ""; }
 

@@ -11,8 +11,8 @@
  * Sub-byte types (int4, uint4, float4e2m1; int2, uint2) arrive packed two
  * (four) per byte, lowest bits first (in raw_data, external data, or one
  * byte per int32_data entry); they are unpacked to one byte per element
- * (see ir/base.h). */
-#include "fe_internal.h"
+ * (see base/base.h). */
+#include "frontend/fe_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -5,7 +5,7 @@
  * initializers (kn_fe_tensor_to_const): the element count is overflow-safe
  * and the data must be exactly numel * dtype size. External data is read
  * relative to the file's directory. */
-#include "onnx_load.h"
+#include "frontend/onnx_load.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "fe_internal.h"
+#include "frontend/fe_internal.h"
 
 /* Reads the whole regular file at `path` into a malloc'ed buffer. */
 static uint8_t *read_file(const char *path, size_t *size, kn_diag *d) {

@@ -7,7 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "fe_internal.h"
+#include "frontend/fe_internal.h"
 
 static bool read_varint(const uint8_t **p, const uint8_t *end, uint64_t *out) {
   uint64_t v = 0;

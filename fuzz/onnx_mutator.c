@@ -21,7 +21,7 @@ size_t LLVMFuzzerCustomMutator(uint8_t *data, size_t size, size_t max_size, unsi
 
 static const char *const op_names[] = {
 #define KN_OP(e, name, cls) name,
-#include "ir/ops.def"
+#include "ir/graph/ops.def"
 #undef KN_OP
     "Det", "If", "Loop", "Scan",
 };

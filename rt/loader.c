@@ -3,7 +3,7 @@
  * The ELF header is read before dlopen so that the common mistakes (an
  * aarch64 artifact on x86, a .o, a random file) get a clear message instead
  * of dlerror()'s. */
-#include "loader.h"
+#include "rt/loader.h"
 
 #include <dlfcn.h>
 #include <errno.h>

@@ -11,8 +11,8 @@
 
 #include <stdio.h>
 
-#include "../include/kiln/artifact.h"
-#include "../ir/base.h"
+#include "include/kiln/artifact.h"
+#include "base/base.h"
 
 typedef struct kn_loader {
   void *dl;                 /* dlopen handle */

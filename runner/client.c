@@ -2,7 +2,7 @@
  * measurement per connection (header, wait for GO, upload the library and
  * the reference, read the reply). Every socket operation has a deadline;
  * a runner that answers `busy` is retried with a short pause. */
-#include "client.h"
+#include "runner/client.h"
 
 #include <errno.h>
 #include <netdb.h>
@@ -14,7 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "proto.h"
+#include "runner/proto.h"
 
 static double now_s(void) {
   struct timespec ts;

@@ -7,7 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "../ir/base.h"
+#include "base/base.h"
 
 typedef struct kn_runner_info {
   char arch[32];   /* "aarch64", "x86_64" */

@@ -17,7 +17,7 @@
  * refused with a message (the caller falls back to dlopen). Every offset
  * read from the file is bounds-checked: a malformed upload gets an error,
  * never a wild read. */
-#include "elf_load.h"
+#include "runner/elf_load.h"
 
 #include <elf.h>
 #include <math.h>

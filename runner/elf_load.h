@@ -7,7 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "../include/kiln/artifact.h"
+#include "include/kiln/artifact.h"
 
 typedef struct kn_elf_image {
   void *map;

@@ -6,7 +6,7 @@
  * `samples` samples of at least `repeat` seconds each. The child reports
  * one fixed-size kn_runner_outcome through a pipe and leaves with _exit; a
  * crash or a hang is the parent's to notice. */
-#include "measure_child.h"
+#include "runner/measure_child.h"
 
 #include <fcntl.h>
 #include <math.h>
@@ -17,9 +17,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../autotune/measure_util.h"
-#include "../rt/loader.h"
-#include "elf_load.h"
+#include "rt/measure_util.h"
+#include "rt/loader.h"
+#include "runner/elf_load.h"
 
 #ifdef KN_RUNNER_STATIC
 #define KN_CHILD_DLOPEN_NOTE " on one thread"
@@ -86,7 +86,7 @@ _Noreturn void kn_runner_measure_child(int fd, const char *so_path, const unsign
     if (bytes < 0 || n < 0 || bytes > ((int64_t)1 << 34)) fail(fd, &o, "load", "an input has a bad size");
     ins[i] = aligned_alloc(64, (size_t)((bytes + 64) & ~63));
     if (!ins[i]) fail(fd, &o, "internal", "out of memory for the inputs");
-    kn_at_fill_input(ins[i], kn_loader_dtype(&a->inputs[i]), n, rq->seed + (uint64_t)i + 1);
+    kn_rt_fill_input(ins[i], kn_loader_dtype(&a->inputs[i]), n, rq->seed + (uint64_t)i + 1);
   }
   int64_t out_bytes = kn_loader_bytes(&a->outputs[0], batch), out_n = kn_loader_numel(&a->outputs[0], batch);
   if (out_bytes < 0 || out_bytes > ((int64_t)1 << 34)) fail(fd, &o, "load", "the output has a bad size");
@@ -119,16 +119,16 @@ _Noreturn void kn_runner_measure_child(int fd, const char *so_path, const unsign
                (long long)out_bytes);
       fail(fd, &o, "wrong", msg);
     }
-    o.max_error = kn_at_compare(outs[0], ref, kn_loader_dtype(&a->outputs[0]), out_n, (size_t)out_bytes);
+    o.max_error = kn_rt_compare(outs[0], ref, kn_loader_dtype(&a->outputs[0]), out_n, (size_t)out_bytes);
     if (!(o.max_error <= 1e-4)) {
       char msg[160];
       snprintf(msg, sizeof msg, "differs from the default schedule: error %.3g", o.max_error);
       fail(fd, &o, "wrong", msg);
     }
   }
-  /* timing: settle (kn_at_settle, which calibrates the repeats per sample),
+  /* timing: settle (kn_rt_settle, which calibrates the repeats per sample),
    * then the median sample */
-  double once = kn_at_settle(&l, (const void *const *)ins, outs, ws, batch, &d, now_s);
+  double once = kn_rt_settle(&l, (const void *const *)ins, outs, ws, batch, &d, now_s);
   long reps = once > 0 ? (long)(rq->repeat_s / once) + 1 : 1000;
   if (reps > 100000) reps = 100000;
   double samples[64];
@@ -138,7 +138,7 @@ _Noreturn void kn_runner_measure_child(int fd, const char *so_path, const unsign
     for (long r = 0; r < reps; r++) kn_loader_run(&l, (const void *const *)ins, outs, ws, batch, &d);
     samples[s] = (now_s() - start) / (double)reps;
   }
-  qsort(samples, (size_t)ns, sizeof(double), kn_at_cmp_double);
+  qsort(samples, (size_t)ns, sizeof(double), kn_rt_cmp_double);
   o.seconds = samples[ns / 2];
   snprintf(o.code, sizeof o.code, "ok");
   report(fd, &o);

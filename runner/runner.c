@@ -30,8 +30,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "measure_child.h"
-#include "proto.h"
+#include "runner/measure_child.h"
+#include "runner/proto.h"
 
 /* A static glibc binary can dlopen an artifact (the board's libc.so.6 is
  * loaded beside the static one) but threads started from that second libc

@@ -23,8 +23,8 @@
  * holds on one interval of it; other tests stay as they are. */
 #include <stdlib.h>
 
-#include "../ir/simplify.h"
-#include "schedule.h"
+#include "ir/loop/simplify.h"
+#include "schedule/schedule.h"
 
 enum {
   MAX_SCAN = 4096, /* outer variables with more values are not scanned */

@@ -7,8 +7,8 @@
  * read what a later lane writes: the lowering only vectorizes loops whose
  * iterations are independent). A loop that cannot be vectorized is kept as a
  * SERIAL loop — correct, just slower. */
-#include "../ir/simplify.h"
-#include "schedule.h"
+#include "ir/loop/simplify.h"
+#include "schedule/schedule.h"
 
 typedef struct vec {
   kn_expr_ctx *c;

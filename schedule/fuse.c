@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "schedule.h"
+#include "schedule/schedule.h"
 
 /* Longest elementwise chain fused into one kernel: the kernel's expression
  * nests one level per node, and lowering recurses over it (a hostile chain

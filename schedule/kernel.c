@@ -6,8 +6,8 @@
  * Params: [0] the output value, then each distinct external input. */
 #include <string.h>
 
-#include "../ir/simplify.h"
-#include "schedule.h"
+#include "ir/loop/simplify.h"
+#include "schedule/schedule.h"
 
 static int find_index(const int *arr, int n, int v);
 

@@ -12,7 +12,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "schedule.h"
+#include "schedule/schedule.h"
 
 #define MAX_STAGES 8
 

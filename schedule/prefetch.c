@@ -27,8 +27,8 @@
  * index is inside the operand's buffer (the last tile prefetches itself;
  * the L2 hint covers a tile's footprint, not its stride; the interpreter
  * checks every index). */
-#include "../ir/simplify.h"
-#include "schedule.h"
+#include "ir/loop/simplify.h"
+#include "schedule/schedule.h"
 
 #define LINE_BYTES 64
 #define MIN_SLICE_BYTES 4096 /* smaller slices: the hardware prefetcher suffices */

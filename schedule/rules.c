@@ -20,7 +20,7 @@
  * unrolls its kw taps (unroll_reduce). */
 #include <string.h>
 
-#include "schedule.h"
+#include "schedule/schedule.h"
 
 static bool const_extent(const kn_te_tensor *t, int axis, int64_t *e) {
   return kn_e_is_const_int(t->shape[axis], e);

@@ -41,10 +41,10 @@
 #ifndef KN_SCHEDULE_H
 #define KN_SCHEDULE_H
 
-#include "../ir/graph.h"
-#include "../ir/loop.h"
-#include "../ir/target.h"
-#include "../ir/te.h"
+#include "ir/graph/graph.h"
+#include "ir/loop/loop.h"
+#include "codegen/target.h"
+#include "ir/te/te.h"
 
 #define KN_SCHED_MAX_SPLIT 3
 #define KN_SCHED_MAX_LOOPS (KN_MAX_RANK * (KN_SCHED_MAX_SPLIT + 1))

@@ -4,15 +4,15 @@
  * with exactly its declared dtype and shape, and is no longer among
  * g->inputs; nothing else in the graph changes. On failure the graph may have
  * some inputs bound and others not; the caller drops it. */
-#include "bind.h"
+#include "tools/bind.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../frontend/onnx_load.h"
-#include "../ir/shape_infer.h"
-#include "npy.h"
+#include "frontend/onnx_load.h"
+#include "ir/shape/shape_infer.h"
+#include "tools/npy.h"
 
 int kn_binding_parse(const char *arg, kn_arena *arena, kn_binding *b, kn_diag *d) {
   const char *eq = strchr(arg, '=');

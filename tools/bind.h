@@ -5,7 +5,7 @@
 #ifndef KN_BIND_H
 #define KN_BIND_H
 
-#include "../ir/graph.h"
+#include "ir/graph/graph.h"
 
 /* One --bind: graph input `name` takes the value in `file` (.npy, or a
  * serialized ONNX TensorProto .pb). */

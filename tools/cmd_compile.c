@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cmds.h"
-#include "pipeline.h"
+#include "tools/cmds.h"
+#include "tools/pipeline.h"
 
 static void usage(FILE *out) {
   fprintf(out,

@@ -4,11 +4,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../frontend/onnx_load.h"
-#include "../ir/passes.h"
-#include "../ir/shape_infer.h"
-#include "cmds.h"
-#include "pipeline.h"
+#include "frontend/onnx_load.h"
+#include "ir/passes/passes.h"
+#include "ir/shape/shape_infer.h"
+#include "tools/cmds.h"
+#include "tools/pipeline.h"
 
 typedef struct census_row {
   const char *op_type;

@@ -20,11 +20,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../rt/loader.h"
-#include "cmds.h"
-#include "cross_run.h"
-#include "npy.h"
-#include "run_profile.h"
+#include "rt/loader.h"
+#include "tools/cmds.h"
+#include "tools/cross_run.h"
+#include "tools/npy.h"
+#include "tools/run_profile.h"
 
 #define MAX_IO 256
 

@@ -9,14 +9,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../autotune/autotune.h"
-#include "../autotune/measure.h"
-#include "../autotune/search.h"
-#include "../codegen/codegen.h"
-#include "../runner/client.h"
-#include "cmds.h"
-#include "model_check.h"
-#include "pipeline.h"
+#include "autotune/autotune.h"
+#include "autotune/measure.h"
+#include "autotune/search.h"
+#include "codegen/codegen.h"
+#include "runner/client.h"
+#include "tools/cmds.h"
+#include "tools/model_check.h"
+#include "tools/pipeline.h"
 
 static void usage(FILE *out) {
   fprintf(out,

@@ -12,10 +12,10 @@
  * this needs. */
 #include <string.h>
 
-#include "../autotune/autotune.h"
-#include "../ir/passes.h"
-#include "../schedule/schedule.h"
-#include "pipeline.h"
+#include "autotune/autotune.h"
+#include "ir/passes/passes.h"
+#include "schedule/schedule.h"
+#include "tools/pipeline.h"
 
 bool kn_pipeline_has_winograd_convs(const kn_graph *g) {
   for (int i = 0; i < g->n_nodes; i++)

@@ -7,7 +7,7 @@
  * program because an aarch64 library can only be dlopen'ed by an aarch64
  * process; it is spawned without a shell and inherits stdout, stderr and the
  * environment (KILN_NUM_THREADS), so its output is what `kiln run` prints. */
-#include "cross_run.h"
+#include "tools/cross_run.h"
 
 #include <errno.h>
 #include <limits.h>

@@ -4,7 +4,7 @@
 #ifndef KN_CROSS_RUN_H
 #define KN_CROSS_RUN_H
 
-#include "../ir/base.h"
+#include "base/base.h"
 
 /* If `artifact` is an ELF file for aarch64 and this host is not, runs
  * `qemu-aarch64 -L SYSROOT kiln-run-aarch64 argv[1..argc-1]` (the runner

@@ -2,7 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cmds.h"
+#include "tools/cmds.h"
 
 static const struct {
   const char *name;

@@ -20,15 +20,15 @@
  * had kernels 0.02 ms slower each (the NCHW -> NHWC transpose on one thread,
  * 0.043 against 0.022 ms; some squeeze-and-excitation fc2s, 0.007 against
  * 0.005 ms) that no single-kernel timing showed. */
-#include "model_check.h"
+#include "tools/model_check.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "../autotune/autotune.h"
-#include "../autotune/measure_util.h"
-#include "../rt/loader.h"
+#include "autotune/autotune.h"
+#include "rt/measure_util.h"
+#include "rt/loader.h"
 
 #define MAX_IO 64      /* inputs / outputs of the model */
 #define MAX_POOL 256   /* pool threads (P_set_threads accepts at most this) */
@@ -75,7 +75,7 @@ static int open_one(const kn_model_check_opts *o, build *b, int64_t batch, kn_di
     int64_t bytes = kn_loader_bytes(&a->inputs[i], batch);
     b->ins[i] = aligned_alloc(64, (size_t)((bytes + 64) & ~63));
     if (!b->ins[i]) return kn_diag_error(d, "model check: out of memory");
-    kn_at_fill_input(b->ins[i], kn_loader_dtype(&a->inputs[i]), kn_loader_numel(&a->inputs[i], batch),
+    kn_rt_fill_input(b->ins[i], kn_loader_dtype(&a->inputs[i]), kn_loader_numel(&a->inputs[i], batch),
                      (uint64_t)i + 1);
   }
   for (int i = 0; i < a->n_outputs; i++) {
@@ -125,7 +125,7 @@ static int round_of(const kn_model_check_opts *o, build *b, int r, int64_t batch
     }
   }
   for (int s = 0; s < a->n_steps; s++)
-    b->round_ms[(size_t)s * (size_t)o->rounds + (size_t)r] = kn_at_median(b->step_ms + (size_t)s * (size_t)o->runs, o->runs);
+    b->round_ms[(size_t)s * (size_t)o->rounds + (size_t)r] = kn_rt_median(b->step_ms + (size_t)s * (size_t)o->runs, o->runs);
   return 0;
 }
 
@@ -223,7 +223,7 @@ int kn_model_check(const kn_model_check_opts *o, kn_model_check_summary *sum, kn
       kn_diag_error(d, "model check: out of memory");
       goto done;
     }
-    for (int s = 0; s < n; s++) ms[j][s] = kn_at_median(b[j].round_ms + (size_t)s * (size_t)o->rounds, o->rounds);
+    for (int s = 0; s < n; s++) ms[j][s] = kn_rt_median(b[j].round_ms + (size_t)s * (size_t)o->rounds, o->rounds);
   }
   for (int s = 0; s < n; s++) {
     sum->tuned_steps += b[1].rep.tuned[s];

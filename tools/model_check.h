@@ -5,7 +5,7 @@
 
 #include <stdio.h>
 
-#include "pipeline.h"
+#include "tools/pipeline.h"
 
 typedef struct kn_model_check_opts {
   const kn_compile_opts *compile; /* the model, target, batch, bindings, --conv-algo of the session */

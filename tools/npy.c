@@ -4,7 +4,7 @@
  * accepted, each value parsed strictly. All lengths are checked against the
  * buffer before use, and the data size is computed with overflow checks
  * before anything is allocated. */
-#include "npy.h"
+#include "tools/npy.h"
 
 #include <errno.h>
 #include <fcntl.h>

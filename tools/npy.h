@@ -7,7 +7,7 @@
 #ifndef KN_NPY_H
 #define KN_NPY_H
 
-#include "../ir/base.h"
+#include "base/base.h"
 
 #define KN_NPY_MAX_RANK 32
 

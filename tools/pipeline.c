@@ -4,19 +4,19 @@
  *        -> per group: TE -> schedule -> loop IR -> plan -> LLVM -> artifact
  *
  * Each stage can be printed with --dump-after=STAGE. */
-#include "pipeline.h"
+#include "tools/pipeline.h"
 
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
-#include "../autotune/autotune.h"
-#include "../codegen/codegen.h"
-#include "../frontend/onnx_load.h"
-#include "../ir/passes.h"
-#include "../ir/shape_infer.h"
-#include "../schedule/schedule.h"
-#include "plan_build.h"
+#include "autotune/autotune.h"
+#include "codegen/codegen.h"
+#include "frontend/onnx_load.h"
+#include "ir/passes/passes.h"
+#include "ir/shape/shape_infer.h"
+#include "schedule/schedule.h"
+#include "tools/plan_build.h"
 
 const char *const kn_pipeline_stages[] = {"import",        "decompose_attention", "fold_constants", "dce",
                                           "fold_conv_bn",  "layout",              "winograd",       "explicit_pad",

@@ -6,8 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../ir/graph.h"
-#include "bind.h"
+#include "ir/graph/graph.h"
+#include "tools/bind.h"
 
 typedef struct kn_compile_opts {
   const char *model;      /* input .onnx */
@@ -30,7 +30,7 @@ typedef struct kn_compile_opts {
   const kn_binding *binds; /* --bind: graph inputs made constants */
   int n_binds;
   /* --conv-algo: which 3x3 stride-1 convs run as Winograd
-   * (ir/pass_winograd.c): "direct" none, "winograd" all that can as
+   * (ir/passes/pass_winograd.c): "direct" none, "winograd" all that can as
    * F(2x2, 3x3), "winograd4" all as F(4x4, 3x3), "auto" or NULL the default
    * rule. */
   const char *conv_algo;

@@ -15,7 +15,7 @@
  * include/kiln/artifact.h): each thread computes the rows the next one needs
  * just before it, so the intermediate comes back from L2 instead of L3 or
  * memory. The first kernel's inputs then stay live through the second. */
-#include "plan_build.h"
+#include "tools/plan_build.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -2,8 +2,8 @@
 #ifndef KN_PLAN_BUILD_H
 #define KN_PLAN_BUILD_H
 
-#include "../codegen/plan.h"
-#include "../schedule/schedule.h"
+#include "codegen/plan.h"
+#include "schedule/schedule.h"
 
 /* The largest tensor an artifact may hold (graph input, output, constant or
  * intermediate, in bytes at N = max_batch): 16 GiB. Shape inference accepts

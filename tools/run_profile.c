@@ -22,7 +22,7 @@
  * (cat "task", tid = pool thread); ts / dur in microseconds from the first
  * run's start; thread names as "M" metadata events. It is written to a
  * temporary file beside FILE and renamed into place. */
-#include "run_profile.h"
+#include "tools/run_profile.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -30,8 +30,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../autotune/measure_util.h"
-#include "../bench/peak.h"
+#include "rt/measure_util.h"
+#include "bench/peak.h"
 
 #define PEAK_SECONDS 0.2
 
@@ -158,7 +158,7 @@ static double step_idle(const double *step_ms, const double *busy_ms, const int 
       double idle = 1 - busy_ms[r] / (tasks[r] * step_ms[r]);
       scratch[n++] = idle < 0 ? 0 : idle;
     }
-  return n > 0 ? kn_at_median(scratch, n) : -1;
+  return n > 0 ? kn_rt_median(scratch, n) : -1;
 }
 
 static void print_table(FILE *out, const kiln_artifact *a, step_stat *stats, double run_ms,
@@ -246,18 +246,18 @@ int kn_run_profile(const kn_loader *l, const void *const *inputs, void *const *o
       }
     }
   for (long r = 0; r < o->runs; r++) samples[r] = (double)(runs[r].end_ns - runs[r].begin_ns) / 1e6;
-  double run_ms = kn_at_median(samples, o->runs);
+  double run_ms = kn_rt_median(samples, o->runs);
   for (long r = 0; r < o->runs; r++) { /* the wall time not inside any step, per run */
     samples[r] = (double)(runs[r].end_ns - runs[r].begin_ns) / 1e6;
     for (int s = 0; s < a->n_steps; s++) samples[r] -= step_ms[(size_t)s * (size_t)o->runs + (size_t)r];
   }
-  double outside_ms = kn_at_median(samples, o->runs);
+  double outside_ms = kn_rt_median(samples, o->runs);
   /* medians sort step_ms in place: after the per-run sums above, and each
    * step's idle share before its own median */
   for (int s = 0; s < a->n_steps; s++) {
     size_t row = (size_t)s * (size_t)o->runs;
     double idle = step_idle(step_ms + row, busy_ms + row, tasks + row, o->runs, samples);
-    stats[s] = (step_stat){.step = s, .median_ms = kn_at_median(step_ms + row, o->runs),
+    stats[s] = (step_stat){.step = s, .median_ms = kn_rt_median(step_ms + row, o->runs),
                            .flops = a->steps[s].flops * (double)batch, .idle = idle};
   }
   double peak = o->peak_gflops;

@@ -6,7 +6,7 @@
 
 #include <stdio.h>
 
-#include "../rt/loader.h"
+#include "rt/loader.h"
 
 typedef struct kn_profile_opts {
   long runs;              /* profiled runs (>= 1), after `warmup` plain ones */

@@ -15,12 +15,12 @@
 #include <cmocka.h>
 
 #include "autotune/autotune.h"
-#include "ir/loop_eval.h"
-#include "ir/ref_eval.h"
-#include "ir/shape_infer.h"
+#include "ir/loop/loop_eval.h"
+#include "ir/ref/ref_eval.h"
+#include "ir/shape/shape_infer.h"
 #include "tools/pipeline.h"
 #include "tools/plan_build.h"
-#include "fixture.h"
+#include "tests/autotune/fixture.h"
 
 const kn_target avx512 = {.arch = KN_ARCH_X86_64, .vector_bits = 512, .vector_regs = 32, .has_fma = true, .sw_prefetch = true};
 const kn_target avx2 = {.arch = KN_ARCH_X86_64, .vector_bits = 256, .vector_regs = 16, .has_fma = true};

@@ -18,7 +18,7 @@
 
 #include "autotune/json.h"
 #include "autotune/search.h"
-#include "fixture.h"
+#include "tests/autotune/fixture.h"
 #include "tools/pipeline.h"
 
 static uint64_t rng_state = 12345;

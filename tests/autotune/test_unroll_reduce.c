@@ -15,7 +15,7 @@
 #include <cmocka.h>
 
 #include "autotune/search.h"
-#include "fixture.h"
+#include "tests/autotune/fixture.h"
 #include "schedule/schedule.h"
 
 static void make_dw_3x3(kn_graph *g) { make_depthwise(g, 16, 7, 3, 1); }

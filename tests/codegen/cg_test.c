@@ -1,5 +1,5 @@
 /* cg_test.c — see cg_test.h. */
-#include "cg_test.h"
+#include "tests/codegen/cg_test.h"
 
 #include <stdio.h>
 #include <stdlib.h>

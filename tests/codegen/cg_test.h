@@ -10,7 +10,7 @@
 #include <cmocka.h>
 
 #include "codegen/codegen.h"
-#include "ir/loop.h"
+#include "ir/loop/loop.h"
 #include "rt/loader.h"
 
 #define CG_MAX_IO 512

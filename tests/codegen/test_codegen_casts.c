@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cg_test.h"
+#include "tests/codegen/cg_test.h"
 
 static const kn_dtype all_types[] = {KN_DT_F32, KN_DT_U8,  KN_DT_I8,  KN_DT_U16, KN_DT_I16,
                                      KN_DT_I32, KN_DT_I64, KN_DT_BOOL, KN_DT_F16, KN_DT_F64,

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cg_test.h"
+#include "tests/codegen/cg_test.h"
 
 static const int IN = KILN_ARG_INPUT, OUT = KILN_ARG_OUTPUT;
 

@@ -15,7 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cg_test.h"
+#include "tests/codegen/cg_test.h"
 
 #define N (16 * 20000)
 

@@ -17,7 +17,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "cg_test.h"
+#include "tests/codegen/cg_test.h"
 
 static int parse(const char *spec, kn_target *t, kn_diag *d) {
   kn_diag_init(d);

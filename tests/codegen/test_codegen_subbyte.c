@@ -1,5 +1,5 @@
 /* test_codegen_subbyte.c — CAST to and from the sub-byte dtypes (int4,
- * uint4, int2, uint2, float4e2m1; one byte per element, see ir/base.h),
+ * uint4, int2, uint2, float4e2m1; one byte per element, see base/base.h),
  * scalar and 8-lane, through LLVM codegen and through the portable C target
  * (built with the host cc into a .so). The expected values were
  * computed with ml_dtypes, the types behind ONNX's reference (onnx.reference
@@ -15,8 +15,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cg_test.h"
-#include "ir/target.h"
+#include "tests/codegen/cg_test.h"
+#include "codegen/target.h"
 
 #define NX 32
 #define SKIP 99 /* no expected value (undefined conversion) */

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""op_coverage.py — how many ONNX op types Kiln registers (ir/ops.def, internal kiln.* ops left
+"""op_coverage.py — how many ONNX op types Kiln registers (ir/graph/ops.def, internal kiln.* ops left
 out) and how many of them occur in node tests that pass (expected_pass.txt; `_expanded` tests left
 out, since their models hold the expansion, not the op).
 
@@ -15,7 +15,7 @@ NODE = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "
 
 
 def registered():
-    text = open(os.path.join(ROOT, "ir", "ops.def")).read()
+    text = open(os.path.join(ROOT, "ir", "graph", "ops.def")).read()
     names = {m.group(1) for m in re.finditer(r'^KN_OP\([A-Z0-9_]+, "([^"]+)"', text, re.M)}
     return {n for n in names if not n.startswith("kiln.")}
 
@@ -43,7 +43,7 @@ def main():
     reg = registered()
     plain, bound = expected()
     p, b = ops_in(plain) & reg, ops_in(bound) & reg
-    print(f"ONNX op types registered in ir/ops.def: {len(reg)}")
+    print(f"ONNX op types registered in ir/graph/ops.def: {len(reg)}")
     print(f"  in node tests that pass: {len(p)}; counting tests that pass with bound inputs: {len(p | b)}")
     print(f"  in no passing test: {', '.join(sorted(reg - p - b)) or '-'}")
 

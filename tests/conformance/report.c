@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../ir/base.h"
-#include "conformance.h"
+#include "base/base.h"
+#include "tests/conformance/conformance.h"
 
 typedef struct group {
   char key[300];

@@ -23,10 +23,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../frontend/onnx_load.h"
-#include "../../rt/loader.h"
-#include "../../tools/pipeline.h"
-#include "conformance.h"
+#include "frontend/onnx_load.h"
+#include "rt/loader.h"
+#include "tools/pipeline.h"
+#include "tests/conformance/conformance.h"
 
 #define KN_CONF_RTOL 1e-3
 #define KN_CONF_ATOL 1e-7

@@ -36,8 +36,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../ir/base.h"
-#include "conformance.h"
+#include "base/base.h"
+#include "tests/conformance/conformance.h"
 
 #define KN_CONF_MAX_JOBS 16
 

@@ -1,4 +1,4 @@
-/* test_graph_core.c — unit tests of ir/graph.c: the op table generated from
+/* test_graph_core.c — unit tests of ir/graph/graph.c: the op table generated from
  * ops.def, building graphs (values, nodes, constants, attributes) and shape
  * arithmetic with the batch symbol. */
 #include <setjmp.h>
@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "ir/graph.h"
+#include "ir/graph/graph.h"
 
 static void test_op_table(void **state) {
   (void)state;

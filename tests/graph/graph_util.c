@@ -1,5 +1,5 @@
 /* graph_util.c — see graph_util.h. */
-#include "graph_util.h"
+#include "tests/graph/graph_util.h"
 
 #include <math.h>
 #include <stdio.h>

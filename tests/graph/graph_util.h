@@ -8,10 +8,10 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "ir/graph.h"
-#include "ir/passes.h"
-#include "ir/ref_eval.h"
-#include "ir/shape_infer.h"
+#include "ir/graph/graph.h"
+#include "ir/passes/passes.h"
+#include "ir/ref/ref_eval.h"
+#include "ir/shape/shape_infer.h"
 
 /* Parses "N*1,3,8,8" ("" = scalar) into a shape. */
 kn_shape tg_shape(const char *spec);

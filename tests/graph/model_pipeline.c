@@ -18,9 +18,9 @@
 #include <time.h>
 
 #include "frontend/onnx_load.h"
-#include "ir/passes.h"
-#include "ir/ref_eval.h"
-#include "ir/shape_infer.h"
+#include "ir/passes/passes.h"
+#include "ir/ref/ref_eval.h"
+#include "ir/shape/shape_infer.h"
 
 /* kiln compile's default: Winograd for the 3x3 convs of >= 32 channels */
 static int winograd_default(kn_graph *g, kn_diag *d) {

@@ -13,9 +13,9 @@
 #include <string.h>
 
 #include "frontend/onnx_load.h"
-#include "ir/passes.h"
-#include "ir/ref_eval.h"
-#include "ir/shape_infer.h"
+#include "ir/passes/passes.h"
+#include "ir/ref/ref_eval.h"
+#include "ir/shape/shape_infer.h"
 
 static void *read_file(const char *path, size_t want) {
   FILE *f = fopen(path, "rb");

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""ref_vs_ort.py — cross-checks Kiln's reference interpreter (ir/ref_eval*.c,
+"""ref_vs_ort.py — cross-checks Kiln's reference interpreter (ir/ref/ref_eval*.c,
 the oracle of the compiled-kernel tests) against ONNX Runtime.
 
 Builds many single-op ONNX models with random shapes and attributes (conv and

@@ -1,12 +1,12 @@
 /* test_data_dependent.c — NonZero, Compress and Unique rewritten for their
- * declared output shapes (ir/pass_data_dependent.c): the rewritten graphs run
+ * declared output shapes (ir/passes/pass_data_dependent.c): the rewritten graphs run
  * in the reference interpreter against values worked out by hand, including
  * the run-time check (the last graph output) on data that gives the declared
  * count and on data that does not. Must-fail cases check the diagnostic. */
 #include <math.h>
 #include <string.h>
 
-#include "graph_util.h"
+#include "tests/graph/graph_util.h"
 
 /* Declares the shape of graph output k (the others: none). */
 static void declare(kn_graph *g, int k, const char *shape) {

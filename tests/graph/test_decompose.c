@@ -1,4 +1,4 @@
-/* test_decompose.c — kn_pass_decompose (ir/pass_decompose*.c): each
+/* test_decompose.c — kn_pass_decompose (ir/passes/pass_decompose*.c): each
  * composite is rewritten into primitive ops, which the reference interpreter
  * then runs; the results are checked against values worked out here by hand
  * or by a naive loop (the conformance runner checks the compiled kernels
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "graph_util.h"
+#include "tests/graph/graph_util.h"
 
 /* NLL, mean reduction, class weights and an ignored target. */
 static void nll_mean_weight_ignore(void **state) {

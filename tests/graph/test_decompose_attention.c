@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "graph_util.h"
+#include "tests/graph/graph_util.h"
 
 static void decompose(kn_graph *g) {
   tg_infer_ok(g);

@@ -1,4 +1,4 @@
-/* test_decompose_deform.c — DeformConv (ir/pass_decompose_deform.c): the
+/* test_decompose_deform.c — DeformConv (ir/passes/pass_decompose_deform.c): the
  * decomposed graph, run by the reference interpreter, against a naive loop
  * written here from the ONNX definition (bilinear sampling with zeros
  * outside the image, mask, grouped contraction, bias), over groups, offset
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "graph_util.h"
+#include "tests/graph/graph_util.h"
 
 typedef struct deform_case {
   int64_t batch, chans, height, width, out_chans, kh, kw, group, offset_group;

@@ -1,5 +1,5 @@
-/* test_decompose_misc.c — the misc family (ir/pass_decompose_misc.c,
- * ir/pass_decompose_ml.c, BitCast): each composite is rewritten into
+/* test_decompose_misc.c — the misc family (ir/passes/pass_decompose_misc.c,
+ * ir/passes/pass_decompose_ml.c, BitCast): each composite is rewritten into
  * primitive ops that the reference interpreter runs, checked against values
  * worked out here by hand or by a naive loop (the conformance runner checks
  * the compiled kernels against ONNX's own test data). Must-fail cases check
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "graph_util.h"
+#include "tests/graph/graph_util.h"
 
 /* Momentum, standard and Nesterov, at the first step (T = 0: the gradient's
  * coefficient is 1) and a later one (beta). */

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "graph_util.h"
+#include "tests/graph/graph_util.h"
 
 static const char *node_order(const kn_graph *g, char *buf, size_t size) {
   buf[0] = 0;

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "graph_util.h"
+#include "tests/graph/graph_util.h"
 
 #define I(x) ((int64_t)(x))
 

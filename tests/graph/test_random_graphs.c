@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "graph_util.h"
+#include "tests/graph/graph_util.h"
 
 static unsigned next(unsigned *s) {
   *s = *s * 1103515245u + 12345u;

@@ -1,5 +1,5 @@
 /* test_scale_weights.c — a per-channel scale of a conv's input moves into
- * its weights (ir/pass_scale_weights.c): the reference interpreter computes
+ * its weights (ir/passes/pass_scale_weights.c): the reference interpreter computes
  * the same outputs before and after, at batch 1 and 2 (per-sample weights),
  * for a squeeze-and-excitation block, for a scale written Mul(s, y) and for
  * an unpadded 3x3 window; and the pass leaves alone what it must not touch. */
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "graph_util.h"
+#include "tests/graph/graph_util.h"
 
 typedef struct se_case {
   int64_t C, M, H, K; /* channels in / out, image size, window */

@@ -1,10 +1,10 @@
 /* test_split_pool.c — a global average pool over a large NHWC image pools
- * per-row means (ir/pass_split_pool.c): the reference interpreter computes
+ * per-row means (ir/passes/pass_split_pool.c): the reference interpreter computes
  * the same outputs before and after at batch 1 and 2, the pool reads a
  * [N, H, 1, C] ReduceMean over W, and small or short images are left alone. */
 #include <stdio.h>
 
-#include "graph_util.h"
+#include "tests/graph/graph_util.h"
 
 /* out = GlobalAveragePool(Relu(x)), x [N, C, H, W] as imported (NCHW) */
 static void build(kn_graph *g, int64_t c, int64_t h, int64_t w) {

@@ -1,4 +1,4 @@
-/* test_winograd.c — the Winograd F(2x2, 3x3) and F(4x4, 3x3) rewrites (ir/pass_winograd.c):
+/* test_winograd.c — the Winograd F(2x2, 3x3) and F(4x4, 3x3) rewrites (ir/passes/pass_winograd.c):
  * the reference interpreter computes the same outputs before and after it
  * (the transforms' references multiply by the matrices, the pass transforms
  * the weights), over pads, odd (ragged) sizes, bias or none and a symbolic
@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "graph_util.h"
-#include "ir/winograd.h"
+#include "tests/graph/graph_util.h"
+#include "ir/passes/winograd.h"
 
 #define I(x) ((int64_t)(x))
 

@@ -1,9 +1,9 @@
 /* c_driver.c — runs a portable C artifact (`kiln compile --target c`) on .npy
  * files; built by check_portable_c.py together with the artifact's .c, the
- * .npy reader / writer of the CLI (tools/npy.c) and ir/base.c:
+ * .npy reader / writer of the CLI (tools/npy.c) and base/base.c:
  *
  *   cc -std=c17 -O2 -I REPO -DKP=model -DKILN_HEADER='"model.h"' c_driver.c
- *      model.c REPO/tools/npy.c REPO/ir/base.c -o drv -lm -lpthread
+ *      model.c REPO/tools/npy.c REPO/base/base.c -o drv -lm -lpthread
  *   drv BATCH THREADS IN.npy... OUT.npy...
  *
  * Inputs are checked against the descriptor (dtype, shape at BATCH); outputs

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """check_data_dependent.py — NonZero, Compress and Unique compiled for the
-output shapes a model declares (ir/pass_data_dependent.c), against ONNX Runtime.
+output shapes a model declares (ir/passes/pass_data_dependent.c), against ONNX Runtime.
 
     check_data_dependent.py [--case NAME ...] [--list] [--kiln PATH] [--keep DIR]
 

@@ -8,7 +8,7 @@ and under qemu-aarch64, compared with ONNX Runtime.
     check_portable_c.py --bad-input MODEL.onnx [--kiln PATH]
 
 Steps: `kiln compile MODEL --target c -o TMP/model.c` (and model.h) -> build
-c_driver.c + model.c + tools/npy.c + ir/base.c with `cc -std=c17 -O2 -Wall
+c_driver.c + model.c + tools/npy.c + base/base.c with `cc -std=c17 -O2 -Wall
 -Wextra -Werror` into a host executable and with `aarch64-linux-gnu-gcc` (same
 flags) into an aarch64 one -> run each at every batch and thread count on
 .npy files (the aarch64 one under `qemu-aarch64 -L SYSROOT`) -> compare every
@@ -162,7 +162,7 @@ def main(argv=None):
         for m in machines:
             exe = os.path.join(tmp, f"driver_{m.name}")
             secs = build(m, tmp, exe, [DRIVER, c_file, os.path.join(REPO, "tools", "npy.c"),
-                                       os.path.join(REPO, "ir", "base.c")],
+                                       os.path.join(REPO, "base", "base.c")],
                          ["-DKP=model", '-DKILN_HEADER="model.h"'])
             exes[m.name] = exe
             sizes = object_sizes(m, tmp, c_file)

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """check_runtime_resize.py — Resize and Upsample whose scales, sizes or roi are
-graph inputs read at run time (ir/pass_runtime_resize.c), against ONNX Runtime.
+graph inputs read at run time (ir/passes/pass_runtime_resize.c), against ONNX Runtime.
 
     check_runtime_resize.py [--case NAME ...] [--list] [--kiln PATH] [--keep DIR]
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """check_runtime_slices.py — Slice, Pad and Range whose starts / pads / bounds
-are graph inputs read at run time (ir/pass_runtime_slices.c), against ONNX
+are graph inputs read at run time (ir/passes/pass_runtime_slices.c), against ONNX
 Runtime.
 
     check_runtime_slices.py [--case NAME ...] [--list] [--kiln PATH] [--keep DIR]

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """check_specialize.py — shape-deciding graph inputs read at run time
-(ir/pass_specialize.c) against ONNX Runtime.
+(ir/passes/pass_specialize.c) against ONNX Runtime.
 
     check_specialize.py [--case NAME ...] [--list] [--kiln PATH] [--keep DIR]
 

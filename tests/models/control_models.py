@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """control_models.py — small models exercising the composite ops Kiln expands
-before compiling (ir/pass_inline_control.c): If, Loop and Scan inlined or
+before compiling (ir/passes/pass_inline_control.c): If, Loop and Scan inlined or
 unrolled, RNN / LSTM / GRU decomposed per time step, DFT / STFT as
 contractions. Each "check" case is written to DIR/NAME.onnx and compared
 with ONNX Runtime by check_model.py; each "fail" case must be refused by

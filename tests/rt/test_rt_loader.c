@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../codegen/cg_test.h"
+#include "tests/codegen/cg_test.h"
 
 enum { W = 4096 };
 

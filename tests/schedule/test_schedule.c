@@ -15,11 +15,11 @@
 
 #include <cmocka.h>
 
-#include "ir/loop_eval.h"
-#include "ir/passes.h"
-#include "ir/ref_eval.h"
-#include "ir/shape_infer.h"
-#include "ir/simplify.h"
+#include "ir/loop/loop_eval.h"
+#include "ir/passes/passes.h"
+#include "ir/ref/ref_eval.h"
+#include "ir/shape/shape_infer.h"
+#include "ir/loop/simplify.h"
 #include "schedule/schedule.h"
 #include "tools/pipeline.h"
 #include "tools/plan_build.h"

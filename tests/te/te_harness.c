@@ -1,15 +1,15 @@
-/* te_harness.c — see te_harness.h. The oracle is ir/ref_eval.h's
- * kn_ref_run_graph; shapes come from ir/shape_infer.h. */
-#include "te_harness.h"
+/* te_harness.c — see te_harness.h. The oracle is ir/ref/ref_eval.h's
+ * kn_ref_run_graph; shapes come from ir/shape/shape_infer.h. */
+#include "tests/te/te_harness.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ir/ref_eval.h"
-#include "ir/shape_infer.h"
-#include "ir/te_eval.h"
+#include "ir/ref/ref_eval.h"
+#include "ir/shape/shape_infer.h"
+#include "ir/te/te_eval.h"
 
 void th_init(th *t, int64_t opset) {
   memset(t, 0, sizeof *t);

@@ -1,6 +1,6 @@
 /* te_harness.h — builds one-node graphs for the TE operator tests and checks
  * the node's TE (evaluated by kn_te_eval) against the reference interpreter
- * (kn_ref_run_graph of ir/ref_eval.h) on random inputs.
+ * (kn_ref_run_graph of ir/ref/ref_eval.h) on random inputs.
  *
  * Usage: th_init, add inputs/constants, th_node + attributes, th_check.
  * Graph inputs get fresh random data at each check (range per input); shape
@@ -16,8 +16,8 @@
 
 #include <cmocka.h>
 
-#include "ir/graph.h"
-#include "ir/te.h"
+#include "ir/graph/graph.h"
+#include "ir/te/te.h"
 
 #define TH_MAX_IO 16
 

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "te_harness.h"
+#include "tests/te/te_harness.h"
 
 /* unary op on a [N*2, 3, 4] float input, checked at batch 2 */
 static void unary_case(kn_op op, int64_t opset, double lo, double hi, void (*attrs)(th *)) {

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "te_harness.h"
+#include "tests/te/te_harness.h"
 
 static void unary_case(kn_op op, kn_dtype dt, double lo, double hi, void (*attrs)(th *)) {
   th t;

@@ -1,12 +1,12 @@
-/* test_te_eval.c — the naive TE interpreter itself (ir/te_eval.c) on
+/* test_te_eval.c — the naive TE interpreter itself (ir/te/te_eval.c) on
  * hand-built TEs with hand-computed expectations: injective and reduction
  * computes, the batch variable, integer floor semantics and wrapping, casts,
  * rank 0, and the errors it must report (out-of-bounds loads, even in a
  * discarded select arm; variables used outside their scope; vector nodes). */
 #include <string.h>
 
-#include "te_harness.h"
-#include "ir/te_eval.h"
+#include "tests/te/te_harness.h"
+#include "ir/te/te_eval.h"
 
 typedef struct fx {
   kn_arena arena;

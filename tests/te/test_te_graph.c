@@ -6,10 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "te_harness.h"
-#include "ir/passes.h"
-#include "ir/ref_eval.h"
-#include "ir/shape_infer.h"
+#include "tests/te/te_harness.h"
+#include "ir/passes/passes.h"
+#include "ir/ref/ref_eval.h"
+#include "ir/shape/shape_infer.h"
 
 static int add(th *t, kn_op op, const char *name, const int *in, int n_in) {
   th_node(t, op, name, in, n_in, 1);

@@ -9,10 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ir/passes.h"
-#include "ir/ref_eval.h"
-#include "ir/shape_infer.h"
-#include "te_harness.h"
+#include "ir/passes/passes.h"
+#include "ir/ref/ref_eval.h"
+#include "ir/shape/shape_infer.h"
+#include "tests/te/te_harness.h"
 
 static void cum_case(kn_op op, kn_dtype dt, int rank, const int64_t *dims, int64_t axis, bool const_axis,
                      int excl, int rev) {

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "te_harness.h"
+#include "tests/te/te_harness.h"
 
 typedef struct conv_cfg {
   int nsp;               /* 1 or 2 spatial dims */

@@ -8,8 +8,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "ir/ref_eval.h"
-#include "te_harness.h"
+#include "ir/ref/ref_eval.h"
+#include "tests/te/te_harness.h"
 
 /* axes: n_axes < 0 = none given; as_input: opset-18 style input */
 static void reduce_case(kn_op op, int64_t opset, int n_axes, const int64_t *axes, bool as_input,

@@ -5,7 +5,7 @@
  * Oracle: kn_ref_run_graph, plus hand-checked ArgMax indices. */
 #include <string.h>
 
-#include "te_harness.h"
+#include "tests/te/te_harness.h"
 
 static void reduce_case(kn_op op, kn_dtype dt, double lo, double hi, int n_axes, const int64_t *axes,
                         bool as_input, int keepdims) {

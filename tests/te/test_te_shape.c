@@ -5,7 +5,7 @@
  * Tile, Reshape, Flatten, Squeeze, Unsqueeze. Oracle: kn_ref_run_graph. */
 #include <string.h>
 
-#include "te_harness.h"
+#include "tests/te/te_harness.h"
 
 static void test_transpose(void **state) {
   (void)state;

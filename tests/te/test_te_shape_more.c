@@ -4,7 +4,7 @@
  * Oracle: kn_ref_run_graph, plus a hand-checked Trilu. */
 #include <string.h>
 
-#include "te_harness.h"
+#include "tests/te/te_harness.h"
 
 static void test_gather_elements(void **state) {
   (void)state;

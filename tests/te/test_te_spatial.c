@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ir/shape_infer.h"
-#include "te_harness.h"
+#include "ir/shape/shape_infer.h"
+#include "tests/te/te_harness.h"
 
 typedef struct resize_cfg {
   const char *mode, *ctm, *nearest;
@@ -94,7 +94,7 @@ static void test_upsample(void **state) {
   }
 }
 
-/* kiln.ResizeDeclared (ir/pass_runtime_resize.c): the scales are a graph
+/* kiln.ResizeDeclared (ir/passes/pass_runtime_resize.c): the scales are a graph
  * input read by the compute definition at run time, the output shape is the
  * output_shape attribute; the reference reads the concrete scales. */
 typedef struct declared_cfg {

@@ -1,12 +1,12 @@
 /* test_te_unpool_roi.c — MaxUnpool and RoiAlign: each compute definition
- * (ir/te_ops_unpool_roi.c) against the reference interpreter
- * (ir/ref_eval_unpool_roi.c), plus hand-computed values for the reference
+ * (ir/te/te_ops_unpool_roi.c) against the reference interpreter
+ * (ir/ref/ref_eval_unpool_roi.c), plus hand-computed values for the reference
  * and the must-fail case (an adaptive RoiAlign grid). */
-#include "te_harness.h"
+#include "tests/te/te_harness.h"
 
 #include <string.h>
 
-#include "ir/ref_eval.h"
+#include "ir/ref/ref_eval.h"
 
 /* MaxUnpool of a 2x2/stride-2 pool: the indices as MaxPool makes them (one
  * position per window, flat over the whole [N, C, H, W] unpooled tensor). */

@@ -1,5 +1,5 @@
 /* test_te_winograd.c — the compute definitions of kiln.WinogradInput and
- * kiln.WinogradOutput (ir/winograd_te.c, which compute the transforms by
+ * kiln.WinogradOutput (ir/te/winograd_te.c, which compute the transforms by
  * index arithmetic for F(2x2, 3x3) and by the rows' taps for F(4x4, 3x3))
  * against their references (which multiply by Bᵀ and Aᵀ), on random inputs:
  * pads, ragged last tiles, a symbolic batch, both tile sizes; plus
@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ir/shape_infer.h"
-#include "ir/winograd.h"
-#include "te_harness.h"
+#include "ir/shape/shape_infer.h"
+#include "ir/passes/winograd.h"
+#include "tests/te/te_harness.h"
 
 static void test_input_transform(void **state) {
   (void)state;

@@ -1,0 +1,35 @@
+/* target.h — what the schedules and codegen know about the machine the
+ * artifact will run on. Parsed from a target string by kn_target_parse
+ * (codegen/target.c); the host is the default. */
+#ifndef KN_TARGET_H
+#define KN_TARGET_H
+
+#include "base/base.h"
+
+/* KN_ARCH_C: portable C source (`--target c`), built by the user's C compiler
+ * for any machine; schedules assume 128-bit vectors and 16 registers. */
+typedef enum kn_arch { KN_ARCH_X86_64, KN_ARCH_AARCH64, KN_ARCH_C } kn_arch;
+
+typedef struct kn_target {
+  kn_arch arch;
+  char triple[64];    /* "x86_64-unknown-linux-gnu" */
+  char cpu[64];       /* "skylake-avx512", "cortex-a76" */
+  char features[512]; /* LLVM feature string "+avx512f,+fma,..." */
+  int vector_bits;    /* widest native float vector: 512, 256, 128 */
+  int vector_regs;    /* architectural vector registers: 32 (AVX-512, NEON), 16 */
+  bool has_fma;
+  bool has_avx512dq; /* vreducps and friends (every AVX-512 CPU but Knights Landing / Mill) */
+  /* the lowering's software prefetch hints pay here (schedule/prefetch.c):
+   * x86 CPUs but AMD's (measured: +6-8% on an Ice Lake Xeon, -4..+2% on a
+   * Zen 4 EPYC, whose PREFETCHT1 does not reliably fill L2); off on aarch64
+   * (not measured) and the portable C target (no prefetch there) */
+  bool sw_prefetch;
+} kn_target;
+
+/* Parses "TRIPLE [-mcpu=CPU] [-mattr=+a,-b]" or "host" / NULL (the host).
+ * Returns 0, or -1 with a diagnostic naming the bad part. */
+int kn_target_parse(const char *spec, kn_target *t, kn_diag *d);
+/* Lanes of a native vector of element type `t`. */
+int kn_target_lanes(const kn_target *t, kn_dtype dtype);
+
+#endif
