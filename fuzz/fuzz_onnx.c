@@ -1,7 +1,8 @@
 /* fuzz_onnx.c — libFuzzer target: bytes -> ONNX loader -> graph import ->
  * shape inference -> graph passes -> fusion -> TE -> schedules -> loop IR ->
  * memory plan, via kn_compile with stop_after = "plan": everything before
- * LLVM codegen; no file is written. KILN_FUZZ_STOP_AFTER=cleanup|fuse|loops
+ * LLVM codegen; no file is written. KILN_FUZZ_STOP_AFTER=STEP (a step of
+ * tools/pipeline.c: outputs, fuse, loops ...)
  * stops earlier (faster, for the loader and the graph passes alone).
  * Any input must end in status 0 or -1 with diagnostics; the sanitizers and
  * libFuzzer's timeout / RSS limit catch everything else. */

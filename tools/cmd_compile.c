@@ -28,7 +28,7 @@ static void usage(FILE *out) {
           "                         (default: F(2x2,3x3) for >= 32 channels; with --tuning-log,\n"
           "                         per conv the way whose kernels measured fastest)\n"
           "  --dump-after=STAGE     print the IR after STAGE to stdout; stages:");
-  for (int i = 0; kn_pipeline_stages[i]; i++) fprintf(out, " %s", kn_pipeline_stages[i]);
+  for (int i = 0; kn_pipeline_stage(i); i++) fprintf(out, " %s", kn_pipeline_stage(i));
   fprintf(out, "\n  -v, --verbose          print a summary line\n");
 }
 
@@ -145,7 +145,7 @@ int kn_cmd_compile(int argc, char **argv) {
   }
   if (o.dump_after && !kn_pipeline_stage_valid(o.dump_after)) {
     fprintf(stderr, "kiln: error: compile: unknown stage '%s' for --dump-after; stages:", o.dump_after);
-    for (int i = 0; kn_pipeline_stages[i]; i++) fprintf(stderr, " %s", kn_pipeline_stages[i]);
+    for (int i = 0; kn_pipeline_stage(i); i++) fprintf(stderr, " %s", kn_pipeline_stage(i));
     fprintf(stderr, "\n");
     goto out;
   }

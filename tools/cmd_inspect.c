@@ -91,14 +91,13 @@ int kn_cmd_inspect(int argc, char **argv) {
   kn_diag_init(&shape_diag);
   /* the census above lists the model's own ops; shapes and FLOPs are
    * those of the graph kn_compile sees, composites rewritten */
-  if (unsupported == 0 && kn_pass_expand_composites(&g, &shape_diag) == 0 &&
-      kn_pass_runtime_values(&g, &shape_diag) == 0) {
+  kn_compile_opts passes = {.model = model, .max_batch = 1};
+  if (unsupported == 0 && kn_pipeline_prepare(&passes, &g, &shape_diag) == 0) {
     double flops = 0;
     for (int i = 0; i < g.n_nodes; i++) flops += kn_node_flops(&g, i);
     printf("flops: %.3f GFLOP (batch 1)\n", flops / 1e9);
     /* the graph passes can still reject a model (say, a constant too large
      * to fold): inspect says so too, after the census */
-    kn_compile_opts passes = {.model = model, .max_batch = 1};
     if (kn_pipeline_optimize(&passes, &g, &shape_diag) < 0) status = 1;
   } else {
     printf("flops: unknown (%s)\n", unsupported ? "unsupported ops" : "shape inference failed");

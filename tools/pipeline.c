@@ -1,77 +1,328 @@
-/* pipeline.c — the compiler's pipeline, top to bottom, as one list of calls:
+/* pipeline.c — the compiler, top to bottom: the table `steps` below lists
+ * every step from the ONNX file to the artifact, in the order they run,
  *
- *   ONNX -> graph IR -> shape inference -> graph passes -> fusion groups
- *        -> per group: TE -> schedule -> loop IR -> plan -> LLVM -> artifact
+ *   load -> expand -> (run-time values) -> infer -> optimise -> fuse
+ *        -> schedule (te) -> lower (loops) -> plan -> emit + package
  *
- * Each stage can be printed with --dump-after=STAGE. */
+ * one line each. A step's name is the stage `--dump-after=NAME` prints after
+ * and `stop_after` stops after; the docs list the same names. Steps are
+ * plain functions of one kn_pipe, which carries the data from one step to the
+ * next; every entry point (kn_compile, the loaders `kiln tune` and the
+ * fuzzers use, kn_pipeline_optimize) runs a range of this one table. */
 #include "tools/pipeline.h"
 
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
-#include "autotune/autotune.h"
 #include "codegen/codegen.h"
 #include "frontend/onnx_load.h"
 #include "ir/passes/passes.h"
 #include "ir/shape/shape_infer.h"
 #include "schedule/schedule.h"
 #include "tools/plan_build.h"
+#include "tools/tuned.h"
 
-const char *const kn_pipeline_stages[] = {"import",        "decompose_attention", "fold_constants", "dce",
-                                          "fold_conv_bn",  "layout",              "winograd",       "explicit_pad",
-                                          "scale_weights", "split_pool",          "cleanup",        "fuse",
-                                          "te",            "loops",               NULL};
+/* What flows between the steps. */
+typedef struct kn_pipe {
+  const kn_compile_opts *o;
+  kn_graph *g;
+  kn_diag *d;
+  kn_arena *arena;
+  kn_target target;
+  kn_expr_ctx ec;
+  int typed;                  /* shapes infer without the run-time value steps: 1, 0, -1 not tried yet */
+  bool checks_added;          /* value_checks added checks: shapes must be inferred again */
+  bool *expand_needed;        /* kn_pipeline_needed_bindings: inputs inline_control needs the value of */
+  bool tuning;                /* o->tuning_log was loaded into `tuned` */
+  kn_tuned tuned;
+  const kn_conv_choice *conv_choice; /* per conv, from the tuning log; else o->conv_choice */
+  kn_groups groups;
+  kn_kernel_build *kernels;
+  int *first_var; /* per kernel: the expression context's next_var_id when it was built */
+  kn_plan plan;
+} kn_pipe;
 
-static bool dump_is(const kn_compile_opts *o, const char *stage) {
-  return o->dump_after && !strcmp(o->dump_after, stage);
-}
+typedef int (*step_fn)(kn_pipe *p);
+typedef void (*dump_fn)(kn_pipe *p, FILE *out);
 
-static void dump_graph(const kn_compile_opts *o, const char *stage, const kn_graph *g) {
-  if (!dump_is(o, stage)) return;
-  fprintf(stdout, "# after %s\n", stage);
-  kn_graph_print(g, stdout);
-}
+/* Step flags. RETYPE: shapes are inferred again after the step (and the
+ * graph verified, in debug builds), unless it returned 1 (nothing changed).
+ * UNTYPED: the step runs only when the shapes do not infer without it. */
+enum { RETYPE = 1, UNTYPED = 2 };
 
-bool kn_pipeline_stage_valid(const char *name) {
-  for (int i = 0; kn_pipeline_stages[i]; i++)
-    if (!strcmp(kn_pipeline_stages[i], name)) return true;
-  return false;
-}
+typedef struct step {
+  const char *name;
+  step_fn run;
+  unsigned flags;
+  dump_fn dump; /* what --dump-after prints; NULL: not a stage to print */
+} step;
 
-/* One graph pass followed by re-inference of shapes, so every pass may rely
- * on inferred shapes on entry. */
-static int after_pass(const kn_compile_opts *o, const char *stage, kn_graph *g, kn_diag *d) {
-  if (kn_infer_shapes(g, d) < 0) return -1;
-#ifndef NDEBUG
-  /* debug builds check the graph's invariants after every pass */
-  if (kn_graph_verify(g, d) < 0) return -1;
-#endif
-  dump_graph(o, stage, g);
+/* ---- the steps ---------------------------------------------------------------------- */
+
+static int load(kn_pipe *p) {
+  const kn_compile_opts *o = p->o;
+  int rc = o->model_data ? kn_fe_load_onnx_buffer(o->model_data, o->model_size, NULL, p->g, p->d)
+                         : kn_fe_load_onnx(o->model, p->g, p->d);
+  if (rc < 0) return -1;
+  /* before the expansion: a bound input may be what a composite's rewrite reads */
+  if (kn_bind_inputs(p->g, o->binds, o->n_binds, p->d) < 0) return -1;
+  if (o->max_batch < 1) return kn_diag_error(p->d, "--max-batch must be at least 1");
+  p->g->max_batch = o->max_batch;
   return 0;
 }
 
-static int run_pass(const kn_compile_opts *o, const char *stage, int (*pass)(kn_graph *, kn_diag *),
-                    kn_graph *g, kn_diag *d) {
-  return pass(g, d) < 0 ? -1 : after_pass(o, stage, g, d);
+static int decompose(kn_pipe *p) { return kn_pass_decompose(p->g, p->d); }
+static int inline_control(kn_pipe *p) { return kn_pass_inline_control_needs(p->g, p->expand_needed, p->d); }
+static int data_dependent(kn_pipe *p) { return kn_pass_data_dependent(p->g, p->d); }
+static int runtime_slices(kn_pipe *p) { return kn_pass_runtime_slices(p->g, p->d); }
+static int runtime_resize(kn_pipe *p) { return kn_pass_runtime_resize(p->g, p->d); }
+static int specialize(kn_pipe *p) { return kn_pass_specialize(p->g, p->d); }
+
+static int value_checks(kn_pipe *p) {
+  int n = kn_pass_value_checks(p->g, p->d);
+  p->checks_added = n > 0;
+  return n < 0 ? -1 : 0;
 }
 
-static int finish_load(int64_t max_batch, kn_graph *g, kn_diag *d) {
-  if (max_batch < 1) return kn_diag_error(d, "--max-batch must be at least 1");
-  g->max_batch = max_batch;
-  if (kn_pass_expand_composites(g, d) < 0) return -1;
-  /* shapes that depend on input values, compiled for the declared ones with
-   * run-time checks; then shape inference */
-  return kn_pass_runtime_values(g, d);
+/* The first shape inference that must succeed; it reports what does not. */
+static int infer(kn_pipe *p) {
+  if (p->typed == 1 && !p->checks_added) return 0; /* typed when tried, unchanged since */
+  return kn_infer_shapes(p->g, p->d);
 }
+
+/* With a tuning log, each Winograd-eligible conv takes the algorithm whose
+ * kernels measured faster. */
+static int tuned_convs(kn_pipe *p) {
+  if (!p->tuning) return 0;
+  bool failed;
+  p->conv_choice = kn_tuned_choose_convs(&p->tuned, p->o, p->arena, &failed, p->d);
+  return failed ? -1 : 0;
+}
+
+static int decompose_attention(kn_pipe *p) { return kn_pass_decompose_attention(p->g, p->d); }
+static int fold_constants(kn_pipe *p) { return kn_pass_fold_constants(p->g, p->d); }
+static int dce(kn_pipe *p) { return kn_pass_dce(p->g, p->d); }
+static int fold_conv_bn(kn_pipe *p) { return kn_pass_fold_conv_bn(p->g, p->d); }
+static int layout(kn_pipe *p) { return kn_pass_layout(p->g, p->d); }
+
+/* --conv-algo names a way for every conv, else the tuning log chooses per
+ * conv, else the default rule. Returns 1 (unchanged) for "direct". */
+static int winograd(kn_pipe *p) {
+  const kn_compile_opts *o = p->o;
+  int way = o->conv_algo ? kn_conv_way_of(o->conv_algo) : -1, tile = way >= 0 ? kn_conv_way_tile[way] : -1;
+  if (tile == 0) return 1;
+  const kn_conv_choice *choice = p->conv_choice ? p->conv_choice : o->conv_choice;
+  kn_winograd_want want = tile == 2 ? kn_winograd_want_all2
+                          : tile == 4 ? kn_winograd_want_all4
+                          : choice    ? kn_conv_choice_want
+                                      : kn_winograd_want_default;
+  return kn_pass_winograd(p->g, want, (void *)choice, p->d);
+}
+
+static int explicit_pad(kn_pipe *p) { return kn_pass_explicit_pad(p->g, p->d); }
+static int scale_weights(kn_pipe *p) { return kn_pass_scale_weights(p->g, p->d); }
+static int split_pool(kn_pipe *p) { return kn_pass_split_pool(p->g, p->d); }
+
+/* What the passes above left foldable or dead. */
+static int cleanup(kn_pipe *p) {
+  return kn_pass_fold_constants(p->g, p->d) < 0 || kn_pass_dce(p->g, p->d) < 0 ? -1 : 0;
+}
+
+static int split_topk(kn_pipe *p) { return kn_pass_split_topk(p->g, p->d); }
+
+/* Every output gets storage of its own; the graph leaves typed, sorted and
+ * verified, in every build. */
+static int outputs(kn_pipe *p) {
+  if (kn_pass_materialize_outputs(p->g, p->d) < 0) return -1;
+  if (kn_infer_shapes(p->g, p->d) < 0 || kn_graph_toposort(p->g, p->d) < 0) return -1;
+  return kn_graph_verify(p->g, p->d);
+}
+
+static int fuse(kn_pipe *p) { return kn_sched_fuse(p->g, p->arena, &p->groups, p->d); }
+
+/* Every group's TE, scheduled (by the rules, or the tuning log's best
+ * record) and lowered to loop IR; with a tuning log, the kernels of
+ * row-pipelined pairs then keep their defaults. */
+static int schedule(kn_pipe *p) {
+  int n = p->groups.n;
+  const kn_sched_provider *provider = p->tuning ? kn_tuned_provider(&p->tuned, p->o, n, p->arena) : NULL;
+  p->kernels = KN_NEW_ARRAY(p->arena, kn_kernel_build, n > 0 ? n : 1);
+  p->first_var = KN_NEW_ARRAY(p->arena, int, n > 0 ? n : 1);
+  int failures = 0;
+  for (int i = 0; i < n; i++) {
+    const char *name = kn_arena_printf(p->arena, "%s_k%d", p->o->prefix, i);
+    p->first_var[i] = p->ec.next_var_id;
+    if (kn_sched_build_kernel_with(p->g, &p->groups.groups[i], &p->target, &p->ec, name, provider, &p->kernels[i],
+                                   NULL, NULL, p->d) < 0)
+      failures++;
+  }
+  if (failures) return -1;
+  if (!p->tuning) return 0;
+  return kn_tuned_keep_pairs(&p->tuned, p->g, &p->groups, &p->target, &p->ec, p->o, p->arena, p->kernels, p->d) < 0
+             ? -1
+             : 0;
+}
+
+static int plan(kn_pipe *p) {
+  if (kn_plan_build(p->g, p->kernels, p->groups.n, p->o->prefix, p->arena, &p->plan, p->d) < 0) return -1;
+  if (p->o->report) return kn_tuned_report(&p->tuned, p->o->report, &p->plan, p->kernels, p->groups.n, p->d);
+  return 0;
+}
+
+/* LLVM IR (or C), optimised and emitted, linked with the runtime, the header
+ * written, renamed into place. */
+static int package(kn_pipe *p) { return kn_cg_package(&p->plan, &p->target, p->o->output, p->d); }
+
+/* ---- what --dump-after prints ---------------------------------------------------------- */
+
+static void dump_graph(kn_pipe *p, FILE *out) { kn_graph_print(p->g, out); }
+
+static void dump_groups(kn_pipe *p, FILE *out) {
+  for (int i = 0; i < p->groups.n; i++) {
+    fprintf(out, "kernel k%d:", i);
+    for (int k = 0; k < p->groups.groups[i].n_nodes; k++) {
+      const kn_node *n = &p->g->nodes[p->groups.groups[i].nodes[k]];
+      fprintf(out, " %s(%s)", n->name, n->op_type);
+    }
+    fprintf(out, "\n");
+  }
+}
+
+/* The TE or loop IR of each kernel as the artifact gets it: built again
+ * with the schedule it runs, printing, its variables numbered as in the
+ * first build. */
+static void dump_kernels(kn_pipe *p, FILE *te, FILE *loops) {
+  kn_at_replay again = {.log = &p->tuned.log, .arena = p->arena}; /* counts nothing the report reads */
+  kn_sched_provider tuned = kn_at_replay_provider(&again);
+  for (int i = 0; i < p->groups.n; i++) {
+    kn_kernel_build shown;
+    kn_expr_ctx ec = {.arena = p->arena, .next_var_id = p->first_var[i]};
+    bool runs_record = p->tuning && kn_tuned_runs_record(&p->tuned, p->kernels, i);
+    if (kn_sched_build_kernel_with(p->g, &p->groups.groups[i], &p->target, &ec, p->kernels[i].kernel->name,
+                                   runs_record ? &tuned : NULL, &shown, te, loops, p->d) < 0)
+      return;
+  }
+}
+static void dump_te(kn_pipe *p, FILE *out) { dump_kernels(p, out, NULL); }
+static void dump_loops(kn_pipe *p, FILE *out) { dump_kernels(p, NULL, out); }
+
+/* ---- the table ------------------------------------------------------------------------- */
+
+static const step steps[] = {
+    /* load: the ONNX graph as imported, --bind applied */
+    {"import", load, 0, dump_graph},
+    /* expand: composite ops into primitive ones, control flow inlined */
+    {"decompose", decompose, 0, dump_graph},
+    {"inline_control", inline_control, 0, dump_graph},
+    {"decompose_nested", decompose, 0, dump_graph}, /* composites that sat inside If / Loop / Scan bodies */
+    /* run-time values: shapes that depend on input values, for the declared ones, with run-time checks */
+    {"data_dependent", data_dependent, UNTYPED, dump_graph},
+    {"runtime_slices", runtime_slices, UNTYPED, dump_graph},
+    {"runtime_resize", runtime_resize, UNTYPED, dump_graph},
+    {"specialize", specialize, UNTYPED, dump_graph},
+    {"value_checks", value_checks, 0, dump_graph},
+    /* infer */
+    {"infer", infer, 0, dump_graph},
+    {"tuned_convs", tuned_convs, 0, NULL},
+    /* optimise: shapes re-inferred after each pass */
+    {"decompose_attention", decompose_attention, RETYPE, dump_graph},
+    {"fold_constants", fold_constants, RETYPE, dump_graph},
+    {"dce", dce, RETYPE, dump_graph},
+    {"fold_conv_bn", fold_conv_bn, RETYPE, dump_graph},
+    {"layout", layout, RETYPE, dump_graph},
+    {"winograd", winograd, RETYPE, dump_graph},
+    {"explicit_pad", explicit_pad, RETYPE, dump_graph},
+    {"scale_weights", scale_weights, RETYPE, dump_graph},
+    {"split_pool", split_pool, RETYPE, dump_graph},
+    {"cleanup", cleanup, 0, dump_graph},
+    {"split_topk", split_topk, 0, dump_graph},
+    {"outputs", outputs, 0, dump_graph},
+    /* fuse, schedule, lower */
+    {"fuse", fuse, 0, dump_groups},
+    {"te", schedule, 0, dump_te},
+    {"loops", NULL, 0, dump_loops}, /* lowered by the step above, kernel by kernel: a stage to print */
+    /* plan, emit, package */
+    {"plan", plan, 0, NULL},
+    {"package", package, 0, NULL},
+};
+enum { N_STEPS = sizeof steps / sizeof steps[0] };
+
+static int step_index(const char *name) {
+  for (int i = 0; i < N_STEPS; i++)
+    if (!strcmp(steps[i].name, name)) return i;
+  return -1;
+}
+
+const char *kn_pipeline_stage(int i) {
+  for (int k = 0; k < N_STEPS; k++)
+    if (steps[k].dump && i-- == 0) return steps[k].name;
+  return NULL;
+}
+
+bool kn_pipeline_stage_valid(const char *name) {
+  int i = step_index(name);
+  return i >= 0 && steps[i].dump;
+}
+
+bool kn_pipeline_step_valid(const char *name) { return step_index(name) >= 0; }
+
+/* Runs steps[first .. last]; *stopped when o->stop_after was among them. */
+static int run_steps(kn_pipe *p, int first, int last, bool *stopped) {
+  const kn_compile_opts *o = p->o;
+  for (int i = first; i <= last; i++) {
+    const step *s = &steps[i];
+    if ((s->flags & UNTYPED) && p->typed < 0)
+      p->typed = kn_infer_shapes_quiet(p->g) == 0; /* every real model: the UNTYPED steps are skipped */
+    int rc = !s->run || ((s->flags & UNTYPED) && p->typed) ? 1 : s->run(p);
+    if (rc < 0) return -1;
+    if ((s->flags & RETYPE) && rc == 0) {
+      if (kn_infer_shapes(p->g, p->d) < 0) return -1;
+#ifndef NDEBUG
+      if (kn_graph_verify(p->g, p->d) < 0) return -1;
+#endif
+    }
+    if (s->dump && o->dump_after && !strcmp(o->dump_after, s->name)) {
+      fprintf(stdout, "# after %s\n", s->name);
+      s->dump(p, stdout);
+    }
+    if (o->stop_after && !strcmp(o->stop_after, s->name)) {
+      if (stopped) *stopped = true;
+      return 0;
+    }
+  }
+  return 0;
+}
+
+/* Runs the steps from `first` to `last` (names in the table) over g. */
+static int run_range(const kn_compile_opts *o, kn_graph *g, const char *first, const char *last, bool *expand_needed,
+                     kn_diag *d) {
+  kn_pipe p = {.o = o, .g = g, .d = d, .typed = -1, .expand_needed = expand_needed};
+  return run_steps(&p, step_index(first), step_index(last), NULL);
+}
+
+/* ---- entry points ------------------------------------------------------------------------ */
 
 int kn_pipeline_load_bound(const kn_compile_opts *o, kn_graph *g, kn_diag *d) {
-  int rc = o->model_data ? kn_fe_load_onnx_buffer(o->model_data, o->model_size, NULL, g, d)
-                         : kn_fe_load_onnx(o->model, g, d);
-  if (rc < 0) return -1;
-  if (kn_bind_inputs(g, o->binds, o->n_binds, d) < 0) return -1;
-  /* after binding: a bound input may be what a composite's rewrite reads */
-  return finish_load(o->max_batch, g, d);
+  return run_range(o, g, "import", "infer", NULL, d);
+}
+
+int kn_pipeline_load(const char *model, int64_t max_batch, kn_graph *g, kn_diag *d) {
+  kn_compile_opts o = {.model = model, .max_batch = max_batch};
+  return run_range(&o, g, "import", "infer", NULL, d);
+}
+
+int kn_pipeline_load_buffer(const uint8_t *data, size_t size, int64_t max_batch, kn_graph *g, kn_diag *d) {
+  kn_compile_opts o = {.model = "<buffer>", .model_data = data, .model_size = size, .max_batch = max_batch};
+  return run_range(&o, g, "import", "infer", NULL, d);
+}
+
+int kn_pipeline_prepare(const kn_compile_opts *o, kn_graph *g, kn_diag *d) {
+  return run_range(o, g, "decompose", "infer", NULL, d);
+}
+
+int kn_pipeline_optimize(const kn_compile_opts *o, kn_graph *g, kn_diag *d) {
+  return run_range(o, g, "decompose_attention", "outputs", NULL, d);
 }
 
 int kn_pipeline_needed_bindings(const kn_compile_opts *o, kn_arena *arena, kn_bind_need **needs, int *count,
@@ -89,10 +340,11 @@ int kn_pipeline_needed_bindings(const kn_compile_opts *o, kn_arena *arena, kn_bi
   g.max_batch = o->max_batch < 1 ? 1 : o->max_batch;
   kn_diag quiet; /* the compile that failed reported these already */
   kn_diag_init(&quiet);
-  /* as kn_pipeline_load_bound; leftovers are not typed. Expansion can
-   * refuse too (a Loop trip count, DFT axis ... fed as a graph input). */
+  /* the expansion steps, then shape inference; leftovers are not typed.
+   * Expansion can refuse too (a Loop trip count, DFT axis ... fed as a
+   * graph input). */
   bool *expand_needed = KN_NEW_ARRAY(arena, bool, g.n_values + 1);
-  kn_pass_expand_composites_needs(&g, expand_needed, &quiet);
+  run_range(o, &g, "decompose", "decompose_nested", expand_needed, &quiet);
   bool *needed = KN_NEW_ARRAY(arena, bool, g.n_values + 1);
   kn_infer_shapes_needs(&g, needed, &quiet);
   kn_diag_free(&quiet);
@@ -106,233 +358,41 @@ done:
   return status;
 }
 
-int kn_pipeline_load(const char *model, int64_t max_batch, kn_graph *g, kn_diag *d) {
-  if (kn_fe_load_onnx(model, g, d) < 0) return -1;
-  return finish_load(max_batch, g, d);
-}
-
-int kn_pipeline_load_buffer(const uint8_t *data, size_t size, int64_t max_batch, kn_graph *g, kn_diag *d) {
-  if (kn_fe_load_onnx_buffer(data, size, NULL, g, d) < 0) return -1;
-  return finish_load(max_batch, g, d);
-}
-
 const char *const kn_conv_way_name[KN_CONV_WAYS] = {"direct", "winograd", "winograd4"};
 const int kn_conv_way_tile[KN_CONV_WAYS] = {0, 2, 4};
 
-/* The way named s, or -1. */
-static int conv_way(const char *s) {
+int kn_conv_way_of(const char *s) {
   for (int w = 0; w < KN_CONV_WAYS; w++)
     if (!strcmp(s, kn_conv_way_name[w])) return w;
   return -1;
 }
 
-bool kn_pipeline_conv_algo_valid(const char *s) { return conv_way(s) >= 0 || !strcmp(s, "auto"); }
-
-static int winograd(const kn_compile_opts *o, kn_graph *g, kn_diag *d) {
-  int way = o->conv_algo ? conv_way(o->conv_algo) : -1, tile = way >= 0 ? kn_conv_way_tile[way] : -1;
-  if (tile == 0) {
-    dump_graph(o, "winograd", g);
-    return 0;
-  }
-  kn_winograd_want want = tile == 2         ? kn_winograd_want_all2
-                          : tile == 4       ? kn_winograd_want_all4
-                          : o->conv_choice ? kn_conv_choice_want
-                                           : kn_winograd_want_default;
-  if (kn_pass_winograd(g, want, (void *)o->conv_choice, d) < 0) return -1;
-  return after_pass(o, "winograd", g, d);
-}
-
-static bool stop_is(const kn_compile_opts *o, const char *stage) {
-  return o->stop_after && !strcmp(o->stop_after, stage);
-}
-
-int kn_pipeline_optimize(const kn_compile_opts *o, kn_graph *g, kn_diag *d) {
-  dump_graph(o, "import", g);
-  if (run_pass(o, "decompose_attention", kn_pass_decompose_attention, g, d) < 0) return -1;
-  if (run_pass(o, "fold_constants", kn_pass_fold_constants, g, d) < 0) return -1;
-  if (run_pass(o, "dce", kn_pass_dce, g, d) < 0) return -1;
-  if (run_pass(o, "fold_conv_bn", kn_pass_fold_conv_bn, g, d) < 0) return -1;
-  if (run_pass(o, "layout", kn_pass_layout, g, d) < 0) return -1;
-  if (winograd(o, g, d) < 0) return -1;
-  if (run_pass(o, "explicit_pad", kn_pass_explicit_pad, g, d) < 0) return -1;
-  if (run_pass(o, "scale_weights", kn_pass_scale_weights, g, d) < 0) return -1;
-  if (run_pass(o, "split_pool", kn_pass_split_pool, g, d) < 0) return -1;
-  if (kn_pass_fold_constants(g, d) < 0 || kn_pass_dce(g, d) < 0) return -1;
-  if (kn_pass_split_topk(g, d) < 0) return -1;
-  if (kn_pass_materialize_outputs(g, d) < 0) return -1;
-  if (kn_infer_shapes(g, d) < 0 || kn_graph_toposort(g, d) < 0 || kn_graph_verify(g, d) < 0) return -1;
-  dump_graph(o, "cleanup", g);
-  return 0;
-}
-
-/* A tuning record measured a kernel alone, where a row-pipelined pair
- * (docs/abi.md) is not: a tuned schedule that does not run one row per task
- * (kn_kernel.rows) drops the pair its default would have formed. Such
- * kernels whose default does (kn_kernel_build.default_rows) are rebuilt with
- * it; the plan of that mix says which pairs form, and their members keep the
- * defaults, the others their tuned schedules. Returns how many kept their
- * defaults, or -1. */
-static int keep_pairs(kn_graph *g, const kn_groups *groups, const kn_target *t, kn_expr_ctx *ec,
-                      const kn_compile_opts *o, kn_arena *arena, kn_kernel_build *kernels, kn_diag *d) {
-  kn_kernel_build *mix = KN_NEW_ARRAY(arena, kn_kernel_build, groups->n > 0 ? groups->n : 1);
-  int n_rebuilt = 0;
-  for (int i = 0; i < groups->n; i++) {
-    mix[i] = kernels[i];
-    if (kernels[i].kernel->rows || !kernels[i].default_rows) continue;
-    kn_kernel_build dflt;
-    if (kn_sched_build_kernel_with(g, &groups->groups[i], t, ec, kernels[i].kernel->name, NULL, &dflt, NULL,
-                                   NULL, d) < 0)
-      return -1;
-    mix[i] = dflt;
-    n_rebuilt++;
-  }
-  if (!n_rebuilt) return 0;
-  kn_plan trial;
-  if (kn_plan_build(g, mix, groups->n, o->prefix, arena, &trial, d) < 0) return -1;
-  int kept = 0;
-  for (int p = 0; p < trial.n_pipes; p++)
-    for (int s = trial.pipes[p].first; s <= trial.pipes[p].first + 1; s++)
-      for (int i = 0; i < groups->n; i++)
-        if (mix[i].kernel == trial.steps[s].kernel && mix[i].kernel != kernels[i].kernel) {
-          kernels[i] = mix[i];
-          kept++;
-        }
-  if (o->verbose)
-    fprintf(stderr, "kiln: tuning log: %d kernels keep their defaults, for row-pipelined pairs\n", kept);
-  return kept;
-}
-
-/* Fills r per plan step from the kernels' build records (replay, in group
- * order); a kernel keep_pairs rebuilt runs its default. */
-static int report_steps(kn_compile_report *r, const kn_plan *plan, const kn_kernel_build *kernels,
-                        const kn_kernel *const *tuned, int n_groups, const kn_at_replay *replay, kn_diag *d) {
-  if (!replay->keys || replay->n_kernels != n_groups)
-    return kn_diag_error(d, "compile report: %d kernels built through the tuning log, %d groups", replay->n_kernels,
-                         n_groups);
-  r->n_steps = plan->n_steps;
-  r->keys = KN_NEW_ARRAY(r->arena, const char *, plan->n_steps + 1);
-  r->traces = KN_NEW_ARRAY(r->arena, const char *, plan->n_steps + 1);
-  r->tuned = KN_NEW_ARRAY(r->arena, bool, plan->n_steps + 1);
-  for (int s = 0; s < plan->n_steps; s++) {
-    int i = 0;
-    while (i < n_groups && kernels[i].kernel != plan->steps[s].kernel) i++;
-    if (i == n_groups) return kn_diag_error(d, "compile report: step %d runs no kernel of the model", s);
-    r->keys[s] = replay->keys[i];
-    r->tuned[s] = replay->tuned_traces[i] && kernels[i].kernel == tuned[i];
-    r->traces[s] = r->tuned[s] ? replay->tuned_traces[i] : replay->default_traces[i];
-  }
-  return 0;
-}
+bool kn_pipeline_conv_algo_valid(const char *s) { return kn_conv_way_of(s) >= 0 || !strcmp(s, "auto"); }
 
 int kn_compile(const kn_compile_opts *o, kn_diag *d) {
   clock_t start = clock();
-  kn_target target;
-  if (kn_target_parse(o->target, &target, d) < 0 || kn_cg_check_target(&target, d) < 0) return -1;
-
-  int status = -1;
+  if (o->stop_after && !kn_pipeline_step_valid(o->stop_after))
+    return kn_diag_error(d, "unknown pipeline step '%s' to stop after", o->stop_after);
   kn_graph g;
   kn_graph_init(&g);
   kn_arena arena;
   kn_arena_init(&arena);
-  kn_expr_ctx ec = {.arena = &arena};
-  kn_at_log tuning = {0};
-  char tstr[800];
-  kn_at_target_string(&target, tstr, sizeof tstr);
+  kn_pipe p = {.o = o, .g = &g, .d = d, .arena = &arena, .ec = {.arena = &arena}, .typed = -1};
+  int status = -1;
+  bool stopped = false;
+  if (kn_target_parse(o->target, &p.target, d) < 0 || kn_cg_check_target(&p.target, d) < 0) goto done;
   if (o->tuning_log) {
-    if (kn_at_log_load(o->tuning_log, tstr, false, stderr, &tuning, d) < 0) goto done;
-    if (tuning.other_target)
-      fprintf(stderr, "kiln: note: %s: %d records for other targets ignored (this target: %s)\n", o->tuning_log,
-              tuning.other_target, tstr);
+    if (kn_tuned_open(&p.tuned, o, &p.target, d) < 0) goto done;
+    p.tuning = true;
   }
-  /* with a tuning log, each Winograd-eligible conv takes the algorithm
-   * whose kernels measured faster (conv_algo.c) */
-  kn_compile_opts measured = *o;
-  kn_conv_choice choice;
-  bool by_log = o->tuning_log && (!o->conv_algo || !strcmp(o->conv_algo, "auto"));
-  if (kn_pipeline_load_bound(o, &g, d) < 0) goto done;
-  if (by_log && kn_conv_choose(o, &tuning, &arena, &choice, d) < 0) goto done;
-  if (by_log) {
-    measured.conv_choice = &choice;
-    if (o->verbose)
-      fprintf(stderr,
-              "kiln: tuning log: %d convs by measurement (%d Winograd F(2x2,3x3), %d F(4x4,3x3), %d direct), %d by "
-              "the rule\n",
-              choice.n, choice.n_winograd2, choice.n_winograd4, choice.n - choice.n_winograd2 - choice.n_winograd4,
-              choice.by_rule);
-  }
-  if (kn_pipeline_optimize(&measured, &g, d) < 0) goto done;
-  if (stop_is(o, "cleanup")) goto stopped;
-
-  kn_groups groups;
-  if (kn_sched_fuse(&g, &arena, &groups, d) < 0) goto done;
-  if (dump_is(o, "fuse")) {
-    for (int i = 0; i < groups.n; i++) {
-      printf("kernel k%d:", i);
-      for (int k = 0; k < groups.groups[i].n_nodes; k++)
-        printf(" %s(%s)", g.nodes[groups.groups[i].nodes[k]].name, g.nodes[groups.groups[i].nodes[k]].op_type);
-      printf("\n");
-    }
-  }
-  if (stop_is(o, "fuse")) goto stopped;
-
-  /* schedules: the rule-based defaults, or the best records of a tuning log */
-  kn_at_replay replay = {.log = &tuning, .arena = &arena, .defaults_only = o->replay_defaults,
-                         .alone = o->replay_alone, .rank = o->replay_alone ? o->replay_rank : 0};
-  if (o->report) {
-    kn_arena *ra = o->report->arena;
-    replay.cap = groups.n;
-    replay.keys = KN_NEW_ARRAY(ra, const char *, groups.n + 1);
-    replay.default_traces = KN_NEW_ARRAY(ra, const char *, groups.n + 1);
-    replay.tuned_traces = KN_NEW_ARRAY(ra, const char *, groups.n + 1);
-    replay.arena = ra;
-  }
-  kn_sched_provider provider = kn_at_replay_provider(&replay);
-  kn_kernel_build *kernels = KN_NEW_ARRAY(&arena, kn_kernel_build, groups.n > 0 ? groups.n : 1);
-  /* with a tuning log, --dump-after=te / loops print the schedules the
-   * artifact gets: after keep_pairs, which may give kernels their defaults */
-  FILE *te = dump_is(o, "te") ? stdout : NULL, *loops = dump_is(o, "loops") ? stdout : NULL;
-  bool dump_later = o->tuning_log && (te || loops);
-  int failures = 0;
-  for (int i = 0; i < groups.n; i++) {
-    const char *name = kn_arena_printf(&arena, "%s_k%d", o->prefix, i);
-    if (kn_sched_build_kernel_with(&g, &groups.groups[i], &target, &ec, name, o->tuning_log ? &provider : NULL,
-                                   &kernels[i], dump_later ? NULL : te, dump_later ? NULL : loops, d) < 0)
-      failures++;
-  }
-  if (failures) goto done;
-  const kn_kernel **tuned = KN_NEW_ARRAY(&arena, const kn_kernel *, groups.n > 0 ? groups.n : 1);
-  for (int i = 0; i < groups.n; i++) tuned[i] = kernels[i].kernel;
-  int kept = o->tuning_log ? keep_pairs(&g, &groups, &target, &ec, o, &arena, kernels, d) : 0;
-  if (kept < 0) goto done;
-  if (o->tuning_log && o->verbose)
-    fprintf(stderr, "kiln: tuning log: %d of %d kernels use tuned schedules\n", replay.n_tuned - kept,
-            replay.n_kernels);
-  if (dump_later) {
-    kn_at_replay again = {.log = &tuning, .arena = &arena};
-    kn_sched_provider tuned_provider = kn_at_replay_provider(&again);
-    for (int i = 0; i < groups.n; i++) {
-      kn_kernel_build shown;
-      bool as_tuned = kernels[i].kernel == tuned[i];
-      if (kn_sched_build_kernel_with(&g, &groups.groups[i], &target, &ec, kernels[i].kernel->name,
-                                     as_tuned ? &tuned_provider : NULL, &shown, te, loops, d) < 0)
-        goto done;
-    }
-  }
-  if (stop_is(o, "loops")) goto stopped;
-
-  kn_plan plan;
-  if (kn_plan_build(&g, kernels, groups.n, o->prefix, &arena, &plan, d) < 0) goto done;
-  if (o->report && report_steps(o->report, &plan, kernels, tuned, groups.n, &replay, d) < 0) goto done;
-  if (stop_is(o, "plan")) goto stopped;
-  if (kn_cg_package(&plan, &target, o->output, d) < 0) goto done;
-  if (o->verbose)
+  if (run_steps(&p, 0, N_STEPS - 1, &stopped) < 0) goto done;
+  if (o->verbose && !stopped)
     fprintf(stderr, "kiln: compiled %s -> %s: %d kernels (%d row-pipelined pairs), workspace %lld bytes, %.2f s cpu\n",
-            o->model, o->output, plan.n_steps, plan.n_pipes, (long long)plan.workspace_bytes,
+            o->model, o->output, p.plan.n_steps, p.plan.n_pipes, (long long)p.plan.workspace_bytes,
             (double)(clock() - start) / CLOCKS_PER_SEC);
-stopped:
   status = 0;
 done:
-  if (o->tuning_log) kn_at_log_free(&tuning);
+  if (p.tuning) kn_tuned_close(&p.tuned);
   kn_graph_free(&g);
   kn_arena_free(&arena);
   return status;

@@ -21,9 +21,9 @@ typedef struct kn_compile_opts {
    * rejected. */
   const uint8_t *model_data;
   size_t model_size;
-  /* Stop after this stage and write nothing ("cleanup", "fuse", "loops", or
-   * "plan": everything but LLVM codegen and packaging), or NULL for the whole
-   * pipeline. Used by the fuzzers. */
+  /* Stop after this step of the pipeline (tools/pipeline.c, e.g. "outputs",
+   * "fuse", "loops", or "plan": everything but LLVM codegen and packaging)
+   * and write nothing, or NULL for the whole pipeline. Used by the fuzzers. */
   const char *stop_after;
   int64_t max_batch;
   bool verbose;
@@ -73,6 +73,8 @@ bool kn_pipeline_has_winograd_convs(const kn_graph *g);
 
 /* Whether s names a --conv-algo choice. */
 bool kn_pipeline_conv_algo_valid(const char *s);
+/* The way named s (an index of kn_conv_way_name), or -1. */
+int kn_conv_way_of(const char *s);
 
 /* The ways a 3x3 stride-1 conv can run, the names --conv-algo takes for
  * them (besides "auto"), in the one order conv_algo.c and `kiln tune`'s
@@ -88,9 +90,11 @@ typedef struct kn_bind_need {
   int position;
 } kn_bind_need;
 
-/* Stage names accepted by --dump-after, NULL-terminated. */
-extern const char *const kn_pipeline_stages[];
+/* The i-th stage --dump-after accepts, in pipeline order; NULL past the last. */
+const char *kn_pipeline_stage(int i);
 bool kn_pipeline_stage_valid(const char *name);
+/* Whether name is a step of the pipeline (what stop_after takes). */
+bool kn_pipeline_step_valid(const char *name);
 
 /* Loads and shape-infers a model (the front of the pipeline). */
 int kn_pipeline_load(const char *model, int64_t max_batch, kn_graph *g, kn_diag *d);
@@ -106,6 +110,9 @@ int kn_pipeline_load_bound(const kn_compile_opts *o, kn_graph *g, kn_diag *d);
  * Returns 0, or -1 when the model cannot even be loaded or bound. */
 int kn_pipeline_needed_bindings(const kn_compile_opts *o, kn_arena *arena, kn_bind_need **needs, int *count,
                                 kn_diag *d);
+/* The steps between import and the first full shape inference (expansion,
+ * run-time values, infer) over a graph loaded already (`kiln inspect`). */
+int kn_pipeline_prepare(const kn_compile_opts *o, kn_graph *g, kn_diag *d);
 /* Runs the graph passes in order (shapes re-inferred after each). */
 int kn_pipeline_optimize(const kn_compile_opts *o, kn_graph *g, kn_diag *d);
 /* The whole pipeline; writes nothing on failure. */

@@ -34,7 +34,7 @@
  *    2^24), else the node is refused.
  * A node whose output shape is neither declared nor decided by a constant is
  * refused here, naming it; shape inference refuses one the pass cannot reach
- * (untyped inputs). Runs after kn_pass_expand_composites, before the first
+ * (untyped inputs). Runs after the expansion (decompose, inline_control), before the first
  * full shape inference (it infers shapes quietly itself). Guarantees: no
  * NonZero / Compress / Unique with typed inputs is left; new values are
  * untyped until the next kn_infer_shapes; nodes are toposorted. */

@@ -229,11 +229,3 @@ int kn_pass_decompose(kn_graph *g, kn_diag *d) {
     if (rewritten == 0) return 0;
   }
 }
-
-int kn_pass_expand_composites(kn_graph *g, kn_diag *d) { return kn_pass_expand_composites_needs(g, NULL, d); }
-
-int kn_pass_expand_composites_needs(kn_graph *g, bool *needed, kn_diag *d) {
-  if (kn_pass_decompose(g, d) < 0) return -1;
-  if (kn_pass_inline_control_needs(g, needed, d) < 0) return -1;
-  return kn_pass_decompose(g, d); /* composites that sat inside subgraphs */
-}

@@ -481,37 +481,6 @@ static bool collect(spec *s, const bool *needed, kn_dc *b) {
   return true;
 }
 
-/* Run-time checks of values Kiln's kernels read at run time but that must
- * lie in a range: CumSum / CumProd's axis in [-rank, rank) (the kernel
- * otherwise sums nothing). */
-static bool runtime_cum_axis(const kn_graph *g, const kn_node *n) {
-  return !n->dead && (n->op == KN_OP_CUM_SUM || n->op == KN_OP_CUM_PROD) && n->n_in >= 2 && n->in[0] >= 0 &&
-         n->in[1] >= 0 && !g->values[n->in[1]].data;
-}
-
-static bool add_value_checks(kn_graph *g) {
-  bool any = false;
-  for (int i = 0; i < g->n_nodes; i++) any |= runtime_cum_axis(g, &g->nodes[i]);
-  if (!any) return false;
-  kn_infer_shapes_quiet(g); /* types of the axes; failures are reported later */
-  int n_nodes = g->n_nodes;
-  for (int i = 0; i < n_nodes; i++) {
-    const kn_node *n = &g->nodes[i];
-    if (!runtime_cum_axis(g, n)) continue;
-    int axis = n->in[1], x = n->in[0];
-    if (!g->values[x].shape_known || !g->values[axis].shape_known || kn_value_numel(g, axis) != 1) continue;
-    int64_t r = g->values[x].shape.rank;
-    kn_dc b = {.g = g, .node = -1,
-               .name = kn_arena_printf(&g->arena, "check: axis of node '%s' in [-%lld, %lld)", n->name, (long long)r,
-                                       (long long)r)};
-    int a = kn_dc_reshape(&b, kn_dc_cast(&b, axis, KN_DT_I64), NULL, 0);
-    int lo = kn_dc_bin(&b, KN_OP_GREATER_OR_EQUAL, a, kn_dc_scalar(&b, KN_DT_I64, (double)-r));
-    int hi = kn_dc_bin(&b, KN_OP_LESS, a, kn_dc_scalar(&b, KN_DT_I64, (double)r));
-    kn_pass_add_check(g, kn_dc_bin(&b, KN_OP_AND, lo, hi));
-  }
-  return true;
-}
-
 int kn_pass_specialize(kn_graph *g, kn_diag *d) {
   if (!g->out_declared) return 0;
   for (int o = 0; o < g->n_outputs - g->n_checks; o++)
@@ -564,14 +533,4 @@ int kn_pass_specialize(kn_graph *g, kn_diag *d) {
   free(s.cands);
   free(s.cls);
   return 0;
-}
-
-int kn_pass_runtime_values(kn_graph *g, kn_diag *d) {
-  int rc = kn_infer_shapes_quiet(g); /* shapes that infer (every real model) skip the rewrites */
-  if (rc < 0 && (kn_pass_data_dependent(g, d) < 0 || kn_pass_runtime_slices(g, d) < 0 ||
-                 kn_pass_runtime_resize(g, d) < 0 || kn_pass_specialize(g, d) < 0))
-    return -1;
-  bool checked = add_value_checks(g);
-  if (rc == 0 && !checked) return 0; /* typed above, unchanged since */
-  return kn_infer_shapes(g, d);
 }

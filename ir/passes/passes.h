@@ -1,13 +1,12 @@
 /* passes.h — graph passes. One pass, one file, one exported function that
  * returns 0, or -1 with diagnostics. Each file's opening comment says what the
- * pass requires and guarantees. The pipeline (run by the compile driver):
- *
- *   kn_infer_shapes, decompose_attention, fold_constants, dce, fold_conv_bn, layout,
- *   winograd, explicit_pad, scale_weights, fold_constants, dce
- *
- * with kn_infer_shapes re-run after each rewriting pass. Every pass here
- * requires inferred shapes and toposorted nodes on entry, and leaves both
- * valid (new values get their dtype and shape; nodes are re-sorted). */
+ * pass requires and guarantees. The order they run in is the step table of
+ * tools/pipeline.c, and only there. The passes of the front of the pipeline
+ * (decompose, inline_control, data_dependent, runtime_slices, runtime_resize,
+ * specialize, value_checks) run on the imported graph before the first full
+ * shape inference; every other pass requires inferred shapes and toposorted
+ * nodes on entry, and leaves both valid (new values get their dtype and
+ * shape; nodes are re-sorted). */
 #ifndef KN_PASSES_H
 #define KN_PASSES_H
 
@@ -94,12 +93,10 @@ int kn_pass_runtime_slices(kn_graph *g, kn_diag *d);
  * declare static shapes: kiln.ResizeDeclared reading the scales at run time,
  * with a run-time check of the shapes (pass_runtime_resize.c). */
 int kn_pass_runtime_resize(kn_graph *g, kn_diag *d);
-/* The front of every pipeline after kn_pass_expand_composites: when shapes
- * do not infer, the four passes above (data_dependent, runtime_slices,
- * runtime_resize, specialize) in that order; then the run-time range checks
- * of values kernels read at run time (CumSum's axis); then shape inference,
- * reporting what still fails. Returns 0 with every value typed, or -1. */
-int kn_pass_runtime_values(kn_graph *g, kn_diag *d);
+/* Run-time range checks of values the kernels read at run time (CumSum's
+ * axis), as kn_pass_add_check entries (pass_value_checks.c). Returns how many
+ * it added. */
+int kn_pass_value_checks(kn_graph *g, kn_diag *d);
 
 /* ---- helpers shared by the pass files (pass_util.c) ---- */
 
@@ -138,12 +135,5 @@ void kn_pass_permute_const_in_place(kn_graph *g, int v, const int64_t *perm, con
 /* Attribute constructors (arrays copied into g's arena). */
 kn_attr kn_pass_attr_int(const char *name, int64_t v);
 kn_attr kn_pass_attr_ints(kn_graph *g, const char *name, const int64_t *v, int n);
-
-/* The front of every pipeline: kn_pass_decompose, kn_pass_inline_control,
- * then kn_pass_decompose again (for composites that sat inside If / Loop /
- * Scan bodies). */
-int kn_pass_expand_composites(kn_graph *g, kn_diag *d);
-/* The same with kn_pass_inline_control_needs's `needed`. */
-int kn_pass_expand_composites_needs(kn_graph *g, bool *needed, kn_diag *d);
 
 #endif

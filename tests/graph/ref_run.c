@@ -45,7 +45,10 @@ int main(int argc, char **argv) {
   kn_diag_init(&d);
   int rc = kn_fe_load_onnx(model, &g, &d);
   g.max_batch = batch;
-  if (rc == 0) rc = kn_pass_expand_composites(&g, &d);
+  /* the expansion steps of tools/pipeline.c */
+  if (rc == 0) rc = kn_pass_decompose(&g, &d);
+  if (rc == 0) rc = kn_pass_inline_control(&g, &d);
+  if (rc == 0) rc = kn_pass_decompose(&g, &d);
   if (rc == 0) rc = kn_infer_shapes(&g, &d);
   int (*pipeline[])(kn_graph *, kn_diag *) = {kn_pass_fold_constants, kn_pass_dce, kn_pass_fold_conv_bn,
                                               kn_pass_layout, kn_pass_fold_constants, kn_pass_dce};
