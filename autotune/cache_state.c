@@ -9,10 +9,8 @@
  * Why the parts: reading the inputs back from the timing thread alone (as
  * this did before) left all of them in one core, where a schedule that runs
  * on the calling thread only finds them; inside the model that core holds
- * half. efficientnet_b0's squeeze-and-excitation Mul over [1,7,7,1152],
- * tuned that way to parallelism over the batch of 1 (0.0107 ms against the
- * default's 0.0162 alone), took 0.0185 ms in the model against the
- * default's 0.0092 (`kiln run --profile`, 2 threads). */
+ * half, so such a schedule won alone and lost in the model
+ * (docs/autotune.md, "Cache state"). */
 #include "autotune/cache_state.h"
 
 #include <pthread.h>

@@ -199,8 +199,8 @@ static _Noreturn void run_remote(int fd, const char *so_path, const char *ref_pa
 }
 
 /* The last-level cache of cpu0 as sysfs describes it (lscpu's source);
- * glibc's sysconf reports the host's whole L3 inside a VM here (256 MiB for
- * a 32 MiB L3), which made every cold sweep 16x too long. */
+ * glibc's sysconf can report the host's whole L3 inside a VM, many times
+ * the guest's, which made every cold sweep as many times too long. */
 long kn_at_llc_bytes(void) {
   long best = 0;
   for (int i = 0; i < 8; i++) {

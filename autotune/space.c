@@ -84,8 +84,7 @@ static void contraction(space *sp, const kn_target *t, int lanes, bool fuse) {
   int n_cf = 0, n_rf = 0;
   /* the whole row when it is not a multiple of the vector: 24 columns as
    * one 16 + 8 tile (finalize.c), two FMAs per row where 8-wide tiles take
-   * three (mobilenet_v2's 56x56 projections to 24 channels: 0.074 -> 0.061
-   * and 0.095 -> 0.088 ms inside the model, 2 threads) */
+   * three */
   int64_t whole = cols > lanes && cols % lanes != 0 ? cols : 0;
   int64_t cand_cf[] = {lanes / 2, lanes, 2 * (int64_t)lanes, 3 * (int64_t)lanes, 4 * (int64_t)lanes,
                        default_factor(&ts->dflt, c), whole};

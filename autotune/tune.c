@@ -567,10 +567,9 @@ static void remove_dir_files(const char *dir) {
  * rest), batch 1. A kernel's weights in a model were last read that many
  * bytes ago, so the cold sweep reads that much (at most twice the
  * last-level cache): where the last-level cache holds the whole model the
- * weights are in it, as in the model. efficientnet_b0 on the 2-core Xeon
- * with 480 MiB of L3: its squeeze-and-excitation fc2 (48 -> 1152, 221 KB of
- * weights) timed 0.011 ms after a 128 MiB sweep, which left its weights in
- * DRAM, against 0.005 ms inside the model. */
+ * weights are in it, as in the model; a sweep of twice that cache would
+ * leave them in memory and time small-weight kernels slower than they run
+ * in the model (docs/autotune.md, "Cache state"). */
 static size_t model_bytes(const kn_graph *g) {
   int nv = g->n_values, nn = g->n_nodes;
   int *last = malloc(sizeof(int) * (size_t)(nv + 1));

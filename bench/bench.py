@@ -21,7 +21,7 @@ Each engine runs `warmup` untimed calls, then `repeats` timed ones; with
 --mode ctypes the timed calls of Kiln (default and tuned) and ORT alternate in
 --rounds rounds, so that a slow phase of a shared machine falls on every engine;
 each turn starts after a 0.2 s pause ($BENCH_SETTLE_S), without which the
-previous engine's still-spinning pool threads made Kiln's p90 3x its median
+previous engine's still-spinning pool threads inflated Kiln's p90 (bench/README.md)
 (TVM and --mode cli run in their own processes, one after the other); the table
 reports the median and p90 in milliseconds and kiln/ort (median over median;
 below 1 means Kiln is faster). The max |kiln - ort| of the outputs is shown as

@@ -22,8 +22,8 @@ bound as constants, input shapes from the model at batch 1), then
     fused module, and compiled with compile_relax from the tuning database. compile_relax
     gets the *unfused* module: it legalizes and fuses again itself, and fusing an
     already fused module fuses further, so its functions no longer match the database
-    keys and every kernel ran unscheduled (a bert library 50x slower than MetaSchedule's
-    own estimate). Kernels whose task got no trials keep TVM's unscheduled (serial,
+    keys and every kernel ran unscheduled (a bert library far slower than MetaSchedule's
+    own estimate; bench/README.md). Kernels whose task got no trials keep TVM's unscheduled (serial,
     unvectorized) TIR, so a budget below ~tasks x 64 under-tunes the model; the summary
     counts the tasks that have a record (tasks_tuned);
   * trials = 0: compiled with the default Relax pipeline and no schedules at all:
@@ -209,7 +209,7 @@ def run(lib, inputs_npz, threads, warmup, repeats, outputs_npz=None, max_s=60.0,
     out = call()
     per_call = time.perf_counter() - first
     outs = [out] if isinstance(out, tvm.runtime.Tensor) else list(out)
-    # an untuned TVM library can take many seconds per call (43 s for matmul1024):
+    # an untuned TVM library can take many seconds per call (a 1024^3 MatMul):
     # cap warm-up + timed runs at ~max_s, judged by the first call
     capped = per_call * (warmup + repeats) > max_s
     if capped:  # nor turns, each with an untimed call

@@ -775,7 +775,7 @@ void kn_cg_store(kn_cg_fn *f, const kn_buffer *buf, const kn_expr *index, LLVMVa
 static bool is_float(kn_dtype t) { return kn_dtype_is_float(t); }
 static bool is_unsigned(kn_dtype t) { return !kn_dtype_is_signed(t); } /* incl. bool */
 
-/* a*b+c with contraction: fmuladd. `neg_mul` / `neg_c` flip signs. */
+/* a*b+c with contraction: fmuladd. `neg_mul` negates a*b; a caller negates c itself. */
 static LLVMValueRef fmuladd(kn_cg_fn *f, const kn_expr *mul, LLVMValueRef c, bool neg_mul) {
   LLVMValueRef a = kn_cg_expr(f, mul->u.bin.a), b = kn_cg_expr(f, mul->u.bin.b);
   if (neg_mul) a = LLVMBuildFNeg(f->b, a, "");
@@ -917,7 +917,7 @@ static LLVMValueRef emit_compare(kn_cg_fn *f, const kn_expr *e) {
  * - 2) gives the correctly rounded f64 -> f16, with no double-rounding error
  * and without LLVM's fptrunc double -> half, which is a call to
  * __truncdfhf2 on x86 without AVX512-FP16 (LLVM 14 and libgcc disagree on
- * how it returns: the result read back was 0 on znver3). */
+ * how it returns, so the caller reads back a wrong value). */
 static LLVMValueRef f64_to_f32_odd(kn_cg_fn *f, LLVMValueRef v, int lanes) {
   LLVMTypeRef f32 = kn_cg_reg_type(f->m, KN_DT_F32, lanes), i32 = kn_cg_reg_type(f->m, KN_DT_I32, lanes);
   LLVMValueRef t = LLVMBuildFPTrunc(f->b, v, f32, "");

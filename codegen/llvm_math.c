@@ -24,8 +24,8 @@
  *   pieces) take two x86 instructions instead: vscalefps for the 2^n of exp
  *   (no split, no integer ops) and vrcp14ps plus one Newton step for the
  *   reciprocal (three steps from a bit guess otherwise). That is ~10 of the
- *   ~31 vector ops of a sigmoid: efficientnet_b0's SiLU epilogues made the
- *   model 6.8% faster on a Zen 4; sigmoid in base 2 (21 -> 15) another ~12%.
+ *   ~31 vector ops of a sigmoid, which SiLU epilogues run per output;
+ *   sigmoid in base 2 takes 15 where it took 21.
  *   With AVX512DQ, sigmoid takes its fraction from vreduceps and lets
  *   vscalefps floor the exponent: 13 instructions (sigmoid_reduce).
  * f64 versions call libm (per lane for vectors). sqrt, floor, ceil, round
@@ -215,10 +215,9 @@ static LLVMValueRef min_keep_nan(mb *m, LLVMValueRef a, LLVMValueRef hi) {
  * u > 125 is clamped, for recip's domain (2^u = inf would turn its Newton step
  * into inf * 0); -inf gives 2^u = 0 and a NaN flows through. That is two
  * instructions fewer than the form below (no lower clamp; the rounding and
- * the subtraction are one vreduceps). Measured on a Zen 4, 2 threads: a 1x1
- * 16 -> 96 conv with SiLU at 112x112 (efficientnet_b0's largest expand)
- * 0.297 -> 0.290 ms, against 0.179 ms without the SiLU; the whole model ~1%
- * faster. The gain is smaller than the instruction count's because such
+ * the subtraction are one vreduceps). The gain in a SiLU epilogue
+ * (docs/architecture.md, "Figures behind the default rules") is smaller
+ * than the instruction count's because such
  * loops are bound by the FMA/multiply pipes, and 9 of a SiLU's instructions
  * (the multiply by log2(e), 5 FMAs, 2 Newton FMAs, x * s) need them in both
  * forms. */

@@ -1,6 +1,6 @@
 /* plan.h — the static execution plan: what codegen packages into an artifact.
  *
- * Built by the pipeline (tools/compile) from the scheduled kernels and the
+ * Built by kn_plan_build (tools/plan_build.c) from the scheduled kernels and the
  * memory plan; consumed by codegen/package.c. Every pointer is owned by the
  * plan's arena. Offsets and sizes are for N = max_batch. */
 #ifndef KN_PLAN_H

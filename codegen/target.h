@@ -20,9 +20,9 @@ typedef struct kn_target {
   bool has_fma;
   bool has_avx512dq; /* vreducps and friends (every AVX-512 CPU but Knights Landing / Mill) */
   /* the lowering's software prefetch hints pay here (schedule/prefetch.c):
-   * x86 CPUs but AMD's (measured: +6-8% on an Ice Lake Xeon, -4..+2% on a
-   * Zen 4 EPYC, whose PREFETCHT1 does not reliably fill L2); off on aarch64
-   * (not measured) and the portable C target (no prefetch there) */
+   * x86 CPUs but AMD's, whose PREFETCHT1 does not reliably fill L2
+   * (docs/architecture.md, "Prefetch hints"); off on aarch64 (not
+   * measured) and the portable C target (no prefetch there) */
   bool sw_prefetch;
 } kn_target;
 

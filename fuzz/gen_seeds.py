@@ -250,7 +250,7 @@ def large_seeds():
         # and overflowed the stack (SIGSEGV); now chains stop at 64 nodes
         "slow_deep_relu_chain": lambda: chain("Relu", 40000, big),
         # 40,000 Identity: constant folding rewired each one's readers by
-        # scanning every node: 45 s for inspect
+        # scanning every node (docs/fuzzing.md has the time)
         "slow_identity_chain": lambda: chain("Identity", 40000, big, head="Neg"),
         # 20,000 graph outputs: materialize_outputs and the memory plan
         # compared every output with every other (and every kernel)

@@ -70,10 +70,9 @@ static inline double kn_rt_compare(const void *got, const void *ref, kn_dtype dt
  *    or yielded its CPU, would charge its wake-up to the kernel;
  *  - KN_AT_SETTLE_S of untimed runs first. In a fresh process the scheduler
  *    may start the pool's threads on one CPU; until it moves one, each step
- *    waits for the other thread's turn. On the 2-core development VM that
- *    added ~0.1 ms to half of efficientnet_b0's sub-10-us kernels and
- *    doubled the sum of its defaults (6.8 -> 12.4 ms); 20 ms of runs cured
- *    it (docs/autotune.md, "Measurement"). */
+ *    waits for the other thread's turn, which costs a small kernel more
+ *    than its own work; the untimed runs give the scheduler time to spread
+ *    them (docs/autotune.md, "Measurement"). */
 #define KN_AT_SETTLE_S 0.02
 
 /* Runs the candidate untimed for KN_AT_SETTLE_S (at least once); returns

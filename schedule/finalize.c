@@ -111,12 +111,11 @@ static kn_stmt *vec_stmt(vec *v, kn_stmt *s) {
 
 /* The loop as vectors of power-of-two widths, widest first, one after the
  * other in lane order: 24 lanes as 16 + 8. LLVM 14 legalizes a wider vector
- * of another width through the stack, element by element: a 24-column tile
- * of mobilenet_v2's projection conv took 2.2 ms instead of 0.09, an 8 x 48
- * tile of a 1024^3 MatMul 313 ms instead of 20. Up to MAX_WHOLE lanes (one
- * AVX-512 register of fp32) a vector stays whole, which LLVM widens to one
- * register: efficientnet_b0's 10-channel SE convs, 0.0017-0.0020 ms as one
- * vector, 0.0021-0.0023 as 8 + 2. NULL when a piece cannot be vectorized. */
+ * of another width through the stack, element by element, many times
+ * slower than the pieces. Up to MAX_WHOLE lanes (one AVX-512 register of
+ * fp32) a vector stays whole, which LLVM widens to one register, a little
+ * faster than the pieces (efficientnet_b0's 10-channel SE convs as one
+ * vector, not 8 + 2). NULL when a piece cannot be vectorized. */
 #define MAX_WHOLE 16
 static kn_stmt *vec_pieces(kn_expr_ctx *c, kn_stmt *body, kn_var *var, int64_t ext) {
   kn_stmt *parts[64];

@@ -73,9 +73,8 @@ static bool can_inline_producer(fuse *F, int value) {
 /* Can a Pad inline the Transpose that makes its data input `value` (read by
  * the Pad only)? The layout pass turns a model's NCHW image into NHWC and
  * explicit_pad pads it for the stem conv: as two kernels, two passes over
- * the image, each with 3-element inner rows (efficientnet_b0 on the 2-core
- * Xeon: 0.022 + 0.025 ms); as one, the Pad reads the image through the
- * Transpose's indices. */
+ * the image, each with 3-element inner rows; as one, the Pad reads the
+ * image through the Transpose's indices (docs/architecture.md, "Fusion"). */
 static bool can_inline_transpose(fuse *F, int value) {
   const kn_node *n = single_use_producer(F, value);
   return n && n->op == KN_OP_TRANSPOSE;
@@ -89,8 +88,8 @@ static bool can_inline_transpose(fuse *F, int value) {
  * multiplies once more, amortised over the tile's rows (a 1x1 conv with 14
  * rows per tile: 1 multiply per 14 multiply-adds). As a kernel of its own,
  * the scaling read the constant from memory and wrote the weights, with no
- * compute to hide the read behind: efficientnet_b0's 672 x 112 ones took
- * 0.08 ms each against 0.15 ms for the conv. */
+ * compute to hide the read behind (efficientnet_b0's 672 x 112 ones;
+ * docs/architecture.md, "Fusion"). */
 static bool can_inline_weights(fuse *F, const kn_node *n) {
   if (n->n_in < 2 || !can_inline_producer(F, n->in[1])) return false;
   const kn_graph *g = F->g;

@@ -8,7 +8,7 @@
  * its shape (some elements possibly twice, with the same value); loops are
  * normalised to start at 0. Under reduction blocking O is also stored once
  * per reduction block with partial sums, the last time with the final value
- * (lower_blocked). */
+ * (stage_code). */
 #include <math.h>
 #include <string.h>
 
@@ -687,7 +687,7 @@ static kn_expr *prepare(lower *L) {
  * on an axis of extent 1 in both is O's own index too: an elementwise
  * epilogue reads a size-1 dim at 0 (broadcasting), which a static batch of
  * 1 has (mobilenet_v2 exported with batch 1 got no unroll_reduction for its
- * depthwise convs and ran 10% slower than with a symbolic batch). */
+ * depthwise convs and ran slower than with a symbolic batch). */
 static bool stage_is_output(const lower *L) {
   if (L->n_stages != 1) return false;
   const stage *st = &L->stages[0];

@@ -8,8 +8,9 @@
  * that pick them; the "next tile" is the next in that order. Inside a
  * model the slice comes from memory, not cache (the other layers evicted
  * it), and the first pass of each column tile reads it at the FMA rate,
- * more than memory delivers: measured on resnet50's 7x7 layers, cold
- * weights made a kernel ~1.5x slower than the same kernel timed warm.
+ * more than memory delivers: on resnet50's 7x7 layers a kernel with cold
+ * weights ran much slower than the same kernel timed warm
+ * (docs/architecture.md, "Prefetch hints").
  *
  * Two hints, issued in the innermost reduction loop:
  * - next tile, into L2: spread over all passes of the current column tile,
@@ -37,7 +38,7 @@
 #define MAX_PER_STEP 4
 /* more output rows per column tile reuse its slice enough that only the
  * first pass is cold, and the hints' instructions cost more than they save
- * (measured: resnet50's 14x14 and 28x28 layers up to 10% slower with them) */
+ * (resnet50's 14x14 and 28x28 layers ran slower with them) */
 #define MAX_ROWS 128
 
 /* Loops of a nest, outermost first, with their extents. */

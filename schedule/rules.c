@@ -6,11 +6,11 @@
  * file; every outer piece is fused into one parallel loop; the reduction is
  * computed at the tile. MatMul / Gemm (one reduction axis) whose activation
  * operand outgrows L2 take a wider tile, 6 rows x 4 vectors: half as many
- * passes of the activations from L3 (measured on matmul1024, AVX-512: 6x64
- * beats 8x32 by ~10%; neutral on BERT's 128-row MatMuls, left at 8x32). Reduction blocking (split_reduction) is left to the
+ * passes of the activations from L3 (faster on matmul1024 with AVX-512;
+ * neutral on BERT's 128-row MatMuls, left at 8x32). Reduction blocking (split_reduction) is left to the
  * autotuner: without packing the activation rows too, their short strided
  * streams per block cost more than the L1 reuse of the weights gains
- * (measured 10-20% slower on matmul1024). On 16 registers a dense conv's
+ * (slower on matmul1024). On 16 registers a dense conv's
  * rows are taken over its pixels, oh x ow as one axis (fuse_spatial), when
  * that tile wastes less.
  * Everything else: the innermost axis is vectorized with native vectors, the
@@ -30,11 +30,9 @@ static bool const_extent(const kn_te_tensor *t, int axis, int64_t *e) {
  * computed past the last column (else the least waste). A row of up to
  * four vectors (64 lanes, as space.c) that ends in half a vector is one
  * whole-row tile, cut by finalize.c into 16 + 8 lanes for 24 columns (two
- * FMAs per row where 8-lane tiles take three): mobilenet_v2's 56x56
- * projections to 24 channels measured 81.5 -> 59.6 and 121.6 -> 77.7 us,
- * efficientnet_b0's 89.0 -> 57.6 us, as the best tuning records (cold,
- * 2 threads); end to end, default, interleaved: mobilenet_v2 -1.8..-2.2%,
- * efficientnet_b0 -2.0..-2.6%. */
+ * FMAs per row where 8-lane tiles take three): faster for mobilenet_v2's
+ * and efficientnet_b0's projections to 24 channels, alone and end to end
+ * (docs/architecture.md, "Figures behind the default rules"). */
 static int64_t pick_cols(int64_t cols, int lanes, double max_waste) {
   if (lanes >= 8 && cols > lanes && cols <= 4 * (int64_t)lanes && cols <= 64 && cols % lanes != 0 &&
       cols % (lanes / 2) == 0)
@@ -68,8 +66,8 @@ static int64_t pick_cols(int64_t cols, int lanes, double max_waste) {
  * rows recomputed by an overlapping last tile cost more: the count with the
  * least issued work per useful FMA, (rows computed / rows) x (1 + 4 /
  * accumulators), where 4 stands for the FMA latency the accumulators must
- * hide. On znver3 this picks 4 rows for 7 (resnet layer4: 1.8x faster than
- * 6, which recomputes 5 of 12 rows) and 5 for 14. */
+ * hide. On AVX2 this picks 4 rows for 7 (resnet layer4: faster than 6,
+ * which recomputes 5 of 12 rows) and 5 for 14. */
 static double row_cost(int64_t rows, int64_t r, int64_t vecs) {
   double computed = (double)(((rows + r - 1) / r) * r) / (double)rows;
   return computed * (1.0 + 4.0 / (double)(r * vecs));
@@ -129,18 +127,18 @@ void kn_sched_default(const kn_te_tensor *out, const kn_sched_hints *h, const kn
   int64_t rows = 0, cols = 0;
   /* a single row that is not a pixel row (a classifier's Gemm at a static
    * batch of 1) is a matrix-vector product: the symbolic-row rule below, not
-   * a register tile of one row (mobilenet_v2 exported with batch 1: its
-   * 1280 x 1000 classifier took 0.51 against 0.085 ms, 2 threads) */
+   * a register tile of one row, which was much slower (mobilenet_v2
+   * exported with batch 1: its 1280 x 1000 classifier) */
   if (h->is_contraction && rank >= 2 && const_extent(out, rank - 1, &cols) &&
       const_extent(out, rank - 2, &rows) && (rows > 1 || h->spatial)) {
     /* a dense conv or matmul takes the two-vector tile only when at most 5%
      * of it is past the last column: 144, 240 and 112 columns (efficientnet_b0,
      * mobilenet_v2) waste 11%, 6.7% and 14% in 32-wide tiles, and their tuning
-     * records picked 16-wide ones, 13-22% faster (Zen 4, cold). Grouped
+     * records picked faster 16-wide ones. Grouped
      * convs keep the 15%: at 144 and 240 channels the depthwise ones' 32-wide
      * default tiles were the best records (grouped non-depthwise convs were
-     * not measured). End to end, 2 threads, interleaved: default
-     * efficientnet_b0 -2.0..-2.9%, mobilenet_v2 0..-1.7% */
+     * not measured). Both models faster end to end (docs/architecture.md,
+     * "Figures behind the default rules") */
     int64_t cf = pick_cols(cols, lanes, h->grouped ? 0.15 : 0.05);
     int64_t vecs = kn_sched_vector_regs(cf, lanes);
     int64_t rf = pick_rows(rows, vecs, t->vector_regs);
@@ -149,13 +147,13 @@ void kn_sched_default(const kn_te_tensor *out, const kn_sched_hints *h, const kn
         oh > 1 && h->n_reduce >= 1 && h->reduce_extent[h->n_reduce - 1] >= 16) {
       /* implicit GEMM over the pixels (fuse_spatial) when its tile wastes
        * less by the same measure: resnet50's layer4 (7x7) tiles 5 of 49
-       * pixels, not 4 of 7 columns, 0.92 against 1.11 ms for a 1x1 conv;
-       * its layer1-3 convs measured 5-20% faster too (a 1% margin).
+       * pixels, not 4 of 7 columns, faster for its 1x1 conv; its layer1-3
+       * convs measured faster too (a 1% margin).
        * Not for depthwise convs: their padded taps are masked per pixel,
-       * and the masks of a fused row need the division (1.5x slower at
-       * 14x14 in mobilenet_v2, 0.65x at 7x7: left to the autotuner). Not
+       * and the masks of a fused row need the division (slower at
+       * 14x14 in mobilenet_v2, faster at 7x7: left to the autotuner). Not
        * for the 3-channel stem either, whose 6 fused rows need 6 row
-       * pointers over a 3-element reduction (2.2x slower) */
+       * pointers over a 3-element reduction (slower) */
       int64_t pixels = oh * rows, rp = pick_rows(pixels, vecs, t->vector_regs);
       if (row_cost(pixels, rp, vecs) < 0.99 * row_cost(rows, rf, vecs)) {
         s->fuse_spatial = true;
@@ -181,8 +179,6 @@ void kn_sched_default(const kn_te_tensor *out, const kn_sched_hints *h, const kn
     /* a depthwise conv unrolls its innermost taps (kw): the tile's pixels
      * then share the input vectors of neighbouring taps (8 pixels x 3 taps
      * load 10 vectors, not 24). Unrolling kh as well measured slower.
-     * mobilenet_v2's 56x56x144 3x3, default tile, 2 threads: 0.11 -> 0.07
-     * ms; efficientnet_b0's 28x28x240 5x5: 0.23 -> 0.11 ms (Zen 4, AVX-512).
      * With 16 registers the extra live inputs may spill: not measured, left
      * to the autotuner */
     if (h->grouped && h->n_reduce == 2 && t->vector_regs >= 32 && h->reduce_extent[1] >= 2 &&
@@ -206,15 +202,14 @@ void kn_sched_default(const kn_te_tensor *out, const kn_sched_hints *h, const kn
    * Gemm at [N, 1000]): a vector that divides the columns, since only then
    * are its constant weights packed tile by tile (kernel.c, pack_weights);
    * a Gemm with transB reads them K apart otherwise, a gather per vector
-   * (mobilenet_v2's classifier, warm, alone: 16 columns 0.32-0.40 ms, 8
-   * columns 0.19 ms) */
+   * (mobilenet_v2's classifier ran faster in 8 packed columns than in 16) */
   while (h->is_contraction && vf > 4 && last % vf != 0) vf /= 2;
   /* one vector per tile is one FMA chain over the whole reduction, bound by
    * the FMA latency: a tile of u vectors, u the largest divisor of the
    * vectors per row up to 8 (1000 columns: 5 x 8), so that the packed
-   * weights still cover the columns exactly (mobilenet_v2's classifier,
-   * 1280 x 1000, warm, Zen 5: 0.078 -> 0.038 ms; from memory, as in
-   * efficientnet_b0, 0.085 either way) */
+   * weights still cover the columns exactly (faster for mobilenet_v2's
+   * 1280 x 1000 classifier with its weights in cache; read from memory, as
+   * in efficientnet_b0, the same either way) */
   int64_t u = 1;
   if (h->is_contraction && vf >= 4 && last % vf == 0)
     for (int64_t k = 8; k >= 2 && u == 1; k--)
@@ -237,7 +232,7 @@ void kn_sched_default(const kn_te_tensor *out, const kn_sched_hints *h, const kn
    * the gather axis. When the loops inside that axis touch more lines than
    * L1 keeps (vf x their iterations > 256), the gather axis goes innermost
    * of the outer loops, so the next vectors read the rest of the lines from
-   * L1 (a [1,96,112,112] NHWC -> NCHW output, 1 thread: 1.3-2.3 -> 1.0 ms;
+   * L1 (a [1,96,112,112] NHWC -> NCHW output;
    * the [1,16,112,112] input transform, 2 vectors inside w, stays: its
    * writes are sequential as it is) */
   int gather = -1;
@@ -260,11 +255,11 @@ void kn_sched_default(const kn_te_tensor *out, const kn_sched_hints *h, const kn
      * leaves every element to the fused parallel loop, whose index is
      * divided back into coordinates per element: keep the inner axes
      * serial while they hold at most 4096 elements, so the parallel loop
-     * goes over rows (the [1,226,226,3] pad of a stem conv: 0.7 -> 0.1 ms) */
+     * goes over rows (the [1,226,226,3] pad of a stem conv) */
     s->n_parallel = rank;
     /* the Winograd transforms: per element a dozen index divisions that
-     * the fused parallel loop would recompute for every vector (1.2 ms for
-     * resnet50's layer1 input transform) */
+     * the fused parallel loop would recompute for every vector (resnet50's
+     * layer1 input transform) */
     if (h->index_heavy && vf > 1 && rank >= 2) s->n_parallel = rank - 1;
     if (vf == 1 && rank >= 2 && !h->has_stages) {
       int64_t inner = 1, e = 0;

@@ -15,11 +15,9 @@
  * takes the fastest (kn_at_log_best), so a schedule that won alone but
  * loses in the model gives way to its default or to a runner-up.
  *
- * Measured on the 2-core Xeon (efficientnet_b0, 2026-12-06): a cold-tuned
- * log whose kernels summed 4.03 ms in the model against the defaults' 4.11
- * had kernels 0.02 ms slower each (the NCHW -> NHWC transpose on one thread,
- * 0.043 against 0.022 ms; some squeeze-and-excitation fc2s, 0.007 against
- * 0.005 ms) that no single-kernel timing showed. */
+ * Why: a tuned log that is faster in the model as a whole can still hold
+ * kernels slower there than their defaults, which no single-kernel timing
+ * shows (docs/autotune.md, "Model check"). */
 #include "tools/model_check.h"
 
 #include <stdlib.h>

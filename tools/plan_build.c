@@ -29,12 +29,9 @@ typedef struct storage {
   int first, last; /* lifetime in steps (ROOT_WORK) */
 } storage;
 
-/* A first kernel's output per sample below this stays in a Zen 4 / Ice Lake
- * core's L2 (1 / 1.25-2 MiB) for the next kernel anyway. Measured on a Zen
- * 4, efficientnet_b0, interleaved (2 threads), the host in its slow phase
- * (memory contended): 112x112x96 -> 3x3/2 depthwise -3.7%, 112x112x32 (the
- * stem) -1.5%, 56x56x144 -> 5x5/2 -1.2%, -> 3x3 -0.9%, 28x28x240 -0.5% end
- * to end; in its fast phase -0.3..-0.7% for all of them together. */
+/* A first kernel's output per sample below this (half of a 1 MiB L2) stays
+ * in the core's L2 for the next kernel anyway; above it, pairing pays
+ * (docs/abi.md, "Row-pipelined pairs"). */
 #define KN_PLAN_PIPE_MIN_BYTES (512 * 1024)
 /* second-kernel rows per band (1, 2 and 4 measured alike) */
 #define KN_PLAN_PIPE_BAND 2
@@ -91,9 +88,9 @@ static int64_t half_of(int64_t bytes) { return ((bytes + 1) / 2 + 63) & ~(int64_
  * some earlier buffer at the same anchor, by the same core, and the next
  * kernel finds its input's halves where its own threads will read them:
  * no line moves between the cores' caches but those near an anchor. Placed
- * anywhere (first-fit, before 2026-12-06), mobilenet_v2's 14x14 depthwise
- * convs took 0.023-0.029 ms on 2 threads against 0.020-0.025 on one, writing
- * over lines the other core held; centred, 0.013-0.018.
+ * anywhere (first-fit), half of a buffer often fell on lines the other core
+ * held, and small parallel kernels ran slower on 2 threads than on one
+ * (docs/architecture.md, "Memory plan").
  *
  * Largest first, each buffer goes to the narrowest anchor none of whose
  * buffers is live at the same time as it (so the buffers of one anchor

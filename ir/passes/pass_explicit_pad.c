@@ -34,7 +34,8 @@ int kn_pass_explicit_pad(kn_graph *g, kn_diag *d) {
      * output channels per group) do little work per element read, so copying
      * the input would cost more than it saves. A stem conv (3 input channels,
      * 64 outputs) does 64 multiply-adds per element read and per tap: its
-     * in-loop border checks made resnet50's conv1 2x slower than the copy. */
+     * in-loop border checks cost far more than the copy (resnet50's conv1;
+     * docs/architecture.md, "explicit_pad"). */
     int64_t group = kn_node_attr_int(n, "group", 1);
     int64_t out_per_group = group > 0 ? w->shape.dim[3] / group : 0;
     if ((w->shape.dim[0] == 1 && w->shape.dim[1] == 1) || (w->shape.dim[2] < 8 && out_per_group < 8)) continue;

@@ -46,15 +46,12 @@ static bool per_channel(const kn_value *s, const kn_value *x, bool *per_sample) 
  * kernel that writes x * s and the conv reads it back, while W * s inlines
  * into the conv (schedule/fuse.c can_inline_weights: one multiply per weight
  * load of the register tile, the constant W packed as any conv's weights),
- * which pays off while the weights are no larger than x. efficientnet_b0's
- * 14x14x672 -> 112 projections (weights 0.57 of the activation) took 0.30 ms
- * (1 thread) with the activation scaled, 0.29 + 0.017 with the weights
- * scaled by a kernel of their own, which then took 0.08 ms with the host's
- * memory contended (the constant read from memory, no compute to hide it
- * behind); inlined, the pair became one 0.17 ms kernel (0.23 before, 2
- * threads). Scaling the weights of every SE projection (stages 6-7 too,
- * weights up to 4x the activation) timed the same as this rule, 5.05 against
- * 5.03 ms (bench/ab.py, 2 threads). */
+ * which pays off while the weights are no larger than x. As a kernel of
+ * their own the weights' scaling read the constant from memory with no
+ * compute to hide it behind; inlined, the pair is one kernel, faster than
+ * the conv with the activation scaled. Scaling the weights of every SE
+ * projection (weights up to 4x the activation) timed the same as this rule
+ * (docs/architecture.md, "scale_weights"). */
 static bool cheaper(const kn_value *x, const kn_value *w) {
   int64_t act = 1, wts = 1; /* per sample */
   for (int k = 1; k < 4; k++) act *= x->shape.dim[k];

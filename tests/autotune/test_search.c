@@ -4,7 +4,7 @@
  * strategy proposes only valid, never repeated candidates that compute the
  * reference's values (loop-IR interpreter), and the same ones for the same
  * seed; mutation and crossover only return schedules that validate. With a
- * models folder and a tuning log (the `search_log` test), the model trained
+ * models folder and a tuning log (the `autotune_rank_log` test), the model trained
  * on part of a real log ranks the held-out records better than chance. */
 #include <math.h>
 #include <setjmp.h>

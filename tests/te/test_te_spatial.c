@@ -1,11 +1,11 @@
-/* test_te_spatial.c — the spatial family (ir/te_ops_spatial*.c): Resize in
+/* test_te_spatial.c — the spatial family (ir/te/te_ops_spatial*.c): Resize in
  * every mode / coordinate transformation / nearest mode, with scales, sizes,
  * axes, keep_aspect_ratio_policy, antialias, exclude_outside, roi and
  * extrapolation; Upsample; ConvTranspose (1-3-D, strides, dilations, pads,
  * groups, output_padding, output_shape, auto_pad, bias); Col2Im;
  * DepthToSpace (DCR, CRD); SpaceToDepth; CenterCropPad; GridSample (all modes
  * and paddings, 2-D and 3-D); AffineGrid. Oracle: the reference interpreter
- * (ir/ref_eval_spatial*.c), on random inputs. Plus bad inputs that must be
+ * (ir/ref/ref_eval_spatial*.c), on random inputs. Plus bad inputs that must be
  * diagnosed. kiln.ResizeDeclared (scales read at run time) against the
  * reference reading the same scales. */
 #include <stdlib.h>
