@@ -26,7 +26,7 @@ static void usage(FILE *out) {
           "  --conv-algo A          3x3 stride-1 convs: direct, winograd (F(2x2,3x3) wherever\n"
           "                         it applies), winograd4 (F(4x4,3x3) likewise) or auto\n"
           "                         (default: F(2x2,3x3) for >= 32 channels; with --tuning-log,\n"
-          "                         per conv the way whose kernels measured fastest)\n"
+          "                         per conv the algorithm whose kernels measured fastest)\n"
           "  --dump-after=STAGE     print the IR after STAGE to stdout; stages:");
   for (int i = 0; kn_pipeline_stage(i); i++) fprintf(out, " %s", kn_pipeline_stage(i));
   fprintf(out, "\n  -v, --verbose          print a summary line\n");

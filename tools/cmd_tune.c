@@ -192,7 +192,7 @@ int kn_cmd_tune(int argc, char **argv) {
   int status = 1;
   /* the alternatives: the model as --conv-algo says; with auto (the
    * default) and Winograd-eligible convs, also all direct, all Winograd
-   * F(2x2, 3x3) and all F(4x4, 3x3), so the session measures the three ways
+   * F(2x2, 3x3) and all F(4x4, 3x3), so the session measures the three algorithms
    * and `kiln compile --tuning-log` picks per conv (conv_algo.c) */
   kn_graph gs[KN_AT_MAX_ALTS];
   kn_groups grs[KN_AT_MAX_ALTS];
@@ -235,10 +235,10 @@ int kn_cmd_tune(int argc, char **argv) {
                   target_spec);
     goto done;
   }
-  _Static_assert(KN_AT_MAX_ALTS == KN_CONV_WAYS + 1, "the model's own way, then every way by name");
+  _Static_assert(KN_AT_MAX_ALTS == KN_CONV_ALGOS + 1, "the model's own algorithms, then every conv algorithm by name");
   bool both = !conv_algo || !strcmp(conv_algo, "auto");
   for (int a = 0; a < (both ? KN_AT_MAX_ALTS : 1); a++) {
-    if (a > 0) co.conv_algo = kn_conv_way_name[a - 1];
+    if (a > 0) co.conv_algo = kn_conv_algo_name[a - 1];
     if (kn_pipeline_load_bound(&co, &gs[a], &d) < 0 || kn_pipeline_optimize(&co, &gs[a], &d) < 0 ||
         kn_sched_fuse(&gs[a], &arena, &grs[a], &d) < 0)
       goto done;

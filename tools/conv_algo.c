@@ -1,13 +1,13 @@
 /* conv_algo.c — the algorithm of each 3x3 stride-1 convolution, chosen by
  * measurement: `kiln compile --tuning-log` (with --conv-algo auto, the
- * default) compiles the model's graph three ways, all direct, all Winograd
+ * default) compiles the model's graph with each conv algorithm: all direct, all Winograd
  * F(2x2, 3x3) and all F(4x4, 3x3), looks up the best record of every kernel
- * of each, and runs a conv the way whose kernels took least in sum: a
- * Winograd way's three (input transform, GEMM, output transform with the
- * conv's epilogue), the direct way's conv kernel and the Pad kernel in front
- * of it. Only ways with a record for each of their kernels compete (a log
+ * of each, and runs a conv with the algorithm whose kernels took least in sum: a
+ * Winograd algorithm's three (input transform, GEMM, output transform with the
+ * conv's epilogue), the direct algorithm's conv kernel and the Pad kernel in front
+ * of it. Only algorithms with a record for each of their kernels compete (a log
  * from before F(4x4, 3x3) has none for it); a conv with fewer than two such
- * ways keeps the default rule (kn_winograd_want_default). `kiln tune` (auto)
+ * algorithms keeps the default rule (kn_winograd_want_default). `kiln tune` (auto)
  * tunes all three alternatives in one session, so its log has the records
  * this needs. */
 #include <string.h>
@@ -25,9 +25,9 @@ bool kn_pipeline_has_winograd_convs(const kn_graph *g) {
 
 typedef struct conv_cost {
   const char *name;
-  double s[KN_CONV_WAYS];     /* sum of the kernels' best records */
-  bool missing[KN_CONV_WAYS]; /* a kernel without a record */
-  bool seen[KN_CONV_WAYS];
+  double s[KN_CONV_ALGOS];     /* sum of the kernels' best records */
+  bool missing[KN_CONV_ALGOS]; /* a kernel without a record */
+  bool seen[KN_CONV_ALGOS];
 } conv_cost;
 
 static bool strip_suffix(const char *name, const char *suffix, char *base, size_t cap) {
@@ -46,14 +46,14 @@ static conv_cost *cost_of(conv_cost *c, int *n, int cap, const char *name, kn_ar
   return &c[(*n)++];
 }
 
-/* The kernels of the model compiled one way (kn_conv_way_name[alt]), added to the
+/* The kernels of the model compiled with one algorithm (kn_conv_algo_name[alt]), added to the
  * costs of the convs they belong to. Returns 1 when the graph has a conv
  * Winograd could compute, 0 when not, -1 on error. */
 static int add_costs(const kn_compile_opts *o, int alt, const kn_at_log *log, kn_arena *A, conv_cost *c, int *n,
                      int cap, kn_diag *d) {
   kn_compile_opts co = *o;
-  co.conv_algo = kn_conv_way_name[alt];
-  co.conv_choice = NULL;
+  co.conv_algo = kn_conv_algo_name[alt];
+  co.conv_algo_choice = NULL;
   co.dump_after = NULL;
   kn_graph g;
   kn_graph_init(&g);
@@ -64,7 +64,7 @@ static int add_costs(const kn_compile_opts *o, int alt, const kn_at_log *log, kn
     goto done;
   /* direct: the conv and the Pad in front of it; Winograd: its three kernels.
    * A name that occurs in one alternative only is not a choice (a stride-2
-   * conv, another Pad) and is dropped by kn_conv_choose. */
+   * conv, another Pad) and is dropped by kn_conv_algo_choose. */
   static const char *const suffixes[2][3] = {{".pad", NULL, NULL}, {".winograd_in", ".winograd_gemm", ".winograd_out"}};
   const char *const *suffix = suffixes[alt > 0];
   for (int i = 0; i < groups.n; i++) {
@@ -87,19 +87,19 @@ done:
   return rc;
 }
 
-int kn_conv_choose(const kn_compile_opts *o, const kn_at_log *log, kn_arena *A, kn_conv_choice *out, kn_diag *d) {
+int kn_conv_algo_choose(const kn_compile_opts *o, const kn_at_log *log, kn_arena *A, kn_conv_algo_choice *out, kn_diag *d) {
   memset(out, 0, sizeof *out);
   int cap = 4096, n = 0;
   conv_cost *c = KN_NEW_ARRAY(A, conv_cost, cap);
-  /* a model without such convs (bert) is not compiled the second way */
+  /* a model without such convs (bert) is not compiled with the second algorithm */
   int rc = add_costs(o, 0, log, A, c, &n, cap, d);
-  for (int alt = 1; rc > 0 && alt < KN_CONV_WAYS; alt++) rc = add_costs(o, alt, log, A, c, &n, cap, d);
+  for (int alt = 1; rc > 0 && alt < KN_CONV_ALGOS; alt++) rc = add_costs(o, alt, log, A, c, &n, cap, d);
   if (rc < 0) return -1;
   out->names = KN_NEW_ARRAY(A, const char *, n + 1);
   out->tile = KN_NEW_ARRAY(A, int, n + 1);
   for (int i = 0; i < n; i++) {
     int seen = 0, complete = 0, best = -1;
-    for (int w = 0; w < KN_CONV_WAYS; w++) {
+    for (int w = 0; w < KN_CONV_ALGOS; w++) {
       if (!c[i].seen[w]) continue;
       seen++;
       if (c[i].missing[w]) continue;
@@ -112,16 +112,16 @@ int kn_conv_choose(const kn_compile_opts *o, const kn_at_log *log, kn_arena *A, 
       continue;
     }
     out->names[out->n] = c[i].name;
-    out->tile[out->n] = kn_conv_way_tile[best];
-    out->n_winograd2 += kn_conv_way_tile[best] == 2;
-    out->n_winograd4 += kn_conv_way_tile[best] == 4;
+    out->tile[out->n] = kn_conv_algo_tile[best];
+    out->n_winograd2 += kn_conv_algo_tile[best] == 2;
+    out->n_winograd4 += kn_conv_algo_tile[best] == 4;
     out->n++;
   }
   return 0;
 }
 
-int kn_conv_choice_want(const kn_graph *g, int node, void *ctx) {
-  const kn_conv_choice *ch = ctx;
+int kn_conv_algo_want(const kn_graph *g, int node, void *ctx) {
+  const kn_conv_algo_choice *ch = ctx;
   for (int i = 0; i < ch->n; i++)
     if (!strcmp(ch->names[i], g->nodes[node].name)) return ch->tile[i];
   return kn_winograd_want_default(g, node, NULL);

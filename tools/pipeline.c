@@ -36,7 +36,7 @@ typedef struct kn_pipe {
   bool *expand_needed;        /* kn_pipeline_needed_bindings: inputs inline_control needs the value of */
   bool tuning;                /* o->tuning_log was loaded into `tuned` */
   kn_tuned tuned;
-  const kn_conv_choice *conv_choice; /* per conv, from the tuning log; else o->conv_choice */
+  const kn_conv_algo_choice *conv_algo_choice; /* per conv, from the tuning log; else o->conv_algo_choice */
   kn_groups groups;
   kn_kernel_build *kernels;
   int *first_var; /* per kernel: the expression context's next_var_id when it was built */
@@ -96,7 +96,7 @@ static int infer(kn_pipe *p) {
 static int tuned_convs(kn_pipe *p) {
   if (!p->tuning) return 0;
   bool failed;
-  p->conv_choice = kn_tuned_choose_convs(&p->tuned, p->o, p->arena, &failed, p->d);
+  p->conv_algo_choice = kn_tuned_choose_convs(&p->tuned, p->o, p->arena, &failed, p->d);
   return failed ? -1 : 0;
 }
 
@@ -106,16 +106,16 @@ static int dce(kn_pipe *p) { return kn_pass_dce(p->g, p->d); }
 static int fold_conv_bn(kn_pipe *p) { return kn_pass_fold_conv_bn(p->g, p->d); }
 static int layout(kn_pipe *p) { return kn_pass_layout(p->g, p->d); }
 
-/* --conv-algo names a way for every conv, else the tuning log chooses per
+/* --conv-algo names an algorithm for every conv, else the tuning log chooses per
  * conv, else the default rule. Returns 1 (unchanged) for "direct". */
 static int winograd(kn_pipe *p) {
   const kn_compile_opts *o = p->o;
-  int way = o->conv_algo ? kn_conv_way_of(o->conv_algo) : -1, tile = way >= 0 ? kn_conv_way_tile[way] : -1;
+  int algo = o->conv_algo ? kn_conv_algo_of(o->conv_algo) : -1, tile = algo >= 0 ? kn_conv_algo_tile[algo] : -1;
   if (tile == 0) return 1;
-  const kn_conv_choice *choice = p->conv_choice ? p->conv_choice : o->conv_choice;
+  const kn_conv_algo_choice *choice = p->conv_algo_choice ? p->conv_algo_choice : o->conv_algo_choice;
   kn_winograd_want want = tile == 2 ? kn_winograd_want_all2
                           : tile == 4 ? kn_winograd_want_all4
-                          : choice    ? kn_conv_choice_want
+                          : choice    ? kn_conv_algo_want
                                       : kn_winograd_want_default;
   return kn_pass_winograd(p->g, want, (void *)choice, p->d);
 }
@@ -358,16 +358,16 @@ done:
   return status;
 }
 
-const char *const kn_conv_way_name[KN_CONV_WAYS] = {"direct", "winograd", "winograd4"};
-const int kn_conv_way_tile[KN_CONV_WAYS] = {0, 2, 4};
+const char *const kn_conv_algo_name[KN_CONV_ALGOS] = {"direct", "winograd", "winograd4"};
+const int kn_conv_algo_tile[KN_CONV_ALGOS] = {0, 2, 4};
 
-int kn_conv_way_of(const char *s) {
-  for (int w = 0; w < KN_CONV_WAYS; w++)
-    if (!strcmp(s, kn_conv_way_name[w])) return w;
+int kn_conv_algo_of(const char *s) {
+  for (int w = 0; w < KN_CONV_ALGOS; w++)
+    if (!strcmp(s, kn_conv_algo_name[w])) return w;
   return -1;
 }
 
-bool kn_pipeline_conv_algo_valid(const char *s) { return kn_conv_way_of(s) >= 0 || !strcmp(s, "auto"); }
+bool kn_pipeline_conv_algo_valid(const char *s) { return kn_conv_algo_of(s) >= 0 || !strcmp(s, "auto"); }
 
 int kn_compile(const kn_compile_opts *o, kn_diag *d) {
   clock_t start = clock();

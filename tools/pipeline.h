@@ -35,7 +35,7 @@ typedef struct kn_compile_opts {
    * rule. */
   const char *conv_algo;
   /* per-conv decisions measured from a tuning log (conv_algo.c), or NULL */
-  const struct kn_conv_choice *conv_choice;
+  const struct kn_conv_algo_choice *conv_algo_choice;
   /* for `kiln tune`'s model check (model_check.c): with tuning_log, every
    * kernel keeps its default schedule (the log still decides the convs'
    * algorithms, so the kernels are the tuned build's) */
@@ -58,30 +58,30 @@ typedef struct kn_compile_report {
  * (conv_algo.c): names[i] is a conv node, tile[i] the choice (0 direct,
  * 2 or 4 the Winograd tile); by_rule counts the convs left to the default
  * rule for lack of records. */
-typedef struct kn_conv_choice {
+typedef struct kn_conv_algo_choice {
   int n, n_winograd2, n_winograd4, by_rule;
   const char **names;
   int *tile;
-} kn_conv_choice;
+} kn_conv_algo_choice;
 struct kn_at_log;
-int kn_conv_choose(const kn_compile_opts *o, const struct kn_at_log *log, kn_arena *A, kn_conv_choice *out,
+int kn_conv_algo_choose(const kn_compile_opts *o, const struct kn_at_log *log, kn_arena *A, kn_conv_algo_choice *out,
                    kn_diag *d);
-/* kn_winograd_want over a kn_conv_choice (ctx); the default rule for the rest. */
-int kn_conv_choice_want(const kn_graph *g, int node, void *ctx);
+/* kn_winograd_want over a kn_conv_algo_choice (ctx); the default rule for the rest. */
+int kn_conv_algo_want(const kn_graph *g, int node, void *ctx);
 /* Whether g (optimized) has a Winograd conv or a conv that could be one. */
 bool kn_pipeline_has_winograd_convs(const kn_graph *g);
 
 /* Whether s names a --conv-algo choice. */
 bool kn_pipeline_conv_algo_valid(const char *s);
-/* The way named s (an index of kn_conv_way_name), or -1. */
-int kn_conv_way_of(const char *s);
+/* The algorithm named s (an index of kn_conv_algo_name), or -1. */
+int kn_conv_algo_of(const char *s);
 
-/* The ways a 3x3 stride-1 conv can run, the names --conv-algo takes for
+/* The algorithms a 3x3 stride-1 conv can run with, the names --conv-algo takes for
  * them (besides "auto"), in the one order conv_algo.c and `kiln tune`'s
  * alternatives use; the Winograd tile of each (0: direct). */
-#define KN_CONV_WAYS 3
-extern const char *const kn_conv_way_name[KN_CONV_WAYS];
-extern const int kn_conv_way_tile[KN_CONV_WAYS];
+#define KN_CONV_ALGOS 3
+extern const char *const kn_conv_algo_name[KN_CONV_ALGOS];
+extern const int kn_conv_algo_tile[KN_CONV_ALGOS];
 
 /* A graph input Kiln needs the value of at compile time: its name and its
  * position among the model's graph inputs (initializers excluded). */

@@ -20,15 +20,15 @@ int kn_tuned_open(kn_tuned *t, const kn_compile_opts *o, const kn_target *target
 
 void kn_tuned_close(kn_tuned *t) { kn_at_log_free(&t->log); }
 
-const kn_conv_choice *kn_tuned_choose_convs(kn_tuned *t, const kn_compile_opts *o, kn_arena *A, bool *failed,
+const kn_conv_algo_choice *kn_tuned_choose_convs(kn_tuned *t, const kn_compile_opts *o, kn_arena *A, bool *failed,
                                             kn_diag *d) {
   *failed = false;
   if (o->conv_algo && strcmp(o->conv_algo, "auto")) return NULL;
-  if (kn_conv_choose(o, &t->log, A, &t->choice, d) < 0) {
+  if (kn_conv_algo_choose(o, &t->log, A, &t->choice, d) < 0) {
     *failed = true;
     return NULL;
   }
-  const kn_conv_choice *c = &t->choice;
+  const kn_conv_algo_choice *c = &t->choice;
   if (o->verbose)
     fprintf(stderr,
             "kiln: tuning log: %d convs by measurement (%d Winograd F(2x2,3x3), %d F(4x4,3x3), %d direct), %d by "

@@ -12,7 +12,7 @@
 
 typedef struct kn_tuned {
   kn_at_log log;
-  kn_conv_choice choice;     /* filled by kn_tuned_choose_convs */
+  kn_conv_algo_choice choice;     /* filled by kn_tuned_choose_convs */
   kn_at_replay replay;       /* the provider's state: counts, and per kernel its key and traces */
   kn_sched_provider provider;
   const kn_kernel **tuned;   /* per group: the kernel the log gave it, before kn_tuned_keep_pairs */
@@ -25,7 +25,7 @@ void kn_tuned_close(kn_tuned *t);
 /* Each Winograd-eligible conv takes the algorithm whose kernels measured
  * faster (conv_algo.c). Returns the choice, or NULL when --conv-algo fixed
  * the algorithm; *failed on error. */
-const kn_conv_choice *kn_tuned_choose_convs(kn_tuned *t, const kn_compile_opts *o, kn_arena *A, bool *failed,
+const kn_conv_algo_choice *kn_tuned_choose_convs(kn_tuned *t, const kn_compile_opts *o, kn_arena *A, bool *failed,
                                             kn_diag *d);
 
 /* Starts the replay of the log over n_groups kernels; returns its provider. */
