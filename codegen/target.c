@@ -340,11 +340,3 @@ int kn_target_parse(const char *spec, kn_target *t, kn_diag *d) {
   derive_vector_info(t);
   return 0;
 }
-
-int kn_target_lanes(const kn_target *t, kn_dtype dtype) {
-  size_t bytes = kn_dtype_size(dtype);
-  if (dtype == KN_DT_F16 || dtype == KN_DT_BF16 || kn_dtype_is_f8(dtype)) bytes = 4; /* computed in f32 */
-  if (bytes == 0) return 1;
-  int lanes = t->vector_bits / (int)(bytes * 8);
-  return lanes > 1 ? lanes : 1;
-}

@@ -1,6 +1,8 @@
 /* target.h — what the schedules and codegen know about the machine the
  * artifact will run on. Parsed from a target string by kn_target_parse
- * (codegen/target.c); the host is the default. */
+ * (codegen/target.c); the host is the default. The schedules read the
+ * description through this header alone (its accessors are inline), so
+ * kn_schedule does not link the code generator. */
 #ifndef KN_TARGET_H
 #define KN_TARGET_H
 
@@ -30,6 +32,12 @@ typedef struct kn_target {
  * Returns 0, or -1 with a diagnostic naming the bad part. */
 int kn_target_parse(const char *spec, kn_target *t, kn_diag *d);
 /* Lanes of a native vector of element type `t`. */
-int kn_target_lanes(const kn_target *t, kn_dtype dtype);
+static inline int kn_target_lanes(const kn_target *t, kn_dtype dtype) {
+  size_t bytes = kn_dtype_size(dtype);
+  if (dtype == KN_DT_F16 || dtype == KN_DT_BF16 || kn_dtype_is_f8(dtype)) bytes = 4; /* computed in f32 */
+  if (bytes == 0) return 1;
+  int lanes = t->vector_bits / (int)(bytes * 8);
+  return lanes > 1 ? lanes : 1;
+}
 
 #endif
