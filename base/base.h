@@ -130,6 +130,26 @@ static inline int64_t kn_f2int_sat(kn_dtype t, double v) {
   return t == KN_DT_U64 ? (int64_t)kn_f2u64_sat(v) : kn_f2i64_sat(v);
 }
 
+/* Floor division and modulo of int64: the loop IR's integer DIV and MOD
+ * (ir/loop/expr.h) as every evaluator, the simplifier and the kernels
+ * compute them. The quotient rounds toward -infinity and the remainder takes
+ * b's sign, so a == kn_floordiv_i64(a, b) * b + kn_floormod_i64(a, b) for
+ * b != 0. Total, never a trap: x / 0 == 0 and x % 0 == 0; INT64_MIN / -1
+ * wraps to INT64_MIN and INT64_MIN % -1 == 0. codegen/c_emit.c spells the
+ * same two functions out as kn_c_fdiv / kn_c_fmod in the prelude of the
+ * generated C (which stands alone): they agree case for case, keep them so. */
+static inline int64_t kn_floordiv_i64(int64_t a, int64_t b) {
+  if (b == 0) return 0;
+  if (b == -1) return (int64_t)(0 - (uint64_t)a); /* a / -1 overflows for INT64_MIN */
+  int64_t q = a / b, r = a % b;
+  return r != 0 && (r ^ b) < 0 ? q - 1 : q;
+}
+static inline int64_t kn_floormod_i64(int64_t a, int64_t b) {
+  if (b == 0 || b == -1) return 0;
+  int64_t r = a % b;
+  return r != 0 && (r ^ b) < 0 ? r + b : r;
+}
+
 /* ---- sub-byte types (ONNX UINT4, INT4, FLOAT4E2M1, UINT2, INT2) ----
  * ONNX packs them two (four) per byte, lowest bits first. Inside Kiln and in
  * the artifact ABI they take ONE BYTE PER ELEMENT instead: int4 is an int8 in

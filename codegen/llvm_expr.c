@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "codegen/cg_llvm.h"
+#include "ir/loop/range.h"
 
 /* ---- types and constants ---- */
 
@@ -232,172 +233,44 @@ static const kn_cg_binding *find_var(kn_cg_fn *f, const kn_var *v) {
   return NULL;
 }
 
-#define RMIN INT64_MIN
-#define RMAX INT64_MAX
-
-static int64_t radd(int64_t a, int64_t b, int64_t unknown) {
-  int64_t r;
-  if (a == RMIN || a == RMAX || b == RMIN || b == RMAX || __builtin_add_overflow(a, b, &r))
-    return unknown;
+/* The bindings and the memo (cg_llvm.h) hold a range as two int64s, an
+ * unknown side as INT64_MIN / INT64_MAX; the analysis (ir/loop/range.h)
+ * works on kn_range, whose unknown side is a flag. */
+static kn_range decode_range(int64_t lo, int64_t hi) {
+  kn_range r = kn_range_make(lo, hi);
+  r.has_lo = lo != INT64_MIN;
+  r.has_hi = hi != INT64_MAX;
   return r;
 }
 
-static int64_t rmul(int64_t a, int64_t b, bool *ok) {
-  int64_t r;
-  if (a == RMIN || a == RMAX || b == RMIN || b == RMAX || __builtin_mul_overflow(a, b, &r)) {
-    *ok = false;
-    return 0;
-  }
+static kn_range binding_range(void *ctx, const kn_var *v) {
+  kn_cg_fn *f = ctx;
+  const kn_cg_binding *b = find_var(f, v);
+  if (b) return decode_range(b->lo, b->hi);
+  kn_range r = kn_range_unknown();
+  if (f->kernel->batch == v) r.lo = 1, r.has_lo = true; /* the batch size is at least 1 */
   return r;
 }
 
-static int64_t floor_div(int64_t a, int64_t c) {
-  int64_t q = a / c;
-  return (a % c != 0 && ((a < 0) != (c < 0))) ? q - 1 : q;
+static kn_range memo_range(void *ctx, const kn_expr *e) {
+  int64_t lo, hi;
+  kn_cg_range(ctx, e, &lo, &hi);
+  return decode_range(lo, hi);
 }
-
-static void dtype_range(kn_dtype t, int64_t *lo, int64_t *hi) {
-  switch (t) {
-  case KN_DT_BOOL: *lo = 0, *hi = 1; return;
-  case KN_DT_U8: *lo = 0, *hi = UINT8_MAX; return;
-  case KN_DT_U16: *lo = 0, *hi = UINT16_MAX; return;
-  case KN_DT_U32: *lo = 0, *hi = UINT32_MAX; return;
-  case KN_DT_I8: *lo = INT8_MIN, *hi = INT8_MAX; return;
-  case KN_DT_I4: *lo = -8, *hi = 7; return;
-  case KN_DT_U4: *lo = 0, *hi = 15; return;
-  case KN_DT_I2: *lo = -2, *hi = 1; return;
-  case KN_DT_U2: *lo = 0, *hi = 3; return;
-  case KN_DT_I16: *lo = INT16_MIN, *hi = INT16_MAX; return;
-  case KN_DT_I32: *lo = INT32_MIN, *hi = INT32_MAX; return;
-  default: *lo = RMIN, *hi = RMAX; return;
-  }
-}
-
-static void range(kn_cg_fn *f, const kn_expr *e, int64_t *lo, int64_t *hi);
 
 /* Memoised per statement: shared subtrees are analysed once. */
 void kn_cg_range(kn_cg_fn *f, const kn_expr *e, int64_t *lo, int64_t *hi) {
   kn_cg_memo *m = memo_slot(f, e);
   if (!m->has_range) {
-    int64_t l, h;
-    range(f, e, &l, &h);
+    kn_range_env env = {.var = binding_range, .sub = memo_range, .ctx = f};
+    kn_range r = kn_range_of(&env, e);
     m = memo_slot(f, e); /* the table may have grown */
-    m->lo = l;
-    m->hi = h;
+    m->lo = r.has_lo ? r.lo : INT64_MIN;
+    m->hi = r.has_hi ? r.hi : INT64_MAX;
     m->has_range = true;
   }
   *lo = m->lo;
   *hi = m->hi;
-}
-
-static void range(kn_cg_fn *f, const kn_expr *e, int64_t *lo, int64_t *hi) {
-  int64_t alo, ahi, blo, bhi, c;
-  *lo = RMIN;
-  *hi = RMAX;
-  switch (e->kind) {
-  case KN_E_INT: *lo = *hi = e->u.ival; return;
-  case KN_E_VAR: {
-    const kn_cg_binding *b = find_var(f, e->u.var);
-    if (b) {
-      *lo = b->lo;
-      *hi = b->hi;
-    } else if (f->kernel->batch == e->u.var) {
-      *lo = 1;
-    }
-    return;
-  }
-  case KN_E_ADD:
-    kn_cg_range(f, e->u.bin.a, &alo, &ahi);
-    kn_cg_range(f, e->u.bin.b, &blo, &bhi);
-    *lo = radd(alo, blo, RMIN);
-    *hi = radd(ahi, bhi, RMAX);
-    return;
-  case KN_E_SUB:
-    kn_cg_range(f, e->u.bin.a, &alo, &ahi);
-    kn_cg_range(f, e->u.bin.b, &blo, &bhi);
-    if (bhi != RMAX && bhi != RMIN) *lo = radd(alo, -bhi, RMIN);
-    if (blo != RMIN && blo != RMAX) *hi = radd(ahi, -blo, RMAX);
-    return;
-  case KN_E_MUL: {
-    kn_cg_range(f, e->u.bin.a, &alo, &ahi);
-    kn_cg_range(f, e->u.bin.b, &blo, &bhi);
-    bool ok = true;
-    int64_t p[4] = {rmul(alo, blo, &ok), rmul(alo, bhi, &ok), rmul(ahi, blo, &ok),
-                    rmul(ahi, bhi, &ok)};
-    if (ok) {
-      *lo = *hi = p[0];
-      for (int i = 1; i < 4; i++) {
-        *lo = p[i] < *lo ? p[i] : *lo;
-        *hi = p[i] > *hi ? p[i] : *hi;
-      }
-    } else if (alo >= 0 && blo >= 0) {
-      bool ok2 = true;
-      int64_t l = rmul(alo, blo, &ok2);
-      *lo = ok2 ? l : 0;
-    }
-    return;
-  }
-  case KN_E_DIV:
-    if (!const_int_of(e->u.bin.b, &c) || c <= 0) return;
-    kn_cg_range(f, e->u.bin.a, &alo, &ahi);
-    if (alo != RMIN) *lo = floor_div(alo, c);
-    if (ahi != RMAX) *hi = floor_div(ahi, c);
-    return;
-  case KN_E_MOD:
-    if (!const_int_of(e->u.bin.b, &c) || c <= 0) return;
-    kn_cg_range(f, e->u.bin.a, &alo, &ahi);
-    if (alo >= 0 && ahi < c) {
-      *lo = alo;
-      *hi = ahi;
-    } else {
-      *lo = 0;
-      *hi = c - 1;
-    }
-    return;
-  case KN_E_MIN:
-  case KN_E_MAX:
-    kn_cg_range(f, e->u.bin.a, &alo, &ahi);
-    kn_cg_range(f, e->u.bin.b, &blo, &bhi);
-    if (e->kind == KN_E_MIN) {
-      *lo = alo < blo ? alo : blo;
-      *hi = ahi < bhi ? ahi : bhi;
-    } else {
-      *lo = alo > blo ? alo : blo;
-      *hi = ahi > bhi ? ahi : bhi;
-    }
-    return;
-  case KN_E_SELECT:
-    kn_cg_range(f, e->u.sel.t, &alo, &ahi);
-    kn_cg_range(f, e->u.sel.f, &blo, &bhi);
-    *lo = alo < blo ? alo : blo;
-    *hi = ahi > bhi ? ahi : bhi;
-    return;
-  case KN_E_RAMP: {
-    if (!const_int_of(e->u.ramp.stride, &c)) return;
-    kn_cg_range(f, e->u.ramp.base, &alo, &ahi);
-    bool ok = true;
-    int64_t span = rmul(c, e->lanes - 1, &ok);
-    if (!ok) return;
-    *lo = radd(alo, span < 0 ? span : 0, RMIN);
-    *hi = radd(ahi, span > 0 ? span : 0, RMAX);
-    return;
-  }
-  case KN_E_BROADCAST: kn_cg_range(f, e->u.un.a, lo, hi); return;
-  case KN_E_CAST: {
-    const kn_expr *a = e->u.un.a;
-    if (!(kn_dtype_is_int(a->dtype) || a->dtype == KN_DT_BOOL) || !kn_dtype_is_int(e->dtype))
-      return;
-    if (kn_dtype_size(e->dtype) < kn_dtype_size(a->dtype)) return; /* truncation */
-    if (kn_dtype_is_subbyte_int(e->dtype)) return;                          /* wraps to 4 bits */
-    if (kn_dtype_is_signed(a->dtype) != kn_dtype_is_signed(e->dtype) &&
-        kn_dtype_size(e->dtype) == kn_dtype_size(a->dtype))
-      return; /* reinterpretation */
-    kn_cg_range(f, a, lo, hi);
-    return;
-  }
-  case KN_E_LOAD: dtype_range(e->dtype, lo, hi); return;
-  default: return;
-  }
 }
 
 /* ---- conversions between memory and register forms ---- */

@@ -118,13 +118,6 @@ static void write_elem(kn_dtype t, void *p, int64_t i, const val *v, int lane) {
   }
 }
 
-static int64_t floordiv_i64(int64_t a, int64_t b) {
-  if (b == 0) return 0;
-  int64_t q = a / b;
-  if ((a % b != 0) && ((a < 0) != (b < 0))) q--;
-  return q;
-}
-
 static void *buffer_mem(ev *e, const kn_buffer *buf) {
   for (int p = 0; p < e->k->n_params; p++)
     if (e->k->params[p] == buf) return e->args[p];
@@ -261,8 +254,8 @@ static val eval(ev *e, const kn_expr *x) {
       case KN_E_ADD: fl ? (r.f[l] = p + q) : (r.i[l] = (int64_t)((uint64_t)m + (uint64_t)n)); break;
       case KN_E_SUB: fl ? (r.f[l] = p - q) : (r.i[l] = (int64_t)((uint64_t)m - (uint64_t)n)); break;
       case KN_E_MUL: fl ? (r.f[l] = p * q) : (r.i[l] = (int64_t)((uint64_t)m * (uint64_t)n)); break;
-      case KN_E_DIV: fl ? (r.f[l] = p / q) : (r.i[l] = floordiv_i64(m, n)); break;
-      case KN_E_MOD: fl ? (r.f[l] = fmod(p, q)) : (r.i[l] = n ? m - floordiv_i64(m, n) * n : 0); break;
+      case KN_E_DIV: fl ? (r.f[l] = p / q) : (r.i[l] = kn_floordiv_i64(m, n)); break;
+      case KN_E_MOD: fl ? (r.f[l] = fmod(p, q)) : (r.i[l] = kn_floormod_i64(m, n)); break;
       case KN_E_MIN: fl ? (r.f[l] = kn_min_nan(p, q)) : (r.i[l] = m < n ? m : n); break;
       case KN_E_MAX: fl ? (r.f[l] = kn_max_nan(p, q)) : (r.i[l] = m > n ? m : n); break;
       case KN_E_EQ: r.i[l] = fl ? p == q : m == n; break;

@@ -11,21 +11,21 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "ir/loop/range.h"
+
+/* A variable's range where the simplifier is. */
+typedef struct bound_var {
+  const kn_var *var;
+  kn_range range;
+} bound_var;
+
 /* Known ranges of loop and let variables (and of the variables an enclosing
  * IF bounds), innermost last. */
 typedef struct simp {
   kn_expr_ctx *c;
-  kn_var_range *r;
+  bound_var *r;
   int n, cap;
 } simp;
-
-static int64_t floor_div(int64_t a, int64_t b) {
-  int64_t q = a / b;
-  if ((a % b != 0) && ((a < 0) != (b < 0))) q--;
-  return q;
-}
-
-static int64_t floor_mod(int64_t a, int64_t b) { return a - floor_div(a, b) * b; }
 
 static bool is_int(const kn_expr *e, int64_t v) {
   int64_t x;
@@ -42,10 +42,10 @@ static kn_expr *fold_int(kn_expr_ctx *c, kn_expr_kind k, kn_dtype t, int64_t a, 
   case KN_E_MUL: return kn_e_const_int(c, t, (int64_t)((uint64_t)a * (uint64_t)b));
   case KN_E_DIV:
     if (b == 0 || (a == INT64_MIN && b == -1)) break;
-    return kn_e_const_int(c, t, floor_div(a, b));
+    return kn_e_const_int(c, t, kn_floordiv_i64(a, b));
   case KN_E_MOD:
     if (b == 0 || (a == INT64_MIN && b == -1)) break;
-    return kn_e_const_int(c, t, floor_mod(a, b));
+    return kn_e_const_int(c, t, kn_floormod_i64(a, b));
   case KN_E_MIN: return kn_e_const_int(c, t, a < b ? a : b);
   case KN_E_MAX: return kn_e_const_int(c, t, a > b ? a : b);
   case KN_E_EQ: return kn_e_const_int(c, KN_DT_BOOL, a == b);
@@ -62,78 +62,56 @@ static kn_expr *fold_int(kn_expr_ctx *c, kn_expr_kind k, kn_dtype t, int64_t a, 
   return NULL;
 }
 
-/* range_in's bound for "unknown" (an int64 loaded from data, say): index
- * ranges stay inside (-RANGE_BIG, RANGE_BIG) */
-#define RANGE_BIG ((int64_t)1 << 40)
+/* Ranges of variables: the simplifier's own stack, or a caller's
+ * kn_var_range list (kn_expr_range, kn_expr_truth). The innermost entry for
+ * a variable wins; a variable not listed is unknown. */
+typedef struct var_table {
+  const bound_var *own;
+  const kn_var_range *list;
+  int n;
+} var_table;
 
-/* Conservative value range of an int64 scalar expression. */
-static void range_in(const kn_var_range *r, int n, const kn_expr *e, int64_t *lo, int64_t *hi) {
-  const int64_t big = RANGE_BIG;
-  *lo = -big;
-  *hi = big;
-  int64_t x, y, p, q;
-  if (e->lanes != 1 || e->dtype != KN_DT_I64) return;
-  switch (e->kind) {
-  case KN_E_INT: *lo = *hi = e->u.ival; return;
-  case KN_E_VAR:
-    for (int i = n - 1; i >= 0; i--)
-      if (r[i].var == e->u.var) {
-        *lo = r[i].lo;
-        *hi = r[i].hi;
-        return;
-      }
-    return;
-  case KN_E_ADD:
-  case KN_E_SUB:
-  case KN_E_MUL:
-  case KN_E_MIN:
-  case KN_E_MAX:
-    range_in(r, n, e->u.bin.a, &x, &y);
-    range_in(r, n, e->u.bin.b, &p, &q);
-    if (x <= -big || y >= big || p <= -big || q >= big) return;
-    /* |bounds| < 2^40: sums fit; products are checked, an overflow leaves
-     * the range unknown (never a wrong one) */
-    if (e->kind == KN_E_ADD) *lo = x + p, *hi = y + q;
-    if (e->kind == KN_E_SUB) *lo = x - q, *hi = y - p;
-    if (e->kind == KN_E_MIN) *lo = x < p ? x : p, *hi = y < q ? y : q;
-    if (e->kind == KN_E_MAX) *lo = x > p ? x : p, *hi = y > q ? y : q;
-    if (e->kind == KN_E_MUL && p == q && p >= 0) {
-      int64_t l, h;
-      if (__builtin_mul_overflow(x, p, &l) || __builtin_mul_overflow(y, p, &h) || l <= -big || h >= big) return;
-      *lo = l;
-      *hi = h;
-    }
-    return;
-  case KN_E_DIV:
-  case KN_E_MOD:
-    range_in(r, n, e->u.bin.a, &x, &y);
-    if (!cint(e->u.bin.b, &p) || p <= 0) return;
-    if (e->kind == KN_E_MOD) {
-      *lo = 0;
-      *hi = p - 1;
-    } else if (x > -big && y < big) {
-      *lo = floor_div(x, p);
-      *hi = floor_div(y, p);
-    }
-    return;
-  default: return;
-  }
+/* kn_var_range's bounds for "no bound" (simplify.h): at or beyond +-2^40 */
+#define LIST_UNBOUNDED ((int64_t)1 << 40)
+
+static kn_range list_entry_range(kn_var_range v) {
+  kn_range r = kn_range_make(v.lo, v.hi);
+  r.has_lo = v.lo > -LIST_UNBOUNDED;
+  r.has_hi = v.hi < LIST_UNBOUNDED;
+  return r;
 }
 
-static void range_of(const simp *S, const kn_expr *e, int64_t *lo, int64_t *hi) { range_in(S->r, S->n, e, lo, hi); }
+static kn_range table_var(void *ctx, const kn_var *v) {
+  const var_table *t = ctx;
+  for (int i = t->n - 1; i >= 0; i--) {
+    if (t->own && t->own[i].var == v) return t->own[i].range;
+    if (t->list && t->list[i].var == v) return list_entry_range(t->list[i]);
+  }
+  return kn_range_unknown();
+}
 
-/* An unknown range is no bound: a comparison or clamp decided on it would
- * drop Clip(x, 0, 2^41) of int64 data. */
-static bool range_known(int64_t lo, int64_t hi) { return lo > -RANGE_BIG && hi < RANGE_BIG; }
+/* The range of e when it is an int64 scalar (the only expressions the
+ * simplifier bounds; anything else is unknown). */
+static kn_range range_in(const var_table *t, const kn_expr *e) {
+  if (e->lanes != 1 || e->dtype != KN_DT_I64) return kn_range_unknown();
+  kn_range_env env = {.var = table_var, .ctx = (void *)t};
+  return kn_range_of(&env, e);
+}
+
+static kn_range range_of(const simp *S, const kn_expr *e) {
+  var_table t = {.own = S->r, .n = S->n};
+  return range_in(&t, e);
+}
 
 /* 1 when the comparison a k b of int64 scalars holds for all values in
- * their ranges, 0 when it holds for none, -1 when the ranges do not say. */
-static int compare_in(const kn_var_range *r, int n, kn_expr_kind k, const kn_expr *a, const kn_expr *b) {
+ * their ranges, 0 when it holds for none, -1 when the ranges do not say.
+ * Only ranges known on both sides decide: an unknown side is no bound (a
+ * clamp or compare of int64 data against 2^41 stays). */
+static int compare_in(const var_table *t, kn_expr_kind k, const kn_expr *a, const kn_expr *b) {
   if (a->dtype != KN_DT_I64 || a->lanes != 1 || b->lanes != 1) return -1;
-  int64_t al, ah, bl, bh;
-  range_in(r, n, a, &al, &ah);
-  range_in(r, n, b, &bl, &bh);
-  if (!range_known(al, ah) || !range_known(bl, bh)) return -1;
+  kn_range ra = range_in(t, a), rb = range_in(t, b);
+  if (!kn_range_bounded(ra) || !kn_range_bounded(rb)) return -1;
+  int64_t al = ra.lo, ah = ra.hi, bl = rb.lo, bh = rb.hi;
   switch (k) {
   case KN_E_LT: return ah < bl ? 1 : al >= bh ? 0 : -1;
   case KN_E_LE: return ah <= bl ? 1 : al > bh ? 0 : -1;
@@ -147,17 +125,17 @@ static int compare_in(const kn_var_range *r, int n, kn_expr_kind k, const kn_exp
 
 static bool is_compare(kn_expr_kind k) { return k >= KN_E_EQ && k <= KN_E_GE; }
 
-int kn_expr_truth(const kn_expr *e, const kn_var_range *r, int n) {
+static int truth_in(const var_table *t, const kn_expr *e) {
   int64_t x;
   if (e->lanes != 1 || e->dtype != KN_DT_BOOL) return -1;
   if (kn_e_is_const_int(e, &x)) return x != 0;
-  if (is_compare(e->kind)) return compare_in(r, n, e->kind, e->u.bin.a, e->u.bin.b);
+  if (is_compare(e->kind)) return compare_in(t, e->kind, e->u.bin.a, e->u.bin.b);
   if (e->kind == KN_E_NOT) {
-    int t = kn_expr_truth(e->u.un.a, r, n);
-    return t < 0 ? -1 : !t;
+    int v = truth_in(t, e->u.un.a);
+    return v < 0 ? -1 : !v;
   }
   if (e->kind == KN_E_AND || e->kind == KN_E_OR) {
-    int a = kn_expr_truth(e->u.bin.a, r, n), b = kn_expr_truth(e->u.bin.b, r, n);
+    int a = truth_in(t, e->u.bin.a), b = truth_in(t, e->u.bin.b);
     int absorb = e->kind == KN_E_OR; /* true absorbs an OR, false an AND */
     if (a == absorb || b == absorb) return absorb;
     return a == !absorb && b == !absorb ? !absorb : -1;
@@ -165,15 +143,25 @@ int kn_expr_truth(const kn_expr *e, const kn_var_range *r, int n) {
   return -1;
 }
 
+int kn_expr_truth(const kn_expr *e, const kn_var_range *r, int n) {
+  var_table t = {.list = r, .n = n};
+  return truth_in(&t, e);
+}
+
 void kn_expr_range(const kn_expr *e, const kn_var_range *r, int n, int64_t *lo, int64_t *hi) {
-  range_in(r, n, e, lo, hi);
+  var_table t = {.list = r, .n = n};
+  kn_range v = range_in(&t, e);
+  /* kn_var_range's encoding: each side clamped into [-2^40, 2^40], an
+   * unknown one at the edge (a bound moved outward stays a bound) */
+  *lo = !v.has_lo || v.lo < -LIST_UNBOUNDED ? -LIST_UNBOUNDED : v.lo > LIST_UNBOUNDED ? LIST_UNBOUNDED : v.lo;
+  *hi = !v.has_hi || v.hi > LIST_UNBOUNDED ? LIST_UNBOUNDED : v.hi < -LIST_UNBOUNDED ? -LIST_UNBOUNDED : v.hi;
 }
 
 /* Splits e into x*k + y with y's range inside [0, k): then e/k = x and
  * e%k = y. Handles the shapes the lowering produces: (x*k + y), (y + x*k),
  * and x*k alone. */
 static bool split_multiple(const simp *S, kn_expr *e, int64_t k, kn_expr **x, kn_expr **y) {
-  int64_t m, lo, hi;
+  int64_t m;
   if (e->kind == KN_E_MUL && cint(e->u.bin.b, &m) && m == k) {
     *x = e->u.bin.a;
     *y = NULL;
@@ -183,8 +171,8 @@ static bool split_multiple(const simp *S, kn_expr *e, int64_t k, kn_expr **x, kn
   for (int side = 0; side < 2; side++) {
     kn_expr *mul = side ? e->u.bin.b : e->u.bin.a, *rest = side ? e->u.bin.a : e->u.bin.b;
     if (mul->kind != KN_E_MUL || !cint(mul->u.bin.b, &m) || m != k) continue;
-    range_of(S, rest, &lo, &hi);
-    if (lo >= 0 && hi < k) {
+    kn_range r = range_of(S, rest);
+    if (r.has_lo && r.has_hi && r.lo >= 0 && r.hi < k) {
       *x = mul->u.bin.a;
       *y = rest;
       return true;
@@ -255,24 +243,24 @@ static kn_expr *simplify_bin(simp *S, kn_expr *e, kn_expr *a, kn_expr *b) {
     } else if (k == KN_E_DIV || k == KN_E_MOD) {
       if (is_int(b, 1)) return k == KN_E_DIV ? a : kn_e_int(c, 0);
       kn_expr *q, *r;
-      int64_t lo, hi;
       if (cint(b, &y) && y > 0) {
-        range_of(S, a, &lo, &hi);
-        if (lo >= 0 && hi < y) return k == KN_E_DIV ? kn_e_int(c, 0) : a;
+        kn_range ra = range_of(S, a);
+        if (ra.has_lo && ra.has_hi && ra.lo >= 0 && ra.hi < y) return k == KN_E_DIV ? kn_e_int(c, 0) : a;
         if (split_multiple(S, a, y, &q, &r))
           return k == KN_E_DIV ? q : r ? r : kn_e_int(c, 0);
       }
     } else if (k == KN_E_MIN || k == KN_E_MAX) {
       if (kn_e_equal(a, b)) return a;
-      /* one side bounds the other everywhere: a clamp the ranges prove idle */
-      int64_t al, ah, bl, bh;
-      range_of(S, a, &al, &ah);
-      range_of(S, b, &bl, &bh);
-      bool known = range_known(al, ah) && range_known(bl, bh);
-      if (known && (k == KN_E_MIN ? ah <= bl : al >= bh)) return a;
-      if (known && (k == KN_E_MIN ? bh <= al : bl >= ah)) return b;
+      /* one side bounds the other everywhere: a clamp the ranges prove
+       * idle. Both operands' ranges must be known on both sides: a clamp of
+       * int64 data (unknown) against any constant stays. */
+      kn_range ra = range_of(S, a), rb = range_of(S, b);
+      bool known = kn_range_bounded(ra) && kn_range_bounded(rb);
+      if (known && (k == KN_E_MIN ? ra.hi <= rb.lo : ra.lo >= rb.hi)) return a;
+      if (known && (k == KN_E_MIN ? rb.hi <= ra.lo : rb.lo >= ra.hi)) return b;
     } else if (is_compare(k)) {
-      int t = compare_in(S->r, S->n, k, a, b);
+      var_table vars = {.own = S->r, .n = S->n};
+      int t = compare_in(&vars, k, a, b);
       if (t >= 0) return kn_e_const_int(c, KN_DT_BOOL, t);
     }
   }
@@ -306,9 +294,8 @@ static kn_expr *simp_expr(simp *S, kn_expr *e) {
   case KN_E_FLOAT: return e;
   case KN_E_VAR: {
     /* a variable with one value (a loop of extent 1) is that value */
-    int64_t lo, hi;
-    range_of(S, e, &lo, &hi);
-    return lo == hi ? kn_e_int(c, lo) : e;
+    int64_t v;
+    return kn_range_is_const(range_of(S, e), &v) ? kn_e_int(c, v) : e;
   }
   case KN_E_NOT: {
     kn_expr *a = simp_expr(S, e->u.un.a);
@@ -356,13 +343,13 @@ static kn_expr *simp_expr(simp *S, kn_expr *e) {
   }
 }
 
-static void push_range(simp *S, const kn_var *v, int64_t lo, int64_t hi) {
+static void push_range(simp *S, const kn_var *v, kn_range range) {
   if (S->n == S->cap) {
     S->cap = S->cap ? 2 * S->cap : 16;
     S->r = realloc(S->r, sizeof *S->r * (size_t)S->cap);
     KN_ASSERT(S->r, "out of memory");
   }
-  S->r[S->n++] = (kn_var_range){v, lo, hi};
+  S->r[S->n++] = (bound_var){v, range};
 }
 
 /* The comparison that holds where "a k b" does not (NE and EQ: none). */
@@ -396,12 +383,12 @@ static void narrow(simp *S, const kn_expr *cond, bool negate) {
   }
   if (a->kind != KN_E_VAR || a->dtype != KN_DT_I64 || !cint(b, &v) || v <= INT64_MIN + 1 || v >= INT64_MAX - 1)
     return;
-  int64_t lo, hi;
-  range_of(S, a, &lo, &hi);
-  if ((k == KN_E_LT || k == KN_E_LE || k == KN_E_EQ) && hi > v - (k == KN_E_LT)) hi = v - (k == KN_E_LT);
-  if ((k == KN_E_GT || k == KN_E_GE || k == KN_E_EQ) && lo < v + (k == KN_E_GT)) lo = v + (k == KN_E_GT);
-  if (lo > hi) return; /* a branch that never runs: nothing to narrow to */
-  push_range(S, a->u.var, lo, hi);
+  kn_range r = range_of(S, a);
+  int64_t below = v - (k == KN_E_LT), above = v + (k == KN_E_GT);
+  if ((k == KN_E_LT || k == KN_E_LE || k == KN_E_EQ) && (!r.has_hi || r.hi > below)) r.hi = below, r.has_hi = true;
+  if ((k == KN_E_GT || k == KN_E_GE || k == KN_E_EQ) && (!r.has_lo || r.lo < above)) r.lo = above, r.has_lo = true;
+  if (kn_range_bounded(r) && r.lo > r.hi) return; /* a branch that never runs: nothing to narrow to */
+  push_range(S, a->u.var, r);
 }
 
 static kn_stmt *simp_stmt(simp *S, kn_stmt *s) {
@@ -410,10 +397,7 @@ static kn_stmt *simp_stmt(simp *S, kn_stmt *s) {
   switch (s->kind) {
   case KN_S_FOR: {
     kn_expr *mn = simp_expr(S, s->u.loop.min), *ext = simp_expr(S, s->u.loop.extent);
-    int64_t e_lo, e_hi, m_lo, m_hi;
-    range_of(S, ext, &e_lo, &e_hi);
-    range_of(S, mn, &m_lo, &m_hi);
-    push_range(S, s->u.loop.var, m_lo, m_hi + e_hi - 1);
+    push_range(S, s->u.loop.var, kn_range_loop_var(range_of(S, mn), range_of(S, ext)));
     kn_stmt *body = simp_stmt(S, s->u.loop.body);
     S->n--;
     if (is_int(ext, 0)) return kn_s_seq(c, NULL, 0);
@@ -454,13 +438,13 @@ static kn_stmt *simp_stmt(simp *S, kn_stmt *s) {
   }
   case KN_S_LET: {
     kn_expr *v = simp_expr(S, s->u.let.value);
-    int64_t lo, hi;
-    range_of(S, v, &lo, &hi);
-    push_range(S, s->u.let.var, lo, hi);
+    kn_range r = range_of(S, v);
+    push_range(S, s->u.let.var, r);
     kn_stmt *b = simp_stmt(S, s->u.let.body);
     S->n--;
     /* one value: the body reads the constant (simp_expr), the let goes */
-    if (lo == hi) return kn_stmt_substitute(c, b, s->u.let.var, kn_e_int(c, lo));
+    int64_t one;
+    if (kn_range_is_const(r, &one)) return kn_stmt_substitute(c, b, s->u.let.var, kn_e_int(c, one));
     if (v == s->u.let.value && b == s->u.let.body) return s;
     return kn_s_let(c, s->u.let.var, v, b);
   }

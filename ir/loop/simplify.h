@@ -5,7 +5,10 @@
 
 #include "ir/loop/loop.h"
 
-/* A variable's known value range [lo, hi]. */
+/* A variable's value range [lo, hi] as kn_expr_range and kn_expr_truth pass
+ * them: a bound at or beyond +-2^40 is no bound (callers add and subtract
+ * them, so they stay finite). The analysis itself (ir/loop/range.h) marks an
+ * unknown side with a flag. */
 typedef struct kn_var_range {
   const kn_var *var;
   int64_t lo, hi;
@@ -18,7 +21,8 @@ kn_stmt *kn_stmt_substitute(kn_expr_ctx *c, kn_stmt *s, const kn_var *var, kn_ex
 
 /* Conservative [lo, hi] of a scalar int64 expression when each variable of
  * r[0..n) lies in its range (the last entry for a variable wins; variables
- * not listed are unbounded). */
+ * not listed are unbounded), in kn_var_range's encoding: each side within
+ * [-2^40, 2^40], an unknown one at that edge. */
 void kn_expr_range(const kn_expr *e, const kn_var_range *r, int n, int64_t *lo, int64_t *hi);
 /* 1 when the scalar bool e holds for every value of its variables in the
  * ranges r[0..n), 0 when it holds for none, -1 when that is not known. */

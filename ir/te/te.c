@@ -207,16 +207,11 @@ kn_expr *kn_te_ix_mul(kn_te_ctx *c, kn_expr *a, kn_expr *b) {
   return kn_e_mul(c->ec, a, b);
 }
 
-static int64_t floor_div(int64_t a, int64_t b) {
-  int64_t q = a / b;
-  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
-}
-
 kn_expr *kn_te_ix_div(kn_te_ctx *c, kn_expr *a, kn_expr *b) {
   int64_t x, y;
   bool ca = kn_te_ix_const(a, &x), cb = kn_te_ix_const(b, &y);
   if (cb && y == 1) return a;
-  if (ca && cb && y != 0 && !(x == INT64_MIN && y == -1)) return kn_te_ix(c, floor_div(x, y));
+  if (ca && cb && y != 0 && !(x == INT64_MIN && y == -1)) return kn_te_ix(c, kn_floordiv_i64(x, y));
   if (ca && x == 0) return a;
   return kn_e_div(c->ec, a, b);
 }
@@ -226,7 +221,7 @@ kn_expr *kn_te_ix_mod(kn_te_ctx *c, kn_expr *a, kn_expr *b) {
   bool ca = kn_te_ix_const(a, &x), cb = kn_te_ix_const(b, &y);
   if (cb && y == 1) return kn_te_ix(c, 0);
   if (ca && cb && y != 0 && !(x == INT64_MIN && y == -1))
-    return kn_te_ix(c, x - floor_div(x, y) * y);
+    return kn_te_ix(c, kn_floormod_i64(x, y));
   if (ca && x == 0) return a;
   return kn_e_mod(c->ec, a, b);
 }

@@ -173,19 +173,6 @@ static val convert(kn_dtype to, kn_dtype from, val a) {
   return mk(to, 0, is_float(from) ? kn_f2int_sat(to, a.f) : a.i);
 }
 
-static int64_t floor_div(int64_t a, int64_t b) {
-  if (b == 0) return 0;
-  if (a == INT64_MIN && b == -1) return INT64_MIN;
-  int64_t q = a / b;
-  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
-}
-
-static int64_t floor_mod(int64_t a, int64_t b) {
-  if (b == 0 || (a == INT64_MIN && b == -1)) return 0;
-  int64_t r = a % b;
-  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
-}
-
 static val load_raw(kn_dtype t, const void *p, int64_t i) {
   val v = {0, 0};
   switch (t) {
@@ -437,8 +424,8 @@ static val eval_bin(ev *s, const kn_expr *e) {
   case KN_E_ADD: r = (int64_t)(x + y); break;
   case KN_E_SUB: r = (int64_t)(x - y); break;
   case KN_E_MUL: r = (int64_t)(x * y); break;
-  case KN_E_DIV: r = floor_div(a.i, b.i); break;
-  case KN_E_MOD: r = floor_mod(a.i, b.i); break;
+  case KN_E_DIV: r = kn_floordiv_i64(a.i, b.i); break;
+  case KN_E_MOD: r = kn_floormod_i64(a.i, b.i); break;
   case KN_E_MIN: r = a.i < b.i ? a.i : b.i; break;
   default: r = a.i > b.i ? a.i : b.i; break; /* MAX */
   }
