@@ -1,36 +1,12 @@
 /* cmd_compile.c — `kiln compile`: argument parsing around kn_compile. */
 #include <ctype.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "tools/cmds.h"
+#include "tools/options.h"
 #include "tools/pipeline.h"
-
-static void usage(FILE *out) {
-  fprintf(out,
-          "usage: kiln compile MODEL.onnx -o OUT.so|OUT.o|OUT.c [options]\n"
-          "  -o, --output PATH      artifact to write (.so shared library, .o object, or\n"
-          "                         .c portable C source with --target c);\n"
-          "                         the header is written beside it as OUT.h\n"
-          "  --target STRING        \"TRIPLE [-mcpu=CPU] [-mattr=+f,-g]\" (default: the host),\n"
-          "                         or \"c\" (portable C source, -o OUT.c)\n"
-          "  --max-batch B          largest batch the artifact accepts (default 1)\n"
-          "  --prefix NAME          C prefix of the artifact's symbols (default \"model\")\n"
-          "  --bind NAME=FILE       make graph input NAME the constant in FILE (.npy or ONNX\n"
-          "                         TensorProto .pb); the artifact no longer takes NAME\n"
-          "                         (repeatable)\n"
-          "  --tuning-log LOG.jsonl use the best record per workload of a `kiln tune` log\n"
-          "                         (records for other targets are ignored with a notice)\n"
-          "  --conv-algo A          3x3 stride-1 convs: direct, winograd (F(2x2,3x3) wherever\n"
-          "                         it applies), winograd4 (F(4x4,3x3) likewise) or auto\n"
-          "                         (default: F(2x2,3x3) for >= 32 channels; with --tuning-log,\n"
-          "                         per conv the algorithm whose kernels measured fastest)\n"
-          "  --dump-after=STAGE     print the IR after STAGE to stdout; stages:");
-  for (int i = 0; kn_pipeline_stage(i); i++) fprintf(out, " %s", kn_pipeline_stage(i));
-  fprintf(out, "\n  -v, --verbose          print a summary line\n");
-}
 
 /* A C identifier that cannot clash with the ABI's names (kiln_*, the
  * kiln_artifact typedef) or the runtime's hidden symbols (kn_*). */
@@ -48,107 +24,102 @@ static bool has_suffix(const char *s, const char *suffix) {
   return n > k && !strcmp(s + n - k, suffix);
 }
 
+enum { MAX_STAGES = 64 };
+
+/* The stages of tools/pipeline.c's table into stages[] (NULL-terminated),
+ * and the --help line of --dump-after that lists them. */
+static void dump_after_stages(const char **stages, char *buf, size_t cap) {
+  size_t n = (size_t)snprintf(buf, cap, "print the IR after STAGE to stdout; stages:");
+  int i = 0;
+  for (; i < MAX_STAGES && kn_pipeline_stage(i); i++) {
+    stages[i] = kn_pipeline_stage(i);
+    if (n < cap) n += (size_t)snprintf(buf + n, cap - n, " %s", stages[i]);
+  }
+  stages[i] = NULL;
+}
+
+/* Reads the command line into *o and bind_args[0..*n_bind_args) (room for
+ * argc); returns KN_OPTS_GO_ON or the exit status. */
+static int parse_args(int argc, char **argv, kn_compile_opts *o, const char **bind_args, int *n_bind_args) {
+  const char *conv_algos[KN_CONV_ALGOS + 2] = {[KN_CONV_ALGOS] = "auto"};
+  memcpy(conv_algos, kn_conv_algo_name, sizeof kn_conv_algo_name);
+  const char *stages[MAX_STAGES + 1];
+  char dump_help[1024];
+  dump_after_stages(stages, dump_help, sizeof dump_help);
+  const kn_opt opts[] = {
+      {"--output", "-o", "PATH",
+       "artifact to write (.so shared library, .o object, or\n.c portable C source with --target c);\n"
+       "the header is written beside it as OUT.h",
+       .str = &o->output},
+      {"--target", NULL, "STRING",
+       "\"TRIPLE [-mcpu=CPU] [-mattr=+f,-g]\" (default: the host),\nor \"c\" (portable C source, -o OUT.c)",
+       .str = &o->target},
+      {"--max-batch", NULL, "B", "largest batch the artifact accepts (default 1)", .whole = &o->max_batch,
+       .lo = 1, .hi = 1 << 20, .expect = "a batch size in [1, 1048576]"},
+      {"--prefix", NULL, "NAME", "C prefix of the artifact's symbols (default \"model\")", .str = &o->prefix},
+      {"--bind", NULL, "NAME=FILE",
+       "make graph input NAME the constant in FILE (.npy or ONNX\nTensorProto .pb); the artifact no longer "
+       "takes NAME\n(repeatable)",
+       .list = bind_args, .count = n_bind_args, .max = argc},
+      {"--tuning-log", NULL, "LOG.jsonl",
+       "use the best record per workload of a `kiln tune` log\n(records for other targets are ignored with a notice)",
+       .str = &o->tuning_log},
+      {"--conv-algo", NULL, "A",
+       "3x3 stride-1 convs: direct, winograd (F(2x2,3x3) wherever\nit applies), winograd4 (F(4x4,3x3) likewise) "
+       "or auto\n(default: F(2x2,3x3) for >= 32 channels; with --tuning-log,\nper conv the algorithm whose kernels "
+       "measured fastest)",
+       .str = &o->conv_algo, .choices = conv_algos},
+      {"--dump-after", NULL, "=STAGE", dump_help, .str = &o->dump_after, .choices = stages},
+      {"--verbose", "-v", NULL, "print a summary line", .flag = &o->verbose},
+  };
+  const kn_cmd_spec spec = {"compile", "usage: kiln compile MODEL.onnx -o OUT.so|OUT.o|OUT.c [options]", "model",
+                            opts, (int)(sizeof opts / sizeof *opts), NULL};
+  return kn_opts_parse(&spec, argc, argv, &o->model);
+}
+
+/* The output's name and the prefix; KN_OPTS_GO_ON or 2. */
+static int check_output(const kn_compile_opts *o) {
+  if (!o->output) {
+    fprintf(stderr, "kiln: error: compile: no output given: add -o OUT.so or -o OUT.o\n");
+    return 2;
+  }
+  if (!has_suffix(o->output, ".so") && !has_suffix(o->output, ".o") && !has_suffix(o->output, ".c")) {
+    fprintf(stderr, "kiln: error: compile: output '%s' must end in .so, .o or .c (with --target c)\n",
+            o->output);
+    return 2;
+  }
+  if (!valid_prefix(o->prefix)) {
+    fprintf(stderr, "kiln: error: compile: --prefix '%s' is not a C identifier free for the artifact "
+                    "(names starting with 'kiln' or 'kn_' are reserved)\n", o->prefix);
+    return 2;
+  }
+  return KN_OPTS_GO_ON;
+}
+
 int kn_cmd_compile(int argc, char **argv) {
   kn_compile_opts o = {.prefix = "model", .max_batch = 1};
+  const char **bind_args = calloc((size_t)argc, sizeof *bind_args);
   kn_binding *binds = calloc((size_t)argc, sizeof *binds);
+  int n_bind_args = 0;
   kn_arena arena;
   kn_arena_init(&arena);
   kn_diag d;
   kn_diag_init(&d);
   int status = 2;
-  if (!binds) goto out;
-  o.binds = binds;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    const char *val = NULL;
-#define TAKE(flag)                                                                              \
-  (!strcmp(a, flag) ? (i + 1 < argc ? (val = argv[++i], 1) : -1)                              \
-                    : (!strncmp(a, flag "=", strlen(flag) + 1) ? (val = a + strlen(flag) + 1, 1) : 0))
-    int r;
-    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      usage(stdout);
-      status = 0;
-      goto out;
-    } else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) {
-      o.verbose = true;
-    } else if ((r = TAKE("-o")) || (r = TAKE("--output"))) {
-      if (r < 0) goto missing;
-      o.output = val;
-    } else if ((r = TAKE("--target"))) {
-      if (r < 0) goto missing;
-      o.target = val;
-    } else if ((r = TAKE("--prefix"))) {
-      if (r < 0) goto missing;
-      o.prefix = val;
-    } else if ((r = TAKE("--bind"))) {
-      if (r < 0) goto missing;
-      if (kn_binding_parse(val, &arena, &binds[o.n_binds], &d) < 0) {
-        kn_diag_print(&d, "kiln");
-        goto out;
-      }
-      o.n_binds++;
-    } else if ((r = TAKE("--tuning-log"))) {
-      if (r < 0) goto missing;
-      o.tuning_log = val;
-    } else if ((r = TAKE("--conv-algo"))) {
-      if (r < 0) goto missing;
-      if (!kn_pipeline_conv_algo_valid(val)) {
-        fprintf(stderr, "kiln: error: --conv-algo: '%s' is not direct, winograd, winograd4 or auto\n", val);
-        goto out;
-      }
-      o.conv_algo = val;
-    } else if ((r = TAKE("--dump-after"))) {
-      if (r < 0) goto missing;
-      o.dump_after = val;
-    } else if ((r = TAKE("--max-batch"))) {
-      if (r < 0) goto missing;
-      char *end;
-      errno = 0;
-      long long b = strtoll(val, &end, 10);
-      if (errno || *end || b < 1 || b > (1 << 20)) {
-        fprintf(stderr, "kiln: error: --max-batch: '%s' is not a batch size in [1, 1048576]\n", val);
-        goto out;
-      }
-      o.max_batch = b;
-    } else if (a[0] == '-' && a[1]) {
-      fprintf(stderr, "kiln: error: compile: unknown option '%s' (see 'kiln compile --help')\n", a);
-      goto out;
-    } else if (!o.model) {
-      o.model = a;
-    } else {
-      fprintf(stderr, "kiln: error: compile: unexpected argument '%s' (one model at a time)\n", a);
+  if (!bind_args || !binds) goto out;
+  int parsed = parse_args(argc, argv, &o, bind_args, &n_bind_args);
+  if (parsed != KN_OPTS_GO_ON) {
+    status = parsed;
+    goto out;
+  }
+  for (int i = 0; i < n_bind_args; i++)
+    if (kn_binding_parse(bind_args[i], &arena, &binds[i], &d) < 0) {
+      kn_diag_print(&d, "kiln");
       goto out;
     }
-    continue;
-  missing:
-    fprintf(stderr, "kiln: error: compile: option '%s' needs a value\n", a);
-    goto out;
-#undef TAKE
-  }
-  if (!o.model) {
-    fprintf(stderr, "kiln: error: compile: no model given (see 'kiln compile --help')\n");
-    goto out;
-  }
-  if (!o.output) {
-    fprintf(stderr, "kiln: error: compile: no output given: add -o OUT.so or -o OUT.o\n");
-    goto out;
-  }
-  if (!has_suffix(o.output, ".so") && !has_suffix(o.output, ".o") && !has_suffix(o.output, ".c")) {
-    fprintf(stderr, "kiln: error: compile: output '%s' must end in .so, .o or .c (with --target c)\n",
-            o.output);
-    goto out;
-  }
-  if (!valid_prefix(o.prefix)) {
-    fprintf(stderr, "kiln: error: compile: --prefix '%s' is not a C identifier free for the artifact "
-                    "(names starting with 'kiln' or 'kn_' are reserved)\n", o.prefix);
-    goto out;
-  }
-  if (o.dump_after && !kn_pipeline_stage_valid(o.dump_after)) {
-    fprintf(stderr, "kiln: error: compile: unknown stage '%s' for --dump-after; stages:", o.dump_after);
-    for (int i = 0; kn_pipeline_stage(i); i++) fprintf(stderr, " %s", kn_pipeline_stage(i));
-    fprintf(stderr, "\n");
-    goto out;
-  }
+  o.binds = binds;
+  o.n_binds = n_bind_args;
+  if (check_output(&o) != KN_OPTS_GO_ON) goto out;
   status = kn_compile(&o, &d) < 0 ? 1 : 0;
   if (status) {
     if (d.count == 0) kn_diag_error(&d, "compile of '%s' failed", o.model);
@@ -158,5 +129,6 @@ out:
   kn_diag_free(&d);
   kn_arena_free(&arena);
   free(binds);
+  free(bind_args);
   return status;
 }

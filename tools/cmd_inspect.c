@@ -8,6 +8,7 @@
 #include "ir/passes/passes.h"
 #include "ir/shape/shape_infer.h"
 #include "tools/cmds.h"
+#include "tools/options.h"
 #include "tools/pipeline.h"
 
 typedef struct census_row {
@@ -33,27 +34,13 @@ static void print_unsupported(const kn_node *n, const char *where, void *ctx) {
 }
 
 int kn_cmd_inspect(int argc, char **argv) {
+  const kn_cmd_spec spec = {"inspect",
+                            "usage: kiln inspect MODEL.onnx\n"
+                            "  prints the op census, parameter count, FLOPs (batch 1) and every unsupported op",
+                            "model", NULL, 0, NULL};
   const char *model = NULL;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-      printf("usage: kiln inspect MODEL.onnx\n"
-             "  prints the op census, parameter count, FLOPs (batch 1) and every unsupported op\n");
-      return 0;
-    }
-    if (argv[i][0] == '-') {
-      fprintf(stderr, "kiln: error: inspect: unknown option '%s' (see 'kiln inspect --help')\n", argv[i]);
-      return 2;
-    }
-    if (model) {
-      fprintf(stderr, "kiln: error: inspect: unexpected argument '%s'\n", argv[i]);
-      return 2;
-    }
-    model = argv[i];
-  }
-  if (!model) {
-    fprintf(stderr, "kiln: error: inspect: no model given (see 'kiln inspect --help')\n");
-    return 2;
-  }
+  int parsed = kn_opts_parse(&spec, argc, argv, &model);
+  if (parsed != KN_OPTS_GO_ON) return parsed;
   kn_graph g;
   kn_graph_init(&g);
   kn_diag d;

@@ -12,6 +12,7 @@
  * An aarch64 artifact on another host runs under qemu-aarch64 through
  * kiln-run-aarch64, this same command cross-built (cross_run.c). */
 #include <errno.h>
+#include <float.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,33 +25,10 @@
 #include "tools/cmds.h"
 #include "tools/cross_run.h"
 #include "tools/npy.h"
+#include "tools/options.h"
 #include "tools/run_profile.h"
 
 #define MAX_IO 256
-
-static void usage(FILE *out) {
-  fprintf(out,
-          "usage: kiln run ARTIFACT.so --input NAME=FILE.npy ... [options]\n"
-          "  (an aarch64 artifact on an x86-64 host runs under qemu-aarch64)\n"
-          "  --input NAME=FILE.npy  value of model input NAME (give every input)\n"
-          "  --output-dir DIR       where NAME.npy is written per output (default .)\n"
-          "  --threads N            thread pool size (default $KILN_NUM_THREADS or the CPU count)\n"
-          "  --bench N              time N runs and print the median and p90 latency\n"
-          "  --warmup N             untimed runs before --bench / --profile (default 3)\n"
-          "  --profile              time each kernel over the --bench N runs (default 20): table\n"
-          "                         of median time, share, GFLOP/s and %% of the fp32 peak;\n"
-          "                         inputs not given are filled with deterministic values\n"
-          "  --trace FILE.json      with --profile: write a Chrome trace (Perfetto, chrome://tracing)\n"
-          "  --peak GFLOPS          with --profile: the fp32 peak to compare with (default: measured\n"
-          "                         at startup on the same thread count, ~0.2 s)\n");
-}
-
-static int usage_error(const char *fmt, const char *arg) {
-  fprintf(stderr, "kiln: error: run: ");
-  fprintf(stderr, fmt, arg);
-  fprintf(stderr, " (see 'kiln run --help')\n");
-  return 2;
-}
 
 static bool parse_count(const char *s, long lo, long hi, long *out) {
   char *end;
@@ -223,226 +201,238 @@ static int fill_input(const kiln_tensor_desc *t, int64_t batch, kn_npy *v, kn_di
   return 0;
 }
 
-int kn_cmd_run(int argc, char **argv) {
-  const char *artifact = NULL, *out_dir = ".";
-  const char *in_names[MAX_IO], *in_files[MAX_IO]; /* NAME=FILE split at in_files[k] - 1 */
-  int in_name_len[MAX_IO];
-  int n_in = 0;
-  long threads = 0, bench = 0, warmup = 3;
-  bool profile = false;
-  const char *trace = NULL;
-  double peak = 0;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *val = NULL;
-    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      usage(stdout);
-      return 0;
-    }
-    if (!strcmp(a, "--profile")) {
-      profile = true;
-      continue;
-    }
-    if (a[0] != '-') {
-      if (artifact) return usage_error("unexpected argument '%s'", a);
-      artifact = a;
-      continue;
-    }
-    static const char *const flags[] = {"--input", "--output-dir", "--threads", "--bench",
-                                        "--warmup", "--trace",      "--peak"};
-    int which = -1;
-    for (int f = 0; f < 7; f++) {
-      size_t n = strlen(flags[f]);
-      if (!strncmp(a, flags[f], n) && (a[n] == 0 || a[n] == '=')) {
-        which = f;
-        val = a[n] == '=' ? a + n + 1 : NULL;
-      }
-    }
-    if (which < 0) return usage_error("unknown option '%s'", a);
-    if (!val) {
-      if (i + 1 >= argc) return usage_error("option '%s' needs a value", a);
-      val = argv[++i];
-    }
-    switch (which) {
-    case 0: {
-      const char *eq = strchr(val, '=');
-      if (!eq || eq == val || !eq[1]) return usage_error("--input wants NAME=FILE.npy, got '%s'", val);
-      if (n_in == MAX_IO) return usage_error("too many inputs at '%s'", val);
-      in_names[n_in] = val;
-      in_name_len[n_in] = (int)(eq - val);
-      in_files[n_in++] = eq + 1;
-      break;
-    }
-    case 1: out_dir = val; break;
-    case 2:
-      if (!parse_count(val, 1, 256, &threads)) return usage_error("--threads wants 1..256, got '%s'", val);
-      break;
-    case 3:
-      if (!parse_count(val, 1, 1000000, &bench)) return usage_error("--bench wants a count >= 1, got '%s'", val);
-      break;
-    case 4:
-      if (!parse_count(val, 0, 1000000, &warmup)) return usage_error("--warmup wants a count >= 0, got '%s'", val);
-      break;
-    case 5:
-      if (!*val) return usage_error("--trace wants a file name, got '%s'", val);
-      trace = val;
-      break;
-    default: {
-      char *end;
-      errno = 0;
-      peak = strtod(val, &end);
-      if (errno || end == val || *end || !(peak > 0 && peak < 1e9))
-        return usage_error("--peak wants a positive GFLOP/s figure, got '%s'", val);
-    }
-    }
-  }
-  if (!artifact) return usage_error("no artifact given%s", "");
-  if (trace && !profile) return usage_error("--trace '%s' needs --profile", trace);
-  if (peak > 0 && !profile) return usage_error("--peak needs --profile%s", "");
-  if (profile && bench > 100000) {
-    char n[32];
-    snprintf(n, sizeof n, "%ld", bench);
-    return usage_error("--profile takes at most 100000 runs (--bench), got %s", n);
-  }
-  {
-    kn_diag cd;
-    kn_diag_init(&cd);
-    int cross_status = 0, r = kn_cross_run(artifact, argc, argv, &cross_status, &cd);
-    if (r < 0) kn_diag_print(&cd, "kiln");
-    kn_diag_free(&cd);
-    if (r != 0) return r < 0 ? 1 : cross_status;
-  }
+/* What `kiln run` was asked to do. */
+typedef struct run_args {
+  const char *artifact, *out_dir;
+  const char *inputs[MAX_IO]; /* --input values, "NAME=FILE" */
+  int n_inputs;
+  int64_t threads, bench, warmup;
+  bool profile;
+  const char *trace;
+  double peak;
+} run_args;
 
-  int status = 1;
-  kn_diag d;
-  kn_diag_init(&d);
-  kn_loader l = {0};
-  kn_npy vals[MAX_IO];
-  memset(vals, 0, sizeof vals);
-  const void *inputs[MAX_IO] = {0};
-  void *outputs[MAX_IO] = {0};
-  void *ws = NULL;
-  double *times = NULL;
-  if (kn_loader_open(artifact, &l, &d)) goto done;
-  const kiln_artifact *a = l.art;
-  if (a->n_inputs > MAX_IO || a->n_outputs > MAX_IO) {
-    kn_diag_error(&d, "'%s' has more than %d inputs or outputs", artifact, MAX_IO);
-    goto done;
+/* Reads the command line into *r; returns KN_OPTS_GO_ON or the exit status. */
+static int parse_args(int argc, char **argv, run_args *r) {
+  *r = (run_args){.out_dir = ".", .warmup = 3};
+  const kn_opt opts[] = {
+      {"--input", NULL, "NAME=FILE.npy", "value of model input NAME (give every input)", .list = r->inputs,
+       .count = &r->n_inputs, .max = MAX_IO},
+      {"--output-dir", NULL, "DIR", "where NAME.npy is written per output (default .)", .str = &r->out_dir},
+      {"--threads", NULL, "N", "thread pool size (default $KILN_NUM_THREADS or the CPU count)",
+       .whole = &r->threads, .lo = 1, .hi = 256},
+      {"--bench", NULL, "N", "time N runs and print the median and p90 latency", .whole = &r->bench, .lo = 1,
+       .hi = 1000000},
+      {"--warmup", NULL, "N", "untimed runs before --bench / --profile (default 3)", .whole = &r->warmup, .lo = 0,
+       .hi = 1000000},
+      {"--profile", NULL, NULL,
+       "time each kernel over the --bench N runs (default 20): table\nof median time, share, GFLOP/s and % of the "
+       "fp32 peak;\ninputs not given are filled with deterministic values",
+       .flag = &r->profile},
+      {"--trace", NULL, "FILE.json", "with --profile: write a Chrome trace (Perfetto, chrome://tracing)",
+       .str = &r->trace},
+      {"--peak", NULL, "GFLOPS",
+       "with --profile: the fp32 peak to compare with (default: measured\nat startup on the same thread count, ~0.2 s)",
+       .num = &r->peak, .lo = DBL_MIN, .hi = 1e9, .expect = "a positive GFLOP/s figure"},
+  };
+  const kn_cmd_spec spec = {"run",
+                            "usage: kiln run ARTIFACT.so --input NAME=FILE.npy ... [options]\n"
+                            "  (an aarch64 artifact on an x86-64 host runs under qemu-aarch64)",
+                            "artifact", opts, (int)(sizeof opts / sizeof *opts), NULL};
+  int status = kn_opts_parse(&spec, argc, argv, &r->artifact);
+  if (status != KN_OPTS_GO_ON) return status;
+  for (int k = 0; k < r->n_inputs; k++) {
+    const char *eq = strchr(r->inputs[k], '=');
+    if (!eq || eq == r->inputs[k] || !eq[1]) return kn_opts_bad_value("--input", r->inputs[k], "NAME=FILE.npy");
   }
-  /* match --input flags to model inputs */
-  int given[MAX_IO];
+  if (r->trace && !*r->trace) return kn_opts_bad_value("--trace", r->trace, "a file name");
+  if (r->trace && !r->profile) return kn_opts_usage_error(&spec, "--trace '%s' needs --profile", r->trace);
+  if (r->peak > 0 && !r->profile) return kn_opts_usage_error(&spec, "--peak needs --profile");
+  if (r->profile && r->bench > 100000)
+    return kn_opts_usage_error(&spec, "--profile takes at most 100000 runs (--bench), got %lld", (long long)r->bench);
+  return KN_OPTS_GO_ON;
+}
+
+/* The loaded artifact and the buffers of one run. */
+typedef struct run_state {
+  kn_loader l;
+  kn_npy vals[MAX_IO]; /* the inputs as read (or filled) */
+  const void *inputs[MAX_IO];
+  void *outputs[MAX_IO];
+  void *ws;
+  int64_t batch;
+  int threads;
+} run_state;
+
+static void run_state_free(run_state *st) {
+  kn_loader_workspace_free(st->ws);
+  for (int i = 0; i < MAX_IO; i++) {
+    free(st->outputs[i]);
+    kn_npy_free(&st->vals[i]);
+  }
+  kn_loader_close(&st->l);
+}
+
+/* given[i]: the --input for model input i, or -1. Every --input must name a
+ * model input, once; every model input must be given unless --profile. */
+static int match_inputs(const kiln_artifact *a, const run_args *r, int *given, kn_diag *d) {
   for (int i = 0; i < a->n_inputs; i++) given[i] = -1;
-  for (int k = 0; k < n_in; k++) {
+  for (int k = 0; k < r->n_inputs; k++) {
+    size_t name_len = (size_t)(strchr(r->inputs[k], '=') - r->inputs[k]);
     int idx = -1;
     for (int i = 0; i < a->n_inputs; i++)
-      if (strlen(a->inputs[i].name) == (size_t)in_name_len[k] &&
-          !strncmp(a->inputs[i].name, in_names[k], (size_t)in_name_len[k]))
-        idx = i;
+      if (strlen(a->inputs[i].name) == name_len && !strncmp(a->inputs[i].name, r->inputs[k], name_len)) idx = i;
     if (idx < 0) {
       char list[1024] = "";
       size_t n = 0;
       for (int i = 0; i < a->n_inputs && n < sizeof list; i++)
         n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", i ? ", " : "", a->inputs[i].name);
-      kn_diag_error(&d, "unknown input '%.*s' (the model's inputs: %s)", in_name_len[k],
-                    in_names[k], list);
-      goto done;
+      return kn_diag_error(d, "unknown input '%.*s' (the model's inputs: %s)", (int)name_len, r->inputs[k], list);
     }
-    if (given[idx] >= 0) {
-      kn_diag_error(&d, "input '%s' is given twice", a->inputs[idx].name);
-      goto done;
-    }
+    if (given[idx] >= 0) return kn_diag_error(d, "input '%s' is given twice", a->inputs[idx].name);
     given[idx] = k;
   }
   for (int i = 0; i < a->n_inputs; i++)
-    if (given[i] < 0 && !profile) {
-      kn_diag_error(&d, "missing input '%s' (give --input %s=FILE.npy)", a->inputs[i].name,
-                    a->inputs[i].name);
-      goto done;
-    }
-  int64_t batch = 0;
-  for (int i = 0; i < a->n_inputs; i++) {
-    if (given[i] < 0) continue; /* filled below (--profile) */
-    const char *file = in_files[given[i]];
-    if (kn_npy_read(file, &vals[i], &d) || check_input(a, &a->inputs[i], file, &vals[i], &batch, &d))
-      goto done;
-    kn_dtype want = kn_loader_dtype(&a->inputs[i]);
-    if (want == KN_DT_BF16 && vals[i].dtype == KN_DT_F32) {
-      uint16_t *h = (uint16_t *)vals[i].data; /* in place: 2 bytes per 4 */
-      for (int64_t e = 0; e < vals[i].numel; e++) h[e] = kn_f32_to_bf16(((float *)vals[i].data)[e]);
-    }
-    if (kn_dtype_is_f8(want) && vals[i].dtype == KN_DT_F32) {
-      uint8_t *q = (uint8_t *)vals[i].data; /* in place: 1 byte per 4 */
-      for (int64_t e = 0; e < vals[i].numel; e++) q[e] = kn_f32_to_f8(want, ((float *)vals[i].data)[e]);
-    }
-    inputs[i] = vals[i].data;
+    if (given[i] < 0 && !r->profile)
+      return kn_diag_error(d, "missing input '%s' (give --input %s=FILE.npy)", a->inputs[i].name,
+                           a->inputs[i].name);
+  return 0;
+}
+
+/* A float32 .npy given for a bfloat16 or float8 input, narrowed in place. */
+static void narrow_input(kn_dtype want, kn_npy *v) {
+  if (v->dtype != KN_DT_F32) return;
+  if (want == KN_DT_BF16) {
+    uint16_t *h = (uint16_t *)v->data; /* 2 bytes per 4 */
+    for (int64_t e = 0; e < v->numel; e++) h[e] = kn_f32_to_bf16(((float *)v->data)[e]);
   }
-  if (batch == 0) batch = 1;
+  if (kn_dtype_is_f8(want)) {
+    uint8_t *q = (uint8_t *)v->data; /* 1 byte per 4 */
+    for (int64_t e = 0; e < v->numel; e++) q[e] = kn_f32_to_f8(want, ((float *)v->data)[e]);
+  }
+}
+
+/* Reads and checks the given inputs, which decide the batch (1 if none),
+ * then fills the others (--profile). */
+static int read_inputs(const kiln_artifact *a, const run_args *r, const int *given, run_state *st, kn_diag *d) {
+  st->batch = 0;
+  for (int i = 0; i < a->n_inputs; i++) {
+    if (given[i] < 0) continue;
+    const char *file = strchr(r->inputs[given[i]], '=') + 1;
+    if (kn_npy_read(file, &st->vals[i], d) || check_input(a, &a->inputs[i], file, &st->vals[i], &st->batch, d))
+      return -1;
+    narrow_input(kn_loader_dtype(&a->inputs[i]), &st->vals[i]);
+    st->inputs[i] = st->vals[i].data;
+  }
+  if (st->batch == 0) st->batch = 1;
   for (int i = 0; i < a->n_inputs; i++)
     if (given[i] < 0) {
-      if (fill_input(&a->inputs[i], batch, &vals[i], &d)) goto done;
-      inputs[i] = vals[i].data;
+      if (fill_input(&a->inputs[i], st->batch, &st->vals[i], d)) return -1;
+      st->inputs[i] = st->vals[i].data;
     }
+  return 0;
+}
+
+static int alloc_outputs(const kiln_artifact *a, run_state *st, kn_diag *d) {
   for (int i = 0; i < a->n_outputs; i++) {
-    int64_t bytes = kn_loader_bytes(&a->outputs[i], batch);
-    if (bytes < 0 || !(outputs[i] = malloc(bytes > 0 ? (size_t)bytes : 1))) {
-      kn_diag_error(&d, "cannot allocate output '%s'", a->outputs[i].name);
-      goto done;
+    int64_t bytes = kn_loader_bytes(&a->outputs[i], st->batch);
+    if (bytes < 0 || !(st->outputs[i] = malloc(bytes > 0 ? (size_t)bytes : 1)))
+      return kn_diag_error(d, "cannot allocate output '%s'", a->outputs[i].name);
+  }
+  return 0;
+}
+
+static int run_once(const run_state *st, kn_diag *d) {
+  return kn_loader_run(&st->l, st->inputs, st->outputs, st->ws, st->batch, d);
+}
+
+/* --bench: --warmup untimed runs, then --bench timed ones; prints the latency line. */
+static int bench(const run_args *r, const run_state *st, kn_diag *d) {
+  for (int64_t i = 0; i < r->warmup; i++)
+    if (run_once(st, d)) return -1;
+  double *times = malloc(sizeof(double) * (size_t)r->bench);
+  KN_ASSERT(times, "out of memory");
+  for (int64_t i = 0; i < r->bench; i++) {
+    double t0 = now_ms();
+    if (run_once(st, d)) {
+      free(times);
+      return -1;
     }
+    times[i] = now_ms() - t0;
   }
-  if (!(ws = kn_loader_workspace_new(a, &d))) goto done;
-  int nthreads = threads ? (int)threads : default_threads();
-  if (kn_loader_set_threads(&l, nthreads, &d)) goto done;
-  if (kn_loader_run(&l, inputs, outputs, ws, batch, &d)) goto done;
-  if (bench) {
-    for (long i = 0; i < warmup; i++)
-      if (kn_loader_run(&l, inputs, outputs, ws, batch, &d)) goto done;
-    times = malloc(sizeof(double) * (size_t)bench);
-    KN_ASSERT(times, "out of memory");
-    for (long i = 0; i < bench; i++) {
-      double t0 = now_ms();
-      if (kn_loader_run(&l, inputs, outputs, ws, batch, &d)) goto done;
-      times[i] = now_ms() - t0;
-    }
-    qsort(times, (size_t)bench, sizeof(double), cmp_double);
-    long p90 = (long)((double)bench * 0.9 + 0.999999) - 1;
-    double median = bench % 2 ? times[bench / 2] : (times[bench / 2 - 1] + times[bench / 2]) / 2;
-    double p90v = times[p90 < 0 ? 0 : p90];
-    printf("latency: median %.*f ms, p90 %.*f ms (%ld runs, %d threads)\n", median < 1 ? 4 : 3,
-           median, p90v < 1 ? 4 : 3, p90v, bench, nthreads);
-  }
-  if (profile) {
-    kn_profile_opts po = {.runs = bench ? bench : 20, .warmup = warmup, .threads = nthreads,
-                          .peak_gflops = peak, .trace_path = trace};
-    if (kn_run_profile(&l, inputs, outputs, ws, batch, &po, stdout, &d)) goto done;
-  }
-  struct stat st;
-  if (stat(out_dir, &st) != 0 && mkdir(out_dir, 0755) != 0) {
-    kn_diag_error(&d, "cannot create output directory '%s': %s", out_dir, strerror(errno));
-    goto done;
-  }
+  int64_t n = r->bench;
+  qsort(times, (size_t)n, sizeof(double), cmp_double);
+  int64_t p90 = (int64_t)((double)n * 0.9 + 0.999999) - 1;
+  double median = n % 2 ? times[n / 2] : (times[n / 2 - 1] + times[n / 2]) / 2;
+  double p90v = times[p90 < 0 ? 0 : p90];
+  printf("latency: median %.*f ms, p90 %.*f ms (%lld runs, %d threads)\n", median < 1 ? 4 : 3, median,
+         p90v < 1 ? 4 : 3, p90v, (long long)n, st->threads);
+  free(times);
+  return 0;
+}
+
+/* Writes DIR/NAME.npy per output; without --bench / --profile also prints
+ * each output's dtype, shape and first values. */
+static int write_outputs(const kiln_artifact *a, const run_args *r, const run_state *st, kn_diag *d) {
+  struct stat sb;
+  if (stat(r->out_dir, &sb) != 0 && mkdir(r->out_dir, 0755) != 0)
+    return kn_diag_error(d, "cannot create output directory '%s': %s", r->out_dir, strerror(errno));
   for (int i = 0; i < a->n_outputs; i++) {
     const kiln_tensor_desc *t = &a->outputs[i];
-    if (write_output(out_dir, t, batch, outputs[i], &d)) goto done;
-    if (bench || profile) continue;
+    if (write_output(r->out_dir, t, st->batch, st->outputs[i], d)) return -1;
+    if (r->bench || r->profile) continue;
     char shape[256];
-    kn_loader_shape_str(t, batch, shape, sizeof shape);
-    int64_t numel = kn_loader_numel(t, batch);
+    kn_loader_shape_str(t, st->batch, shape, sizeof shape);
+    int64_t numel = kn_loader_numel(t, st->batch);
     printf("%s: %s [%s] = [", t->name, kn_dtype_name(kn_loader_dtype(t)), shape);
     for (int64_t e = 0; e < numel && e < 6; e++) {
       if (e) printf(", ");
-      print_value(outputs[i], kn_loader_dtype(t), e);
+      print_value(st->outputs[i], kn_loader_dtype(t), e);
     }
     printf("%s]\n", numel > 6 ? ", ..." : "");
   }
-  status = 0;
-done:
+  return 0;
+}
+
+/* Loads the artifact, runs it once on the inputs, benchmarks and profiles
+ * it as asked, writes the outputs. */
+static int run_artifact(const run_args *r, run_state *st, kn_diag *d) {
+  if (kn_loader_open(r->artifact, &st->l, d)) return -1;
+  const kiln_artifact *a = st->l.art;
+  if (a->n_inputs > MAX_IO || a->n_outputs > MAX_IO)
+    return kn_diag_error(d, "'%s' has more than %d inputs or outputs", r->artifact, MAX_IO);
+  int given[MAX_IO];
+  if (match_inputs(a, r, given, d) || read_inputs(a, r, given, st, d) || alloc_outputs(a, st, d)) return -1;
+  if (!(st->ws = kn_loader_workspace_new(a, d))) return -1;
+  st->threads = r->threads ? (int)r->threads : default_threads();
+  if (kn_loader_set_threads(&st->l, st->threads, d) || run_once(st, d)) return -1;
+  if (r->bench && bench(r, st, d)) return -1;
+  if (r->profile) {
+    kn_profile_opts po = {.runs = r->bench ? r->bench : 20, .warmup = r->warmup, .threads = st->threads,
+                          .peak_gflops = r->peak, .trace_path = r->trace};
+    if (kn_run_profile(&st->l, st->inputs, st->outputs, st->ws, st->batch, &po, stdout, d)) return -1;
+  }
+  return write_outputs(a, r, st, d);
+}
+
+int kn_cmd_run(int argc, char **argv) {
+  run_args r;
+  int status = parse_args(argc, argv, &r);
+  if (status != KN_OPTS_GO_ON) return status;
+  kn_diag d;
+  kn_diag_init(&d);
+  int cross_status = 0, cross = kn_cross_run(r.artifact, argc, argv, &cross_status, &d);
+  if (cross != 0) {
+    if (cross < 0) kn_diag_print(&d, "kiln");
+    kn_diag_free(&d);
+    return cross < 0 ? 1 : cross_status;
+  }
+  run_state *st = calloc(1, sizeof *st);
+  KN_ASSERT(st, "out of memory");
+  status = run_artifact(&r, st, &d) < 0 ? 1 : 0;
   if (status) kn_diag_print(&d, "kiln");
   kn_diag_free(&d);
-  free(times);
-  kn_loader_workspace_free(ws);
-  for (int i = 0; i < MAX_IO; i++) {
-    free(outputs[i]);
-    kn_npy_free(&vals[i]);
-  }
-  kn_loader_close(&l);
+  run_state_free(st);
+  free(st);
   return status;
 }
