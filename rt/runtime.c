@@ -436,7 +436,7 @@ static int64_t run_pipe(pool *p, const kiln_artifact *a, const kiln_pipe *q, voi
 }
 
 /* Runs every step; with `events`, records them (the caller checked that the
- * buffer holds them: kn_rt_execute_profiled) and sets *n_events to the number
+ * buffer holds profile_capacity() events) and sets *n_events to the number
  * written. Returns KILN_OK, or KILN_ERR_VALUE at the first check step that
  * computed false (the plan puts them before any step writing an output). */
 static int run_steps(pool *p, const kiln_artifact *a, const void *const *inputs, void *const *outputs,
