@@ -73,6 +73,7 @@ void kn_cg_sbuf_free(kn_cg_sbuf *b) {
 
 /* ---- the prelude: helpers the kernels call ---- */
 
+/* kn_c_fdiv / kn_c_fmod must agree with kn_floordiv_i64 / kn_floormod_i64 (base/base.h): a copy, as the generated C stands alone. */
 const char kn_cg_c_prelude[] =
     "/* ---- helpers of the generated kernels ---- */\n"
     "static inline int64_t kn_c_fdiv(int64_t a, int64_t b) { /* floor division, x/0 == 0 */\n"

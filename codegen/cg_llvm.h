@@ -18,6 +18,7 @@
 #include <llvm-c/TargetMachine.h>
 
 #include "ir/loop/loop.h"
+#include "ir/loop/range.h"
 #include "codegen/target.h"
 
 typedef struct kn_cg_module {
@@ -77,7 +78,7 @@ typedef struct kn_cg_fn {
 struct kn_cg_binding {
   const kn_var *var;
   LLVMValueRef value;
-  int64_t lo, hi; /* known value range (INT64_MIN / INT64_MAX = unknown) */
+  kn_range range; /* the values it takes (ir/loop/range.h) */
 };
 
 struct kn_cg_bufmap {
@@ -88,8 +89,8 @@ struct kn_cg_bufmap {
 struct kn_cg_memo {
   const kn_expr *e;
   LLVMValueRef v;   /* NULL until emitted */
-  bool has_range;   /* lo / hi computed */
-  int64_t lo, hi;
+  bool has_range;   /* range computed */
+  kn_range range;
 };
 
 LLVMTypeRef kn_cg_reg_type(kn_cg_module *m, kn_dtype t, int lanes);
@@ -99,7 +100,7 @@ LLVMTypeRef kn_cg_mem_type(kn_cg_module *m, kn_dtype t, int lanes);
 LLVMValueRef kn_cg_expr(kn_cg_fn *f, const kn_expr *e);
 void kn_cg_memo_clear(kn_cg_fn *f);
 /* Conservative value range of an int expression under the current bindings. */
-void kn_cg_range(kn_cg_fn *f, const kn_expr *e, int64_t *lo, int64_t *hi);
+kn_range kn_cg_range(kn_cg_fn *f, const kn_expr *e);
 /* Stores `value` (register form) to buffer[index] (scalar or vector). */
 void kn_cg_store(kn_cg_fn *f, const kn_buffer *buf, const kn_expr *index, LLVMValueRef value);
 /* llvm.prefetch (a read) of element `index` (scalar) of buf into cache

@@ -233,44 +233,28 @@ static const kn_cg_binding *find_var(kn_cg_fn *f, const kn_var *v) {
   return NULL;
 }
 
-/* The bindings and the memo (cg_llvm.h) hold a range as two int64s, an
- * unknown side as INT64_MIN / INT64_MAX; the analysis (ir/loop/range.h)
- * works on kn_range, whose unknown side is a flag. */
-static kn_range decode_range(int64_t lo, int64_t hi) {
-  kn_range r = kn_range_make(lo, hi);
-  r.has_lo = lo != INT64_MIN;
-  r.has_hi = hi != INT64_MAX;
-  return r;
-}
-
 static kn_range binding_range(void *ctx, const kn_var *v) {
   kn_cg_fn *f = ctx;
   const kn_cg_binding *b = find_var(f, v);
-  if (b) return decode_range(b->lo, b->hi);
+  if (b) return b->range;
   kn_range r = kn_range_unknown();
   if (f->kernel->batch == v) r.lo = 1, r.has_lo = true; /* the batch size is at least 1 */
   return r;
 }
 
-static kn_range memo_range(void *ctx, const kn_expr *e) {
-  int64_t lo, hi;
-  kn_cg_range(ctx, e, &lo, &hi);
-  return decode_range(lo, hi);
-}
+static kn_range memo_range(void *ctx, const kn_expr *e) { return kn_cg_range(ctx, e); }
 
 /* Memoised per statement: shared subtrees are analysed once. */
-void kn_cg_range(kn_cg_fn *f, const kn_expr *e, int64_t *lo, int64_t *hi) {
+kn_range kn_cg_range(kn_cg_fn *f, const kn_expr *e) {
   kn_cg_memo *m = memo_slot(f, e);
   if (!m->has_range) {
     kn_range_env env = {.var = binding_range, .sub = memo_range, .ctx = f};
     kn_range r = kn_range_of(&env, e);
     m = memo_slot(f, e); /* the table may have grown */
-    m->lo = r.has_lo ? r.lo : INT64_MIN;
-    m->hi = r.has_hi ? r.hi : INT64_MAX;
+    m->range = r;
     m->has_range = true;
   }
-  *lo = m->lo;
-  *hi = m->hi;
+  return m->range;
 }
 
 /* ---- conversions between memory and register forms ---- */
@@ -681,7 +665,7 @@ static LLVMValueRef emit_divmod(kn_cg_fn *f, const kn_expr *e, LLVMValueRef a, L
   LLVMTypeRef ty = LLVMTypeOf(a);
   if (is_float(e->dtype)) return div ? LLVMBuildFDiv(f->b, a, b, "") : LLVMBuildFRem(f->b, a, b, "");
   LLVMValueRef zero = LLVMConstNull(ty), one = kn_cg_const_i(ty, 1);
-  int64_t c, alo, ahi, blo, bhi;
+  int64_t c;
   bool bconst = const_int_of(e->u.bin.b, &c);
   if (bconst && c == 0) return zero; /* x / 0 and x % 0 are defined as 0 */
   if (is_unsigned(e->dtype)) {
@@ -693,9 +677,9 @@ static LLVMValueRef emit_divmod(kn_cg_fn *f, const kn_expr *e, LLVMValueRef a, L
     }
     return div ? LLVMBuildUDiv(f->b, a, b, "") : LLVMBuildURem(f->b, a, b, "");
   }
-  kn_cg_range(f, e->u.bin.a, &alo, &ahi);
-  kn_cg_range(f, e->u.bin.b, &blo, &bhi);
-  if (alo >= 0 && blo > 0) /* both non-negative: floor == truncation */
+  kn_range ra = kn_cg_range(f, e->u.bin.a), rb = kn_cg_range(f, e->u.bin.b);
+  bool b_positive = rb.has_lo && rb.lo > 0;
+  if (ra.has_lo && ra.lo >= 0 && b_positive) /* both non-negative: floor == truncation */
     return div ? LLVMBuildUDiv(f->b, a, b, "") : LLVMBuildURem(f->b, a, b, "");
   int shift = bconst ? log2_exact(c) : -1;
   if (shift >= 0)
@@ -703,7 +687,7 @@ static LLVMValueRef emit_divmod(kn_cg_fn *f, const kn_expr *e, LLVMValueRef a, L
                : LLVMBuildAnd(f->b, a, kn_cg_const_i(ty, c - 1), "");
   if (bconst && c == -1) return div ? LLVMBuildSub(f->b, zero, a, "") : zero;
   LLVMValueRef bz = NULL, bm1 = NULL, safe = b;
-  if (!bconst && !(blo > 0)) {
+  if (!bconst && !b_positive) {
     /* guard the trapping cases: b == 0 and b == -1 (INT_MIN / -1) */
     bz = LLVMBuildICmp(f->b, LLVMIntEQ, b, zero, "");
     bm1 = LLVMBuildICmp(f->b, LLVMIntEQ, b, kn_cg_const_i(ty, -1), "");

@@ -21,13 +21,13 @@
 
 #include "codegen/cg_llvm.h"
 
-static void push_var(kn_cg_fn *f, const kn_var *v, LLVMValueRef value, int64_t lo, int64_t hi) {
+static void push_var(kn_cg_fn *f, const kn_var *v, LLVMValueRef value, kn_range range) {
   if (f->n_vars == f->cap_vars) {
     f->cap_vars = f->cap_vars ? f->cap_vars * 2 : 32;
     f->vars = realloc(f->vars, sizeof *f->vars * (size_t)f->cap_vars);
     KN_ASSERT(f->vars, "out of memory");
   }
-  f->vars[f->n_vars++] = (kn_cg_binding){v, value, lo, hi};
+  f->vars[f->n_vars++] = (kn_cg_binding){v, value, range};
 }
 
 static void push_buf(kn_cg_fn *f, const kn_buffer *buf, LLVMValueRef ptr) {
@@ -50,13 +50,7 @@ static void emit_for(kn_cg_fn *f, const kn_stmt *s) {
   LLVMValueRef min = kn_cg_expr(f, s->u.loop.min), extent = kn_cg_expr(f, s->u.loop.extent);
   KN_ASSERT(s->u.loop.kind == KN_FOR_SERIAL || s->u.loop.kind == KN_FOR_PARALLEL,
             "VECTORIZED / UNROLLED loop reached codegen (run kn_loop_finalize)");
-  /* range of the loop variable */
-  int64_t mlo, mhi, elo, ehi, hi = INT64_MAX;
-  kn_cg_range(f, s->u.loop.min, &mlo, &mhi);
-  kn_cg_range(f, s->u.loop.extent, &elo, &ehi);
-  if (mhi != INT64_MAX && ehi != INT64_MAX && ehi != INT64_MIN &&
-      __builtin_add_overflow(mhi, ehi - 1, &hi))
-    hi = INT64_MAX;
+  kn_range range = kn_range_loop_var(kn_cg_range(f, s->u.loop.min), kn_cg_range(f, s->u.loop.extent));
   bool split = s->u.loop.kind == KN_FOR_PARALLEL && f->parallel_depth == 0;
   LLVMValueRef start = min, end;
   if (split) {
@@ -81,7 +75,7 @@ static void emit_for(kn_cg_fn *f, const kn_stmt *s) {
     LLVMBuildCondBr(f->b, LLVMBuildICmp(f->b, LLVMIntSLT, start, end, ""), body, exit);
   LLVMPositionBuilderAtEnd(f->b, body);
   LLVMValueRef iv = LLVMBuildPhi(f->b, LLVMInt64TypeInContext(f->m->ctx), s->u.loop.var->name);
-  push_var(f, s->u.loop.var, iv, mlo, hi);
+  push_var(f, s->u.loop.var, iv, range);
   bool par = s->u.loop.kind == KN_FOR_PARALLEL;
   f->parallel_depth += par;
   f->loop_depth++;
@@ -157,10 +151,9 @@ static void emit_stmt(kn_cg_fn *f, const kn_stmt *s) {
   }
   case KN_S_LET: {
     kn_cg_memo_clear(f);
-    int64_t lo, hi;
-    kn_cg_range(f, s->u.let.value, &lo, &hi);
+    kn_range range = kn_cg_range(f, s->u.let.value);
     LLVMValueRef v = kn_cg_expr(f, s->u.let.value);
-    push_var(f, s->u.let.var, v, lo, hi);
+    push_var(f, s->u.let.var, v, range);
     emit_stmt(f, s->u.let.body);
     f->n_vars--;
     kn_cg_memo_clear(f);

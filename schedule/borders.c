@@ -55,27 +55,29 @@ static void *grow(void *p, int *cap, size_t elem) {
   return p;
 }
 
-static void push(borders *B, kn_var *v, int64_t lo, int64_t hi) {
+static void push(borders *B, kn_var *v, kn_range range) {
   if (B->n == B->cap) {
     int cap = B->cap;
     B->r = grow(B->r, &cap, sizeof *B->r);
     B->vars = grow(B->vars, &B->cap, sizeof *B->vars);
   }
   B->vars[B->n] = v;
-  B->r[B->n++] = (kn_var_range){v, lo, hi};
+  B->r[B->n++] = (kn_var_range){v, range};
 }
 
 static void push_loop(borders *B, const kn_stmt *s) {
-  int64_t ml, mh, el, eh;
-  kn_expr_range(s->u.loop.min, B->r, B->n, &ml, &mh);
-  kn_expr_range(s->u.loop.extent, B->r, B->n, &el, &eh);
-  push(B, s->u.loop.var, ml, mh + eh - 1);
+  kn_range min = kn_expr_range(s->u.loop.min, B->r, B->n), extent = kn_expr_range(s->u.loop.extent, B->r, B->n);
+  push(B, s->u.loop.var, kn_range_loop_var(min, extent));
 }
 
 static void push_let(borders *B, const kn_stmt *s) {
-  int64_t lo, hi;
-  kn_expr_range(s->u.let.value, B->r, B->n, &lo, &hi);
-  push(B, s->u.let.var, lo, hi);
+  push(B, s->u.let.var, kn_expr_range(s->u.let.value, B->r, B->n));
+}
+
+/* The number of values of v, when it is known and fits int64 (else false). */
+static bool count_values(kn_range v, int64_t *count) {
+  return kn_range_bounded(v) && v.lo <= v.hi && !__builtin_sub_overflow(v.hi, v.lo, count) &&
+         !__builtin_add_overflow(*count, 1, count);
 }
 
 /* The one outer variable e reads (its index in r); -1 for none, -2 for more. */
@@ -114,14 +116,15 @@ static void consider(borders *B, const kn_expr *test) {
   if (kn_expr_truth(test, B->r, B->n) == 1) return;
   int vi = outer_var(B, test, -1);
   if (vi < 0) return;
-  kn_var_range v = B->r[vi];
+  kn_range v = B->r[vi].range;
   kn_var *var = B->vars[vi];
-  if (v.hi - v.lo >= MAX_SCAN) return;
+  int64_t count;
+  if (!count_values(v, &count) || count > MAX_SCAN) return;
   int64_t first = 0, last = -1;
   bool gap = false;
-  push(B, var, 0, 0); /* the innermost entry wins: overrides v */
+  push(B, var, v); /* the innermost entry wins: overrides v */
   for (int64_t x = v.lo; x <= v.hi; x++) {
-    B->r[B->n - 1].lo = B->r[B->n - 1].hi = x;
+    B->r[B->n - 1].range = kn_range_const(x);
     if (kn_expr_truth(test, B->r, B->n) != 1) continue;
     if (last < first) first = x;
     else if (last != x - 1) gap = true;
@@ -249,18 +252,19 @@ static bool has_select(const kn_stmt *s) {
   return false;
 }
 
-/* The range of want w's variable outside the tile. */
-static kn_var_range outer_range(const borders *B, const want *w) {
+/* The range of want w's variable outside the tile: known on both sides
+ * (consider() wants only variables with few values). */
+static kn_range outer_range(const borders *B, const want *w) {
   for (int j = B->n - 1; j >= 0; j--)
-    if (B->r[j].var == w->var) return B->r[j];
-  return (kn_var_range){w->var, w->lo, w->hi};
+    if (B->r[j].var == w->var) return B->r[j].range;
+  return kn_range_make(w->lo, w->hi);
 }
 
 /* The share of its variable's values that are on the border (all of them
  * for a pinned one, which thus comes last). */
 static double border_share(const borders *B, const want *w) {
   if (w->pin) return 1.0;
-  kn_var_range v = outer_range(B, w);
+  kn_range v = outer_range(B, w);
   return 1.0 - (double)(w->hi - w->lo + 1) / (double)(v.hi - v.lo + 1);
 }
 
@@ -280,7 +284,7 @@ static kn_stmt *cascade(borders *B, int i, kn_stmt *p) {
   if (i == B->n_w) return p;
   kn_expr_ctx *c = B->c;
   const want *w = &B->w[i];
-  kn_var_range v = outer_range(B, w);
+  kn_range v = outer_range(B, w);
   kn_stmt *s = cascade(B, i + 1, p);
   kn_expr *x = kn_e_var(c, w->var);
   if (w->pin) {
@@ -301,7 +305,7 @@ static kn_stmt *version_tile(borders *B, const kn_stmt *s) {
   int n = 0;
   int64_t copies = 1;
   for (int i = 0; i < B->n_w; i++) {
-    kn_var_range v = outer_range(B, &B->w[i]);
+    kn_range v = outer_range(B, &B->w[i]);
     if (B->w[i].lo > B->w[i].hi) { /* no interior value: pin a small range, else keep its tests */
       int64_t values = v.hi - v.lo + 1;
       if (values > MAX_PIN || copies * values > MAX_COPIES) continue;

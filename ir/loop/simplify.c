@@ -13,17 +13,11 @@
 
 #include "ir/loop/range.h"
 
-/* A variable's range where the simplifier is. */
-typedef struct bound_var {
-  const kn_var *var;
-  kn_range range;
-} bound_var;
-
 /* Known ranges of loop and let variables (and of the variables an enclosing
  * IF bounds), innermost last. */
 typedef struct simp {
   kn_expr_ctx *c;
-  bound_var *r;
+  kn_var_range *r;
   int n, cap;
 } simp;
 
@@ -62,31 +56,18 @@ static kn_expr *fold_int(kn_expr_ctx *c, kn_expr_kind k, kn_dtype t, int64_t a, 
   return NULL;
 }
 
-/* Ranges of variables: the simplifier's own stack, or a caller's
- * kn_var_range list (kn_expr_range, kn_expr_truth). The innermost entry for
- * a variable wins; a variable not listed is unknown. */
+/* Ranges of variables: the simplifier's own stack, or a caller's list
+ * (kn_expr_range, kn_expr_truth). The innermost entry for a variable wins;
+ * a variable not listed is unknown. */
 typedef struct var_table {
-  const bound_var *own;
-  const kn_var_range *list;
+  const kn_var_range *r;
   int n;
 } var_table;
 
-/* kn_var_range's bounds for "no bound" (simplify.h): at or beyond +-2^40 */
-#define LIST_UNBOUNDED ((int64_t)1 << 40)
-
-static kn_range list_entry_range(kn_var_range v) {
-  kn_range r = kn_range_make(v.lo, v.hi);
-  r.has_lo = v.lo > -LIST_UNBOUNDED;
-  r.has_hi = v.hi < LIST_UNBOUNDED;
-  return r;
-}
-
 static kn_range table_var(void *ctx, const kn_var *v) {
   const var_table *t = ctx;
-  for (int i = t->n - 1; i >= 0; i--) {
-    if (t->own && t->own[i].var == v) return t->own[i].range;
-    if (t->list && t->list[i].var == v) return list_entry_range(t->list[i]);
-  }
+  for (int i = t->n - 1; i >= 0; i--)
+    if (t->r[i].var == v) return t->r[i].range;
   return kn_range_unknown();
 }
 
@@ -99,7 +80,7 @@ static kn_range range_in(const var_table *t, const kn_expr *e) {
 }
 
 static kn_range range_of(const simp *S, const kn_expr *e) {
-  var_table t = {.own = S->r, .n = S->n};
+  var_table t = {.r = S->r, .n = S->n};
   return range_in(&t, e);
 }
 
@@ -144,17 +125,13 @@ static int truth_in(const var_table *t, const kn_expr *e) {
 }
 
 int kn_expr_truth(const kn_expr *e, const kn_var_range *r, int n) {
-  var_table t = {.list = r, .n = n};
+  var_table t = {.r = r, .n = n};
   return truth_in(&t, e);
 }
 
-void kn_expr_range(const kn_expr *e, const kn_var_range *r, int n, int64_t *lo, int64_t *hi) {
-  var_table t = {.list = r, .n = n};
-  kn_range v = range_in(&t, e);
-  /* kn_var_range's encoding: each side clamped into [-2^40, 2^40], an
-   * unknown one at the edge (a bound moved outward stays a bound) */
-  *lo = !v.has_lo || v.lo < -LIST_UNBOUNDED ? -LIST_UNBOUNDED : v.lo > LIST_UNBOUNDED ? LIST_UNBOUNDED : v.lo;
-  *hi = !v.has_hi || v.hi > LIST_UNBOUNDED ? LIST_UNBOUNDED : v.hi < -LIST_UNBOUNDED ? -LIST_UNBOUNDED : v.hi;
+kn_range kn_expr_range(const kn_expr *e, const kn_var_range *r, int n) {
+  var_table t = {.r = r, .n = n};
+  return range_in(&t, e);
 }
 
 /* Splits e into x*k + y with y's range inside [0, k): then e/k = x and
@@ -259,7 +236,7 @@ static kn_expr *simplify_bin(simp *S, kn_expr *e, kn_expr *a, kn_expr *b) {
       if (known && (k == KN_E_MIN ? ra.hi <= rb.lo : ra.lo >= rb.hi)) return a;
       if (known && (k == KN_E_MIN ? rb.hi <= ra.lo : rb.lo >= ra.hi)) return b;
     } else if (is_compare(k)) {
-      var_table vars = {.own = S->r, .n = S->n};
+      var_table vars = {.r = S->r, .n = S->n};
       int t = compare_in(&vars, k, a, b);
       if (t >= 0) return kn_e_const_int(c, KN_DT_BOOL, t);
     }
@@ -349,7 +326,7 @@ static void push_range(simp *S, const kn_var *v, kn_range range) {
     S->r = realloc(S->r, sizeof *S->r * (size_t)S->cap);
     KN_ASSERT(S->r, "out of memory");
   }
-  S->r[S->n++] = (bound_var){v, range};
+  S->r[S->n++] = (kn_var_range){v, range};
 }
 
 /* The comparison that holds where "a k b" does not (NE and EQ: none). */

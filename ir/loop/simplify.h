@@ -4,14 +4,13 @@
 #define KN_SIMPLIFY_H
 
 #include "ir/loop/loop.h"
+#include "ir/loop/range.h"
 
-/* A variable's value range [lo, hi] as kn_expr_range and kn_expr_truth pass
- * them: a bound at or beyond +-2^40 is no bound (callers add and subtract
- * them, so they stay finite). The analysis itself (ir/loop/range.h) marks an
- * unknown side with a flag. */
+/* A variable and its value range (ir/loop/range.h: an unknown side is a
+ * flag), as kn_expr_range and kn_expr_truth take them. */
 typedef struct kn_var_range {
   const kn_var *var;
-  int64_t lo, hi;
+  kn_range range;
 } kn_var_range;
 
 kn_expr *kn_simplify(kn_expr_ctx *c, kn_expr *e);
@@ -19,11 +18,10 @@ kn_stmt *kn_simplify_stmt(kn_expr_ctx *c, kn_stmt *s);
 /* Replaces `var` by `value` in every expression of s. */
 kn_stmt *kn_stmt_substitute(kn_expr_ctx *c, kn_stmt *s, const kn_var *var, kn_expr *value);
 
-/* Conservative [lo, hi] of a scalar int64 expression when each variable of
+/* Conservative range of a scalar int64 expression when each variable of
  * r[0..n) lies in its range (the last entry for a variable wins; variables
- * not listed are unbounded), in kn_var_range's encoding: each side within
- * [-2^40, 2^40], an unknown one at that edge. */
-void kn_expr_range(const kn_expr *e, const kn_var_range *r, int n, int64_t *lo, int64_t *hi);
+ * not listed are unknown); unknown for any other expression. */
+kn_range kn_expr_range(const kn_expr *e, const kn_var_range *r, int n);
 /* 1 when the scalar bool e holds for every value of its variables in the
  * ranges r[0..n), 0 when it holds for none, -1 when that is not known. */
 int kn_expr_truth(const kn_expr *e, const kn_var_range *r, int n);

@@ -12,7 +12,7 @@
 #include "ir/loop/range.h"
 #include "ir/loop/simplify.h"
 
-#define BIG ((int64_t)1 << 40) /* the simplifier's old stand-in for "unknown" */
+#define BIG ((int64_t)1 << 40) /* once the simplifier's stand-in for "unknown": now a number like any */
 
 static void assert_range(kn_range r, bool has_lo, int64_t lo, bool has_hi, int64_t hi) {
   assert_int_equal(r.has_lo, has_lo);
@@ -157,32 +157,36 @@ static void test_clamp_of_int64_data_kept(void **state) {
   kn_arena_free(&A);
 }
 
-/* kn_expr_range / kn_var_range keep their encoding for their callers: an
- * unknown side at +-2^40, known sides clamped into [-2^40, 2^40]; list
- * entries at or beyond it are no bound. */
-static void test_var_range_encoding(void **state) {
+/* kn_expr_range / kn_var_range speak kn_range: an unknown side is a flag,
+ * so a bound at or beyond 2^40 (once the stand-in for "unknown") is an
+ * ordinary bound, both in a variable's entry and in the result. */
+static void test_var_range_list(void **state) {
   (void)state;
   kn_arena A;
   kn_arena_init(&A);
   kn_expr_ctx c = {.arena = &A};
   kn_var *i = kn_var_new(&c, "i"), *n = kn_var_new(&c, "n");
   kn_expr *I = kn_e_var(&c, i), *N = kn_e_var(&c, n);
-  kn_var_range r[2] = {{i, 0, 9}, {n, 1, BIG}};
-  int64_t lo, hi;
-  kn_expr_range(kn_e_add(&c, I, kn_e_int(&c, 3)), r, 2, &lo, &hi);
-  assert_int_equal(lo, 3);
-  assert_int_equal(hi, 12);
-  kn_expr_range(N, r, 2, &lo, &hi);
-  assert_int_equal(lo, 1);
-  assert_int_equal(hi, BIG);
-  kn_expr_range(kn_e_int(&c, 4 * BIG), r, 2, &lo, &hi);
-  assert_int_equal(lo, BIG);
-  assert_int_equal(hi, BIG);
-  /* n's upper side is unknown: i < n is not decided, 0 < n is */
+  kn_range at_least_1 = kn_range_unknown();
+  at_least_1.lo = 1, at_least_1.has_lo = true;
+  kn_var_range r[2] = {{i, kn_range_make(0, 9)}, {n, at_least_1}};
+  assert_range(kn_expr_range(kn_e_add(&c, I, kn_e_int(&c, 3)), r, 2), true, 3, true, 12);
+  assert_range(kn_expr_range(N, r, 2), true, 1, false, 0);
+  assert_range(kn_expr_range(kn_e_int(&c, 4 * BIG), r, 2), true, 4 * BIG, true, 4 * BIG);
+  assert_range(kn_expr_range(kn_e_sub(&c, kn_e_int(&c, -BIG), N), r, 2), false, 0, true, -BIG - 1);
+  /* only scalar int64 expressions are bounded */
+  assert_range(kn_expr_range(kn_e_broadcast(&c, I, 4), r, 2), false, 0, false, 0);
+  /* the last entry for a variable wins; one not listed is unknown */
+  kn_var_range twice[2] = {{i, kn_range_make(0, 9)}, {i, kn_range_const(4)}};
+  assert_range(kn_expr_range(I, twice, 2), true, 4, true, 4);
+  assert_range(kn_expr_range(N, twice, 2), false, 0, false, 0);
+  /* n's upper side is unknown: i < n is not decided, and neither is 0 < n
+   * (both sides must be known) */
   assert_int_equal(kn_expr_truth(kn_e_bin(&c, KN_E_LT, I, N), r, 2), -1);
-  assert_int_equal(kn_expr_truth(kn_e_bin(&c, KN_E_LT, kn_e_int(&c, 0), N), r, 2), -1); /* both sides must be known */
-  kn_var_range known[2] = {{i, 0, 9}, {n, 10, BIG - 1}};
+  assert_int_equal(kn_expr_truth(kn_e_bin(&c, KN_E_LT, kn_e_int(&c, 0), N), r, 2), -1);
+  kn_var_range known[2] = {{i, kn_range_make(0, 9)}, {n, kn_range_make(10, 4 * BIG)}};
   assert_int_equal(kn_expr_truth(kn_e_bin(&c, KN_E_LT, I, N), known, 2), 1);
+  assert_int_equal(kn_expr_truth(kn_e_bin(&c, KN_E_GT, I, N), known, 2), 0);
   kn_arena_free(&A);
 }
 
@@ -190,7 +194,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_floor_divmod),          cmocka_unit_test(test_unknown_stays_unknown),
       cmocka_unit_test(test_range_of_exprs),        cmocka_unit_test(test_clamp_of_int64_data_kept),
-      cmocka_unit_test(test_var_range_encoding),
+      cmocka_unit_test(test_var_range_list),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -963,7 +963,7 @@ static void test_simplify_ranges(void **state) {
   /* i in [0, 9]: both stay */
   assert_int_equal(else_s->u.loop.body->u.store.value->kind, KN_E_SELECT);
   /* the ranges alone: i in [0, 9] */
-  kn_var_range r[2] = {{i, 0, 9}, {k, 0, 2}};
+  kn_var_range r[2] = {{i, kn_range_make(0, 9)}, {k, kn_range_make(0, 2)}};
   assert_int_equal(kn_expr_truth(kn_e_bin(&c, KN_E_LT, x, kn_e_int(&c, 11)), r, 2), 1);
   assert_int_equal(kn_expr_truth(kn_e_bin(&c, KN_E_LT, x, kn_e_int(&c, -1)), r, 2), 0);
   assert_int_equal(kn_expr_truth(inb, r, 2), -1);
