@@ -3,8 +3,8 @@
  * by primitive graph ops, and the per-family rewrite functions.
  *
  * Every value a builder call creates is new and untyped; the shape inference
- * that follows the pass types it. Builder calls never hand out kn_node or
- * kn_value pointers (adding nodes and values may move both arrays). Shape-like
+ * that follows the pass types it. kn_value / kn_node pointers stay valid across
+ * builder calls (the graph's tables never move, graph.h). Shape-like
  * parameters (Unsqueeze/Squeeze axes, Reshape shapes, Slice bounds, Pad pads)
  * are constant inputs; reduction axes are the "axes" attribute (both forms
  * are accepted by every opset's rules, ir/shape/shape_infer*.c). */

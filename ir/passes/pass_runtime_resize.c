@@ -195,7 +195,6 @@ static void rewrite(kn_graph *g, int i, const kn_shape *out, const resize_inputs
                                      n->op_type, ri->scales >= 0 ? "scales" : "sizes / roi");
   kn_dc b = {.g = g, .d = d, .node = i, .name = what, .last = -1};
   add_checks(&b, ri, axes, n_axes, &in, out);
-  n = &g->nodes[i]; /* the node array may have grown */
   int *ins = KN_NEW_ARRAY(&g->arena, int, 4);
   ins[0] = n->in[0], ins[1] = ri->roi, ins[2] = ri->scales, ins[3] = ri->sizes;
   n->in = ins;

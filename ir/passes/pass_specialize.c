@@ -466,7 +466,7 @@ static bool collect(spec *s, const bool *needed, kn_dc *b) {
     if (!needed[v] || is_undecided(s, v)) continue;
     int64_t n = kn_value_numel(g, v);
     if (n == 0) {
-      kn_shape shape = g->values[v].shape; /* adding the constant may move g->values */
+      kn_shape shape = g->values[v].shape;
       int c = kn_dc_const(b, g->values[v].dtype, &shape, NULL);
       kn_pass_replace_uses(g, v, c);
       continue;
