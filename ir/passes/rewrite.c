@@ -36,6 +36,12 @@ int kn_rw_op(kn_rw *rw, kn_op op, const int *in, int n_in) {
   return out;
 }
 
+int kn_rw_op_attrs(kn_rw *rw, kn_op op, const int *in, int n_in, const kn_attr *attrs, int n_attrs) {
+  int out = kn_rw_op(rw, op, in, n_in);
+  for (int a = 0; a < n_attrs; a++) kn_rw_attr(rw, attrs[a]);
+  return out;
+}
+
 int kn_rw_un(kn_rw *rw, kn_op op, int a) { return kn_rw_op(rw, op, &a, 1); }
 
 int kn_rw_bin(kn_rw *rw, kn_op op, int a, int b) {

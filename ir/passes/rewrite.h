@@ -51,6 +51,8 @@ int kn_rw_value(kn_rw *rw);
 int kn_rw_op(kn_rw *rw, kn_op op, const int *in, int n_in);
 int kn_rw_un(kn_rw *rw, kn_op op, int a);
 int kn_rw_bin(kn_rw *rw, kn_op op, int a, int b);
+/* kn_rw_op with attributes attrs[0..n_attrs) (the structs are copied). */
+int kn_rw_op_attrs(kn_rw *rw, kn_op op, const int *in, int n_in, const kn_attr *attrs, int n_attrs);
 /* Adds node op(in...) writing the existing value `out`; returns the node. */
 int kn_rw_op_into(kn_rw *rw, kn_op op, const int *in, int n_in, int out);
 /* The same with a typed output value of dtype t and shape s, and value and
