@@ -2,15 +2,22 @@
  * nodes, constants, attributes) and shape arithmetic.
  *
  * Memory: names, attributes, node in/out arrays and constant data live in the
- * graph's arena. Only the growable g->values and g->nodes arrays are
- * realloc'ed, so they move when grown: hold indices, never pointers, across
- * kn_graph_add_value / kn_graph_add_node / kn_graph_add_const.
+ * graph's arena. The value and node tables never move: each is one address
+ * range reserved up front (KN_GRAPH_MAX_ELEMS entries, no memory behind it)
+ * whose pages are made usable as the table grows, so a kn_value * or kn_node *
+ * stays valid across kn_graph_add_value / kn_graph_add_node /
+ * kn_graph_add_const. (They were realloc'ed arrays: a pointer held across an
+ * addition that crossed the capacity read freed memory, a bug passes kept
+ * reintroducing.) Toposort reorders g->nodes in place, which does change what
+ * a kn_node * points to.
  * Toposort, verification and printing live in graph_verify.c / graph_print.c. */
 #include "ir/graph/graph.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 /* ---- the op table, generated from ops.def ---- */
 
@@ -60,26 +67,43 @@ void kn_graph_init(kn_graph *g) {
   g->max_batch = 1;
 }
 
+static void table_free(void *table, size_t elem) {
+  if (table) munmap(table, elem * (size_t)KN_GRAPH_MAX_ELEMS);
+}
+
 void kn_graph_free(kn_graph *g) {
-  free(g->values);
-  free(g->nodes);
+  table_free(g->values, sizeof(kn_value));
+  table_free(g->nodes, sizeof(kn_node));
   kn_arena_free(&g->arena);
   memset(g, 0, sizeof *g);
 }
 
-/* Grows a realloc'ed array of `elem` bytes so that index `need - 1` fits. */
-static void *grow(void *arr, int *cap, int need, size_t elem) {
-  if (need <= *cap) return arr;
-  int new_cap = *cap ? *cap : 16;
-  while (new_cap < need) {
-    KN_ASSERT(new_cap <= (1 << 29), "graph too large");
-    new_cap *= 2;
+static size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+/* Grows a table of `elem`-byte entries so that index `need - 1` fits; the
+ * table stays where it is. The first call reserves the address range of
+ * KN_GRAPH_MAX_ELEMS entries (PROT_NONE, MAP_NORESERVE: it costs address
+ * space, not memory); each growth at least doubles the usable, zeroed part.
+ * *cap counts the entries that fit in the usable pages. */
+static void *grow(void *table, int *cap, int need, size_t elem) {
+  if (need <= *cap) return table;
+  KN_ASSERT(need <= KN_GRAPH_MAX_ELEMS, "graph too large");
+  size_t page = (size_t)sysconf(_SC_PAGESIZE), range = elem * (size_t)KN_GRAPH_MAX_ELEMS;
+  KN_ASSERT(elem <= page, "graph table entry larger than a page");
+  if (!table) {
+    table = mmap(NULL, range, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    KN_ASSERT(table != MAP_FAILED, "out of address space for the graph");
   }
-  arr = realloc(arr, elem * (size_t)new_cap);
-  KN_ASSERT(arr, "out of memory");
-  memset((char *)arr + elem * (size_t)*cap, 0, elem * (size_t)(new_cap - *cap));
-  *cap = new_cap;
-  return arr;
+  size_t used = round_up(elem * (size_t)*cap, page); /* entries never straddle into unusable pages */
+  size_t want = elem * (size_t)need;
+  if (want < 2 * used) want = 2 * used;
+  if (want < 16 * elem) want = 16 * elem;
+  want = round_up(want, page);
+  if (want > range) want = range;
+  int rc = mprotect((char *)table + used, want - used, PROT_READ | PROT_WRITE);
+  KN_ASSERT(rc == 0, "out of memory");
+  *cap = (int)(want / elem);
+  return table;
 }
 
 int kn_graph_add_value(kn_graph *g, const char *name) {

@@ -130,8 +130,15 @@ typedef struct kn_origin {
   const struct kn_origin *up;
 } kn_origin;
 
+/* Most values, and most nodes, one graph holds. */
+#define KN_GRAPH_MAX_ELEMS (1 << 24)
+
 typedef struct kn_graph {
   kn_arena arena;
+  /* The value and node tables. Neither moves when the graph grows, so a
+   * kn_value * or kn_node * taken from them stays valid across
+   * kn_graph_add_value / _add_node / _add_const (until kn_graph_free; a
+   * toposort reorders `nodes` in place). */
   kn_value *values;
   int n_values, cap_values;
   kn_node *nodes;

@@ -13,7 +13,7 @@
  * Compress's condition, Unique's X), the count is taken here and no check is
  * needed (fold_constants folds what is left).
  *
- * The rewrites are sort-free (builder of decompose.h, new nodes named after
+ * The rewrites are sort-free (toolkit of rewrite.h, new nodes named after
  * the node they replace):
  *  - selection of the first K marked positions of a 0/1 vector m of length c:
  *    cs = CumSum(m); pos[j] = the first i with cs_i == j + 1, an ArgMax over
@@ -43,7 +43,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ir/passes/decompose.h"
+#include "ir/passes/rewrite.h"
 #include "ir/passes/passes.h"
 #include "ir/ref/ref_eval.h"
 #include "ir/shape/shape_infer.h"
@@ -81,20 +81,20 @@ static const char *shape_str(const kn_shape *s, char *buf, size_t size) {
 
 /* An int64 constant of rank `rank`, all dims 1 but `axis`, which holds
  * start, start + 1, ... (n values). */
-static int iota(kn_dc *b, int64_t n, int64_t start, int rank, int axis) {
+static int iota(kn_rw *b, int64_t n, int64_t start, int rank, int axis) {
   kn_shape s = {.rank = rank};
   for (int k = 0; k < rank; k++) s.dim[k] = k == axis ? n : 1;
-  int v = kn_dc_const(b, KN_DT_I64, &s, NULL);
+  int v = kn_rw_const(b, KN_DT_I64, &s, NULL);
   int64_t *data = b->g->values[v].data;
   for (int64_t i = 0; i < n; i++) data[i] = start + i;
   return v;
 }
 
 /* 1 where v (of dtype t) is nonzero (NaN included), else 0; int64. */
-static int marks_of(kn_dc *b, int v, kn_dtype t) {
-  if (t == KN_DT_BOOL) return kn_dc_cast(b, v, KN_DT_I64);
-  int nz = kn_dc_un(b, KN_OP_NOT, kn_dc_bin(b, KN_OP_EQUAL, v, kn_dc_scalar(b, t, 0)));
-  return kn_dc_cast(b, nz, KN_DT_I64);
+static int marks_of(kn_rw *b, int v, kn_dtype t) {
+  if (t == KN_DT_BOOL) return kn_rw_cast(b, v, KN_DT_I64);
+  int nz = kn_rw_un(b, KN_OP_NOT, kn_rw_bin(b, KN_OP_EQUAL, v, kn_rw_scalar(b, t, 0)));
+  return kn_rw_cast(b, nz, KN_DT_I64);
 }
 
 /* The nonzero elements among the first `c` of constant v. */
@@ -109,20 +109,20 @@ static int64_t count_nonzero_const(const kn_graph *g, int v, int64_t c) {
  * length c (c >= 1): the first i where min(CumSum(m)_i, j + 1) reaches its
  * maximum (ArgMax keeps the first), j + 1 when the data holds that many
  * ones; always in [0, c). One kernel: the Min is inlined into the ArgMax. */
-static int select_positions(kn_dc *b, int m, int64_t k) {
+static int select_positions(kn_rw *b, int m, int64_t k) {
   int64_t zero = 0;
-  int cs = kn_dc_bin(b, KN_OP_CUM_SUM, m, kn_dc_scalar(b, KN_DT_I64, 0));
-  int capped = kn_dc_bin(b, KN_OP_MIN, kn_dc_unsqueeze(b, cs, &zero, 1), iota(b, k, 1, 2, 0)); /* [K, c] */
-  int pos = kn_dc_un(b, KN_OP_ARG_MAX, capped);
-  kn_dc_attr_int(b, "axis", 1);
-  kn_dc_attr_int(b, "keepdims", 0);
+  int cs = kn_rw_bin(b, KN_OP_CUM_SUM, m, kn_rw_scalar(b, KN_DT_I64, 0));
+  int capped = kn_rw_bin(b, KN_OP_MIN, kn_rw_unsqueeze(b, cs, &zero, 1), iota(b, k, 1, 2, 0)); /* [K, c] */
+  int pos = kn_rw_un(b, KN_OP_ARG_MAX, capped);
+  kn_rw_attr_int(b, "axis", 1);
+  kn_rw_attr_int(b, "keepdims", 0);
   return pos;
 }
 
 /* bool scalar: sum of int64 vector m == k. */
-static int count_is(kn_dc *b, int m, int64_t k) {
-  int sum = kn_dc_reduce(b, KN_OP_REDUCE_SUM, m, NULL, 0, false);
-  return kn_dc_bin(b, KN_OP_EQUAL, sum, kn_dc_scalar(b, KN_DT_I64, (double)k));
+static int count_is(kn_rw *b, int m, int64_t k) {
+  int sum = kn_rw_reduce(b, KN_OP_REDUCE_SUM, m, NULL, 0, false);
+  return kn_rw_bin(b, KN_OP_EQUAL, sum, kn_rw_scalar(b, KN_DT_I64, (double)k));
 }
 
 static bool batched(const kn_value *v) { return v->shape.batch_mask != 0; }
@@ -155,7 +155,7 @@ static void cand_add(int64_t *cands, int *n, int64_t v, int64_t max) {
  * index; every other node index may have changed). Returns the count, or -1
  * (*n_match: how many counts fit; 0 also when nothing declared is
  * downstream). */
-static int64_t count_downstream(kn_dc *b, const count_plan *p, int64_t max, int *n_match) {
+static int64_t count_downstream(kn_rw *b, const count_plan *p, int64_t max, int *n_match) {
   kn_graph *g = b->g;
   kn_node saved = g->nodes[b->node];
   *n_match = 0;
@@ -226,32 +226,32 @@ static int64_t count_downstream(kn_dc *b, const count_plan *p, int64_t max, int 
 }
 
 /* The diagnostic for a count nothing decides. */
-static int count_undecided(kn_dc *b, int n_match, const char *what) {
+static int count_undecided(kn_rw *b, int n_match, const char *what) {
   if (n_match > 1)
-    return kn_dc_fail(b, "its output shape depends on input values, and the output shapes the model declares "
+    return kn_rw_fail(b, "its output shape depends on input values, and the output shapes the model declares "
                          "further down allow several counts: %s", what);
-  return kn_dc_fail(b, "its output shape depends on input values: %s", what);
+  return kn_rw_fail(b, "its output shape depends on input values: %s", what);
 }
 
 /* ---- NonZero ---- */
 
-static int nonzero(kn_dc *b) {
+static int nonzero(kn_rw *b) {
   kn_graph *g = b->g;
-  int x = kn_dc_in(b, 0), out = g->nodes[b->node].out[0];
-  kn_shape xs = kn_dc_val(b, x)->shape, decl;
+  int x = kn_rw_in(b, 0), out = g->nodes[b->node].out[0];
+  kn_shape xs = kn_rw_val(b, x)->shape, decl;
   char buf[160];
   int r = xs.rank;
-  if (batched(kn_dc_val(b, x))) return kn_dc_fail(b, "input 'X' has the batch dimension; its shape must be static");
-  if (r == 0) return kn_dc_fail(b, "input 'X' is a scalar; only tensors of rank >= 1 are supported");
+  if (batched(kn_rw_val(b, x))) return kn_rw_fail(b, "input 'X' has the batch dimension; its shape must be static");
+  if (r == 0) return kn_rw_fail(b, "input 'X' is a scalar; only tensors of rank >= 1 are supported");
   int64_t n = numel(&xs), k;
-  bool is_const = kn_dc_val(b, x)->data != NULL, declared = kn_pass_declared_shape(g, out, &decl);
+  bool is_const = kn_rw_val(b, x)->data != NULL, declared = kn_pass_declared_shape(g, out, &decl);
   if (declared && (decl.rank != 2 || decl.dim[0] != r))
-    return kn_dc_fail(b, "output '%s' declares shape %s; NonZero of a rank-%d input gives [%d, count]",
+    return kn_rw_fail(b, "output '%s' declares shape %s; NonZero of a rank-%d input gives [%d, count]",
                       g->values[out].name, shape_str(&decl, buf, sizeof buf), r, r);
   if (is_const) {
     k = count_nonzero_const(g, x, n);
     if (declared && decl.dim[1] != k)
-      return kn_dc_fail(b, "output '%s' declares %lld nonzero elements; the constant input has %lld",
+      return kn_rw_fail(b, "output '%s' declares %lld nonzero elements; the constant input has %lld",
                         g->values[out].name, (long long)decl.dim[1], (long long)k);
   } else if (declared) {
     k = decl.dim[1];
@@ -264,15 +264,15 @@ static int nonzero(kn_dc *b) {
                                                          "static shape [%d, count] (or 'X' a constant)",
                                                          g->values[out].name, r));
   }
-  if (k > n) return kn_dc_fail(b, "output '%s' declares %lld nonzero elements; the input has only %lld",
+  if (k > n) return kn_rw_fail(b, "output '%s' declares %lld nonzero elements; the input has only %lld",
                                g->values[out].name, (long long)k, (long long)n);
   if ((double)k * (double)n > (double)MAX_SELECT_ELEMS)
-    return kn_dc_fail(b, "%lld selected of %lld elements is too large to compile", (long long)k, (long long)n);
+    return kn_rw_fail(b, "%lld selected of %lld elements is too large to compile", (long long)k, (long long)n);
   kn_pass_kill_node(g, b->node);
-  int m = marks_of(b, kn_dc_reshape(b, x, &n, 1), kn_dc_val(b, x)->dtype);
+  int m = marks_of(b, kn_rw_reshape(b, x, &n, 1), kn_rw_val(b, x)->dtype);
   if (k == 0) {
     kn_shape empty = {.rank = 2, .dim = {r, 0}};
-    kn_dc_output(b, 0, kn_dc_const(b, KN_DT_I64, &empty, NULL));
+    kn_rw_output(b, 0, kn_rw_const(b, KN_DT_I64, &empty, NULL));
   } else {
     int pos = select_positions(b, m, k);
     kn_shape col = {.rank = 2, .dim = {r, 1}};
@@ -282,8 +282,8 @@ static int nonzero(kn_dc *b) {
       dims[d] = xs.dim[d];
       acc *= xs.dim[d];
     }
-    int q = kn_dc_bin(b, KN_OP_DIV, kn_dc_unsqueeze(b, pos, &zero, 1), kn_dc_const(b, KN_DT_I64, &col, strides));
-    kn_dc_output(b, 0, kn_dc_bin(b, KN_OP_MOD, q, kn_dc_const(b, KN_DT_I64, &col, dims)));
+    int q = kn_rw_bin(b, KN_OP_DIV, kn_rw_unsqueeze(b, pos, &zero, 1), kn_rw_const(b, KN_DT_I64, &col, strides));
+    kn_rw_output(b, 0, kn_rw_bin(b, KN_OP_MOD, q, kn_rw_const(b, KN_DT_I64, &col, dims)));
   }
   if (!is_const && n > 0) kn_pass_add_check(g, count_is(b, m, k)); /* an empty input has no nonzeros */
   return 0;
@@ -291,37 +291,37 @@ static int nonzero(kn_dc *b) {
 
 /* ---- Compress ---- */
 
-static int compress(kn_dc *b) {
+static int compress(kn_rw *b) {
   kn_graph *g = b->g;
   const kn_node *node = &g->nodes[b->node];
-  int x = kn_dc_in(b, 0), cond = kn_dc_in(b, 1), out = node->out[0];
+  int x = kn_rw_in(b, 0), cond = kn_rw_in(b, 1), out = node->out[0];
   const kn_attr *axis_attr = kn_node_attr(node, "axis");
   int64_t axis_value = axis_attr ? axis_attr->i : 0;
-  kn_shape xs = kn_dc_val(b, x)->shape, cs = kn_dc_val(b, cond)->shape, decl;
+  kn_shape xs = kn_rw_val(b, x)->shape, cs = kn_rw_val(b, cond)->shape, decl;
   char buf[160], buf2[160];
-  if (batched(kn_dc_val(b, x)) || batched(kn_dc_val(b, cond)))
-    return kn_dc_fail(b, "an input has the batch dimension; its shapes must be static");
-  if (cs.rank != 1) return kn_dc_fail(b, "input 'condition' must be 1-D, got %s", shape_str(&cs, buf, sizeof buf));
+  if (batched(kn_rw_val(b, x)) || batched(kn_rw_val(b, cond)))
+    return kn_rw_fail(b, "an input has the batch dimension; its shapes must be static");
+  if (cs.rank != 1) return kn_rw_fail(b, "input 'condition' must be 1-D, got %s", shape_str(&cs, buf, sizeof buf));
   int axis = 0;
   kn_shape ys = xs; /* x as selected from: flattened without an axis */
   if (axis_attr) {
     axis = kn_axis_norm(axis_value, xs.rank);
     if (axis < 0)
-      return kn_dc_fail(b, "attribute 'axis' = %lld is out of range for input 'input' of rank %d",
+      return kn_rw_fail(b, "attribute 'axis' = %lld is out of range for input 'input' of rank %d",
                         (long long)axis_value, xs.rank);
   } else {
     ys = (kn_shape){.rank = 1, .dim = {numel(&xs)}};
   }
   int64_t len = ys.dim[axis], c = cs.dim[0], k;
   if (c > len)
-    return kn_dc_fail(b, "input 'condition' has %lld elements, more than the %lld it selects from",
+    return kn_rw_fail(b, "input 'condition' has %lld elements, more than the %lld it selects from",
                       (long long)c, (long long)len);
-  bool is_const = kn_dc_val(b, cond)->data != NULL, declared = kn_pass_declared_shape(g, out, &decl);
+  bool is_const = kn_rw_val(b, cond)->data != NULL, declared = kn_pass_declared_shape(g, out, &decl);
   if (declared) {
     kn_shape want = ys;
     want.dim[axis] = decl.rank == ys.rank ? decl.dim[axis] : 0;
     if (!kn_shape_equal(&want, &decl) || decl.dim[axis] > c) {
-      return kn_dc_fail(b, "output '%s' declares shape %s; Compress gives %s, count <= %lld",
+      return kn_rw_fail(b, "output '%s' declares shape %s; Compress gives %s, count <= %lld",
                         g->values[out].name, shape_str(&decl, buf, sizeof buf),
                         shape_str_count(&ys, axis, buf2, sizeof buf2), (long long)c);
     }
@@ -329,12 +329,12 @@ static int compress(kn_dc *b) {
   if (is_const) {
     k = count_nonzero_const(g, cond, c);
     if (declared && decl.dim[axis] != k)
-      return kn_dc_fail(b, "output '%s' declares %lld selected along axis %d; the constant condition selects %lld",
+      return kn_rw_fail(b, "output '%s' declares %lld selected along axis %d; the constant condition selects %lld",
                         g->values[out].name, (long long)decl.dim[axis], axis, (long long)k);
   } else if (declared) {
     k = decl.dim[axis];
   } else {
-    count_plan p = {.n_out = 1, .dtype = {kn_dc_val(b, x)->dtype}, .shape = {ys}, .count_axis = {axis}};
+    count_plan p = {.n_out = 1, .dtype = {kn_rw_val(b, x)->dtype}, .shape = {ys}, .count_axis = {axis}};
     int n_match;
     k = count_downstream(b, &p, c, &n_match);
     if (k < 0)
@@ -343,18 +343,18 @@ static int compress(kn_dc *b) {
                                                          g->values[out].name));
   }
   if ((double)k * (double)c > (double)MAX_SELECT_ELEMS)
-    return kn_dc_fail(b, "%lld selected of %lld elements is too large to compile", (long long)k, (long long)c);
+    return kn_rw_fail(b, "%lld selected of %lld elements is too large to compile", (long long)k, (long long)c);
   kn_pass_kill_node(g, b->node);
-  int src = axis_attr ? x : kn_dc_reshape(b, x, ys.dim, 1);
-  int m = marks_of(b, cond, kn_dc_val(b, cond)->dtype);
+  int src = axis_attr ? x : kn_rw_reshape(b, x, ys.dim, 1);
+  int m = marks_of(b, cond, kn_rw_val(b, cond)->dtype);
   if (k == 0) {
     kn_shape empty = ys;
     empty.dim[axis] = 0;
-    kn_dc_output(b, 0, kn_dc_const(b, kn_dc_val(b, x)->dtype, &empty, NULL));
+    kn_rw_output(b, 0, kn_rw_const(b, kn_rw_val(b, x)->dtype, &empty, NULL));
   } else {
-    int y = kn_dc_bin(b, KN_OP_GATHER, src, select_positions(b, m, k));
-    kn_dc_attr_int(b, "axis", axis);
-    kn_dc_output(b, 0, y);
+    int y = kn_rw_bin(b, KN_OP_GATHER, src, select_positions(b, m, k));
+    kn_rw_attr_int(b, "axis", axis);
+    kn_rw_output(b, 0, y);
   }
   if (!is_const && c > 0) kn_pass_add_check(g, count_is(b, m, k)); /* an empty condition selects nothing */
   return 0;
@@ -365,7 +365,7 @@ static int compress(kn_dc *b) {
 /* The number of unique values U the declared outputs of Unique give (-1:
  * none declares one); -1 with a diagnostic (*bad) when they disagree with
  * each other or with the input. */
-static int64_t unique_count(kn_dc *b, const kn_shape *xs, int axis, bool has_axis, int64_t n, bool *bad) {
+static int64_t unique_count(kn_rw *b, const kn_shape *xs, int axis, bool has_axis, int64_t n, bool *bad) {
   kn_graph *g = b->g;
   const kn_node *node = &g->nodes[b->node];
   int64_t u = -1;
@@ -385,7 +385,7 @@ static int64_t unique_count(kn_dc *b, const kn_shape *xs, int axis, bool has_axi
     int64_t here = want.dim[k == 0 ? axis : 0];
     if (!kn_shape_equal(&want, &decl) || (k != 2 && (here < 1 || here > n)) || (k != 2 && u >= 0 && here != u)) {
       *bad = true;
-      kn_dc_fail(b, "output %d '%s' declares shape %s, which does not fit an input of %lld %s%s", k,
+      kn_rw_fail(b, "output %d '%s' declares shape %s, which does not fit an input of %lld %s%s", k,
                  g->values[v].name, shape_str(&decl, buf, sizeof buf), (long long)n, has_axis ? "slices" : "elements",
                  u >= 0 ? " and the other outputs" : "");
       return -1;
@@ -424,44 +424,44 @@ static int64_t unique_count_const(const kn_graph *g, int x, int axis, int64_t n)
 /* bool [n, n]: row j of x2 ([n, m], compared as views a [n, 1, m] and bv
  * [1, n, m], ne = a != bv, nei its int32) is lexicographically smaller than
  * row i: at their first differing element (m > 1). */
-static int rows_less(kn_dc *b, int a, int bv, int ne, int nei) {
+static int rows_less(kn_rw *b, int a, int bv, int ne, int nei) {
   int64_t two = 2;
-  int cs = kn_dc_bin(b, KN_OP_CUM_SUM, nei, kn_dc_scalar(b, KN_DT_I64, 2));
-  int first_diff = kn_dc_bin(b, KN_OP_AND, ne, kn_dc_bin(b, KN_OP_EQUAL, cs, kn_dc_scalar(b, KN_DT_I32, 1)));
-  int lt = kn_dc_bin(b, KN_OP_AND, first_diff, kn_dc_bin(b, KN_OP_LESS, bv, a));
-  int any = kn_dc_reduce(b, KN_OP_REDUCE_MAX, kn_dc_cast(b, lt, KN_DT_I32), &two, 1, false);
-  return kn_dc_bin(b, KN_OP_EQUAL, any, kn_dc_scalar(b, KN_DT_I32, 1));
+  int cs = kn_rw_bin(b, KN_OP_CUM_SUM, nei, kn_rw_scalar(b, KN_DT_I64, 2));
+  int first_diff = kn_rw_bin(b, KN_OP_AND, ne, kn_rw_bin(b, KN_OP_EQUAL, cs, kn_rw_scalar(b, KN_DT_I32, 1)));
+  int lt = kn_rw_bin(b, KN_OP_AND, first_diff, kn_rw_bin(b, KN_OP_LESS, bv, a));
+  int any = kn_rw_reduce(b, KN_OP_REDUCE_MAX, kn_rw_cast(b, lt, KN_DT_I32), &two, 1, false);
+  return kn_rw_bin(b, KN_OP_EQUAL, any, kn_rw_scalar(b, KN_DT_I32, 1));
 }
 
-static int unique(kn_dc *b) {
+static int unique(kn_rw *b) {
   kn_graph *g = b->g;
   const kn_node *node = &g->nodes[b->node];
-  int x = kn_dc_in(b, 0);
+  int x = kn_rw_in(b, 0);
   const kn_attr *axis_attr = kn_node_attr(node, "axis");
   int64_t axis_value = axis_attr ? axis_attr->i : 0;
   bool sorted = kn_node_attr_int(node, "sorted", 1) != 0;
-  kn_shape xs = kn_dc_val(b, x)->shape;
-  kn_dtype t = kn_dc_val(b, x)->dtype;
-  if (batched(kn_dc_val(b, x))) return kn_dc_fail(b, "input 'X' has the batch dimension; its shape must be static");
+  kn_shape xs = kn_rw_val(b, x)->shape;
+  kn_dtype t = kn_rw_val(b, x)->dtype;
+  if (batched(kn_rw_val(b, x))) return kn_rw_fail(b, "input 'X' has the batch dimension; its shape must be static");
   int axis = 0;
   if (axis_attr && (axis = kn_axis_norm(axis_value, xs.rank)) < 0)
-    return kn_dc_fail(b, "attribute 'axis' = %lld is out of range for input 'X' of rank %d", (long long)axis_value,
+    return kn_rw_fail(b, "attribute 'axis' = %lld is out of range for input 'X' of rank %d", (long long)axis_value,
                       xs.rank);
   int64_t total = numel(&xs), n = axis_attr ? xs.dim[axis] : total, m = n ? total / n : 0;
-  if (n == 0) return kn_dc_fail(b, "input 'X' is empty; Unique of an empty tensor is not supported");
+  if (n == 0) return kn_rw_fail(b, "input 'X' is empty; Unique of an empty tensor is not supported");
   if (n > MAX_UNIQUE_ROWS || (double)n * (double)n * (double)m > MAX_UNIQUE_PAIRS)
-    return kn_dc_fail(b, "input 'X' has %lld %s%s: too large for the pairwise comparison Kiln compiles Unique "
+    return kn_rw_fail(b, "input 'X' has %lld %s%s: too large for the pairwise comparison Kiln compiles Unique "
                          "into (at most %d, and n * n * slice size %d)", (long long)n, axis_attr ? "slices" : "elements",
                       axis_attr ? kn_arena_printf(&g->arena, " of %lld elements", (long long)m) : "", MAX_UNIQUE_ROWS,
                       MAX_UNIQUE_PAIRS);
-  bool bad, is_const = kn_dc_val(b, x)->data != NULL;
+  bool bad, is_const = kn_rw_val(b, x)->data != NULL;
   int64_t u = unique_count(b, &xs, axis, axis_attr != NULL, n, &bad);
   if (bad) return -1;
   if (is_const) {
     int64_t have = unique_count_const(g, x, axis, n);
-    if (have < 0) return kn_dc_fail(b, "the constant input 'X' holds NaN, which Kiln's Unique does not merge");
+    if (have < 0) return kn_rw_fail(b, "the constant input 'X' holds NaN, which Kiln's Unique does not merge");
     if (u >= 0 && u != have)
-      return kn_dc_fail(b, "the outputs declare %lld unique %s; the constant input 'X' has %lld", (long long)u,
+      return kn_rw_fail(b, "the outputs declare %lld unique %s; the constant input 'X' has %lld", (long long)u,
                         axis_attr ? "slices" : "values", (long long)have);
     u = have;
   }
@@ -486,62 +486,62 @@ static int unique(kn_dc *b) {
     perm[0] = axis;
     for (int k = 0, j = 1; k < xs.rank; k++)
       if (k != axis) perm[j++] = k;
-    moved = kn_dc_un(b, KN_OP_TRANSPOSE, x);
-    kn_dc_attr_ints(b, "perm", perm, xs.rank);
+    moved = kn_rw_un(b, KN_OP_TRANSPOSE, x);
+    kn_rw_attr_ints(b, "perm", perm, xs.rank);
   }
   int64_t rows[2] = {n, m}, flat = total, zero = 0, one = 1;
-  int x2 = kn_dc_reshape(b, moved, rows, 2);
-  if (t == KN_DT_BOOL) x2 = kn_dc_cast(b, x2, KN_DT_U8);
+  int x2 = kn_rw_reshape(b, moved, rows, 2);
+  if (t == KN_DT_BOOL) x2 = kn_rw_cast(b, x2, KN_DT_U8);
   int a, bv, ne = -1, nei = -1, eq; /* eq [n, n]: rows i and j are equal */
   if (m == 1) { /* elements: [n, 1] against [1, n] */
     a = x2;
-    bv = kn_dc_reshape(b, x2, (int64_t[]){1, n}, 2);
-    eq = kn_dc_bin(b, KN_OP_EQUAL, a, bv);
+    bv = kn_rw_reshape(b, x2, (int64_t[]){1, n}, 2);
+    eq = kn_rw_bin(b, KN_OP_EQUAL, a, bv);
   } else {
-    a = kn_dc_unsqueeze(b, x2, &one, 1);   /* [n, 1, m]: row i */
-    bv = kn_dc_unsqueeze(b, x2, &zero, 1); /* [1, n, m]: row j */
-    ne = kn_dc_un(b, KN_OP_NOT, kn_dc_bin(b, KN_OP_EQUAL, a, bv));
-    nei = kn_dc_cast(b, ne, KN_DT_I32);
+    a = kn_rw_unsqueeze(b, x2, &one, 1);   /* [n, 1, m]: row i */
+    bv = kn_rw_unsqueeze(b, x2, &zero, 1); /* [1, n, m]: row j */
+    ne = kn_rw_un(b, KN_OP_NOT, kn_rw_bin(b, KN_OP_EQUAL, a, bv));
+    nei = kn_rw_cast(b, ne, KN_DT_I32);
     int64_t two = 2;
-    int differ = kn_dc_reduce(b, KN_OP_REDUCE_MAX, nei, &two, 1, false);
-    eq = kn_dc_bin(b, KN_OP_EQUAL, differ, kn_dc_scalar(b, KN_DT_I32, 0));
+    int differ = kn_rw_reduce(b, KN_OP_REDUCE_MAX, nei, &two, 1, false);
+    eq = kn_rw_bin(b, KN_OP_EQUAL, differ, kn_rw_scalar(b, KN_DT_I32, 0));
   }
   kn_shape sq = {.rank = 2, .dim = {n, n}};
-  int lower = kn_dc_const(b, KN_DT_BOOL, &sq, NULL);
+  int lower = kn_rw_const(b, KN_DT_BOOL, &sq, NULL);
   uint8_t *lo = g->values[lower].data;
   for (int64_t i = 0; i < n; i++)
     for (int64_t j = 0; j < i; j++) lo[i * n + j] = 1;
-  int dup = kn_dc_reduce(b, KN_OP_REDUCE_MAX, kn_dc_cast(b, kn_dc_bin(b, KN_OP_AND, eq, lower), KN_DT_I32), &one, 1,
+  int dup = kn_rw_reduce(b, KN_OP_REDUCE_MAX, kn_rw_cast(b, kn_rw_bin(b, KN_OP_AND, eq, lower), KN_DT_I32), &one, 1,
                          false);
-  int first = kn_dc_bin(b, KN_OP_EQUAL, dup, kn_dc_scalar(b, KN_DT_I32, 0)); /* [n] */
-  int first_row = kn_dc_unsqueeze(b, first, &zero, 1);                       /* [1, n] */
+  int first = kn_rw_bin(b, KN_OP_EQUAL, dup, kn_rw_scalar(b, KN_DT_I32, 0)); /* [n] */
+  int first_row = kn_rw_unsqueeze(b, first, &zero, 1);                       /* [1, n] */
   int before; /* [n, n]: the unique value of row j comes before that of row i */
   if (sorted) {
-    before = m == 1 ? kn_dc_bin(b, KN_OP_LESS, bv, a) : rows_less(b, a, bv, ne, nei);
+    before = m == 1 ? kn_rw_bin(b, KN_OP_LESS, bv, a) : rows_less(b, a, bv, ne, nei);
   } else {
-    int first_idx = kn_dc_un(b, KN_OP_ARG_MAX, kn_dc_cast(b, eq, KN_DT_I32)); /* [n, 1] */
-    kn_dc_attr_int(b, "axis", 1);
-    kn_dc_attr_int(b, "keepdims", 1);
-    before = kn_dc_bin(b, KN_OP_LESS, iota(b, n, 0, 2, 1), first_idx);
+    int first_idx = kn_rw_un(b, KN_OP_ARG_MAX, kn_rw_cast(b, eq, KN_DT_I32)); /* [n, 1] */
+    kn_rw_attr_int(b, "axis", 1);
+    kn_rw_attr_int(b, "keepdims", 1);
+    before = kn_rw_bin(b, KN_OP_LESS, iota(b, n, 0, 2, 1), first_idx);
   }
-  int rank = kn_dc_reduce(b, KN_OP_REDUCE_SUM, kn_dc_cast(b, kn_dc_bin(b, KN_OP_AND, first_row, before), KN_DT_I64),
+  int rank = kn_rw_reduce(b, KN_OP_REDUCE_SUM, kn_rw_cast(b, kn_rw_bin(b, KN_OP_AND, first_row, before), KN_DT_I64),
                           &one, 1, false); /* [n]: inverse_indices */
-  int is_k = kn_dc_bin(b, KN_OP_EQUAL, kn_dc_unsqueeze(b, rank, &zero, 1), iota(b, u, 0, 2, 0)); /* [U, n] */
-  int pick = kn_dc_bin(b, KN_OP_MUL, kn_dc_cast(b, kn_dc_bin(b, KN_OP_AND, is_k, first_row), KN_DT_I64),
+  int is_k = kn_rw_bin(b, KN_OP_EQUAL, kn_rw_unsqueeze(b, rank, &zero, 1), iota(b, u, 0, 2, 0)); /* [U, n] */
+  int pick = kn_rw_bin(b, KN_OP_MUL, kn_rw_cast(b, kn_rw_bin(b, KN_OP_AND, is_k, first_row), KN_DT_I64),
                        iota(b, n, 0, 2, 1));
-  int indices = kn_dc_reduce(b, KN_OP_REDUCE_SUM, pick, &one, 1, false);
-  int counts = kn_dc_reduce(b, KN_OP_REDUCE_SUM, kn_dc_cast(b, is_k, KN_DT_I64), &one, 1, false);
-  int y = kn_dc_bin(b, KN_OP_GATHER, axis_attr ? x : kn_dc_reshape(b, x, &flat, 1), indices);
-  kn_dc_attr_int(b, "axis", axis);
-  kn_dc_output(b, 0, y);
-  kn_dc_output(b, 1, indices);
-  kn_dc_output(b, 2, rank);
-  kn_dc_output(b, 3, counts);
-  int check = count_is(b, kn_dc_cast(b, first, KN_DT_I64), u);
+  int indices = kn_rw_reduce(b, KN_OP_REDUCE_SUM, pick, &one, 1, false);
+  int counts = kn_rw_reduce(b, KN_OP_REDUCE_SUM, kn_rw_cast(b, is_k, KN_DT_I64), &one, 1, false);
+  int y = kn_rw_bin(b, KN_OP_GATHER, axis_attr ? x : kn_rw_reshape(b, x, &flat, 1), indices);
+  kn_rw_attr_int(b, "axis", axis);
+  kn_rw_output(b, 0, y);
+  kn_rw_output(b, 1, indices);
+  kn_rw_output(b, 2, rank);
+  kn_rw_output(b, 3, counts);
+  int check = count_is(b, kn_rw_cast(b, first, KN_DT_I64), u);
   if (kn_dtype_is_float(t)) {
-    int nan = kn_dc_reduce(b, KN_OP_REDUCE_MAX, kn_dc_cast(b, kn_dc_un(b, KN_OP_IS_NAN, x2), KN_DT_I32), NULL, 0,
+    int nan = kn_rw_reduce(b, KN_OP_REDUCE_MAX, kn_rw_cast(b, kn_rw_un(b, KN_OP_IS_NAN, x2), KN_DT_I32), NULL, 0,
                            false);
-    check = kn_dc_bin(b, KN_OP_AND, check, kn_dc_bin(b, KN_OP_EQUAL, nan, kn_dc_scalar(b, KN_DT_I32, 0)));
+    check = kn_rw_bin(b, KN_OP_AND, check, kn_rw_bin(b, KN_OP_EQUAL, nan, kn_rw_scalar(b, KN_DT_I32, 0)));
   }
   if (!is_const) kn_pass_add_check(g, check);
   return 0;
@@ -589,7 +589,7 @@ int kn_pass_data_dependent(kn_graph *g, kn_diag *d) {
     int first_out = g->nodes[i].out[0];
     passed[first_out] = true;
     if (!ready(g, i, d, &rc)) continue;
-    kn_dc b = {.g = g, .d = d, .node = i, .name = g->nodes[i].name, .last = -1};
+    kn_rw b = {.g = g, .d = d, .node = i, .name = g->nodes[i].name, .last = -1};
     kn_op op = g->nodes[i].op;
     int r = op == KN_OP_NON_ZERO ? nonzero(&b) : op == KN_OP_COMPRESS ? compress(&b) : unique(&b);
     if (r < 0) rc = -1;

@@ -33,7 +33,8 @@
  *    delta correction (MatMul k_t S, Sub, Mul beta), the outer product
  *    k_t v_t^T as a broadcast Mul, and the read q_t S as a MatMul with the
  *    query heads of a kv head as rows; outputs are concatenated along T.
- * New values are typed and shaped; the composite node is dead afterwards and
+ * New values are typed and shaped (kn_rw_typed of the rewriting toolkit,
+ * rewrite.h, names "<node>/<tag>"); the composite node is dead afterwards and
  * its outputs are produced by Identity nodes (fold_constants removes them).
  * Nodes are re-sorted. Bad attribute / shape combinations were already
  * rejected by shape inference (shape_infer_attention.c). */
@@ -43,128 +44,111 @@
 
 #include "ir/passes/attention.h"
 #include "ir/passes/passes.h"
+#include "ir/passes/rewrite.h"
 #include "ir/ref/ref_eval.h"
 #include "ir/shape/shape_infer.h"
-
-typedef struct builder {
-  kn_graph *g;
-  const char *name; /* the composite node's name: prefix of new names */
-} builder;
 
 static kn_shape shape4(int64_t a, int64_t b, int64_t c, int64_t d, bool batch_sym) {
   return (kn_shape){.rank = 4, .dim = {a, b, c, d}, .batch_mask = batch_sym ? 1u : 0u};
 }
 
-/* Adds node `op` (named NAME/tag) reading in[0..n_in) and writing value out. */
-static int emit_to(builder *b, kn_op op, const int *in, int n_in, int out, const char *tag) {
-  const char *name = kn_arena_printf(&b->g->arena, "%s/%s", b->name, tag);
-  return kn_graph_add_node(b->g, op, name, in, n_in, &out, 1);
-}
-
-/* Adds node `op` writing a new value NAME/tag of type t and shape s; returns the value. */
-static int emit(builder *b, kn_op op, const int *in, int n_in, kn_dtype t, kn_shape s, const char *tag) {
-  int v = kn_pass_new_value(b->g, b->name, kn_arena_printf(&b->g->arena, "/%s", tag), t, &s);
-  emit_to(b, op, in, n_in, v, tag);
-  return v;
-}
-
-static void attr_int(builder *b, int node, const char *name, int64_t v) {
+static void attr_int(kn_rw *b, int node, const char *name, int64_t v) {
   kn_node_add_attr(b->g, &b->g->nodes[node], kn_pass_attr_int(name, v));
 }
 
-static int value_node(builder *b, int v) { return b->g->values[v].producer; }
+static int value_node(kn_rw *b, int v) { return b->g->values[v].producer; }
 
-static kn_shape shape_of(builder *b, int v) { return b->g->values[v].shape; }
-static kn_dtype dtype_of(builder *b, int v) { return b->g->values[v].dtype; }
+static kn_shape shape_of(kn_rw *b, int v) { return b->g->values[v].shape; }
+static kn_dtype dtype_of(kn_rw *b, int v) { return b->g->values[v].dtype; }
 
-static int const_ints(builder *b, const char *tag, const int64_t *v, int n) {
+static int const_ints(kn_rw *b, const char *tag, const int64_t *v, int n) {
   kn_shape s = {.rank = 1, .dim = {n}};
-  return kn_pass_new_const(b->g, b->name, kn_arena_printf(&b->g->arena, "/%s", tag), KN_DT_I64, &s, v);
+  return kn_rw_const_tagged(b, tag, KN_DT_I64, &s, v);
 }
 
 /* A constant of type t and shape s holding vals (converted from double). */
-static int const_tensor(builder *b, const char *tag, kn_dtype t, const kn_shape *s, const double *vals) {
+static int const_tensor(kn_rw *b, const char *tag, kn_dtype t, const kn_shape *s, const double *vals) {
   int64_t n = kn_ref_numel(s);
   void *buf = calloc((size_t)(n > 0 ? n : 1), kn_dtype_size(t));
   KN_ASSERT(buf, "out of memory");
   for (int64_t i = 0; i < n; i++) kn_ref_store(t, buf, i, vals[i]);
-  int v = kn_pass_new_const(b->g, b->name, kn_arena_printf(&b->g->arena, "/%s", tag), t, s, buf);
+  int v = kn_rw_const_tagged(b, tag, t, s, buf);
   free(buf);
   return v;
 }
 
-static int const_scalar(builder *b, const char *tag, kn_dtype t, double v) {
+static int const_scalar(kn_rw *b, const char *tag, kn_dtype t, double v) {
   kn_shape s = {.rank = 0};
   return const_tensor(b, tag, t, &s, &v);
 }
 
-static int unary(builder *b, kn_op op, int x, const char *tag) {
-  return emit(b, op, &x, 1, dtype_of(b, x), shape_of(b, x), tag);
+static int unary(kn_rw *b, kn_op op, int x, const char *tag) {
+  return kn_rw_typed(b, op, &x, 1, dtype_of(b, x), shape_of(b, x), tag);
 }
 
 /* Elementwise binary op with numpy broadcasting; out_type INVALID = x's. */
-static int binary(builder *b, kn_op op, int x, int y, kn_dtype out_type, const char *tag) {
+static int binary(kn_rw *b, kn_op op, int x, int y, kn_dtype out_type, const char *tag) {
   kn_shape sx = shape_of(b, x), sy = shape_of(b, y), s;
   int bad;
   KN_ASSERT(kn_shape_broadcast(&sx, &sy, &s, &bad), "decomposition operands do not broadcast");
-  return emit(b, op, (int[]){x, y}, 2, out_type ? out_type : dtype_of(b, x), s, tag);
+  return kn_rw_typed(b, op, (int[]){x, y}, 2, out_type ? out_type : dtype_of(b, x), s, tag);
 }
 
-static int cast(builder *b, int x, kn_dtype t, const char *tag) {
+static int cast(kn_rw *b, int x, kn_dtype t, const char *tag) {
   if (dtype_of(b, x) == t) return x;
-  int v = emit(b, KN_OP_CAST, &x, 1, t, shape_of(b, x), tag);
+  int v = kn_rw_typed(b, KN_OP_CAST, &x, 1, t, shape_of(b, x), tag);
   attr_int(b, value_node(b, v), "to", kn_dtype_to_onnx(t));
   return v;
 }
 
 /* Reshape to dims (ONNX codes: 0 copies the input dim, one -1 is inferred),
  * with s the resulting shape. */
-static int reshape(builder *b, int x, const int64_t *dims, int n, kn_shape s, const char *tag) {
+static int reshape(kn_rw *b, int x, const int64_t *dims, int n, kn_shape s, const char *tag) {
   int shape = const_ints(b, kn_arena_printf(&b->g->arena, "%s_shape", tag), dims, n);
-  return emit(b, KN_OP_RESHAPE, (int[]){x, shape}, 2, dtype_of(b, x), s, tag);
+  return kn_rw_typed(b, KN_OP_RESHAPE, (int[]){x, shape}, 2, dtype_of(b, x), s, tag);
 }
 
-static int transpose(builder *b, int x, const int64_t *perm, const char *tag) {
+static int transpose(kn_rw *b, int x, const int64_t *perm, const char *tag) {
   kn_shape in = shape_of(b, x), s = {.rank = in.rank};
   for (int i = 0; i < in.rank; i++) {
     s.dim[i] = in.dim[perm[i]];
     if ((in.batch_mask >> perm[i]) & 1) s.batch_mask |= 1u << i;
   }
-  int v = emit(b, KN_OP_TRANSPOSE, &x, 1, dtype_of(b, x), s, tag);
+  int v = kn_rw_typed(b, KN_OP_TRANSPOSE, &x, 1, dtype_of(b, x), s, tag);
   kn_node_add_attr(b->g, &b->g->nodes[value_node(b, v)], kn_pass_attr_ints(b->g, "perm", perm, in.rank));
   return v;
 }
 
-static int concat(builder *b, const int *xs, int n, int axis, const char *tag) {
+static int concat(kn_rw *b, const int *xs, int n, int axis, const char *tag) {
   kn_shape s = shape_of(b, xs[0]);
   for (int i = 1; i < n; i++) s.dim[axis] += shape_of(b, xs[i]).dim[axis];
-  int v = emit(b, KN_OP_CONCAT, xs, n, dtype_of(b, xs[0]), s, tag);
+  int v = kn_rw_typed(b, KN_OP_CONCAT, xs, n, dtype_of(b, xs[0]), s, tag);
   attr_int(b, value_node(b, v), "axis", axis);
   return v;
 }
 
-static int matmul(builder *b, int x, int y, const char *tag) {
+static int matmul(kn_rw *b, int x, int y, const char *tag) {
   kn_shape sx = shape_of(b, x), sy = shape_of(b, y), s = sx;
   s.dim[s.rank - 1] = sy.dim[sy.rank - 1];
-  return emit(b, KN_OP_MATMUL, (int[]){x, y}, 2, dtype_of(b, x), s, tag);
+  return kn_rw_typed(b, KN_OP_MATMUL, (int[]){x, y}, 2, dtype_of(b, x), s, tag);
 }
 
 /* Slice of one axis: start, start+step, ... below end. */
-static int slice_axis(builder *b, int x, int64_t axis, int64_t start, int64_t end, int64_t step, const char *tag) {
+static int slice_axis(kn_rw *b, int x, int64_t axis, int64_t start, int64_t end, int64_t step, const char *tag) {
   kn_shape s = shape_of(b, x);
   s.dim[axis] = (end - start + step - 1) / step;
   int in[5] = {x, const_ints(b, kn_arena_printf(&b->g->arena, "%s_start", tag), &start, 1),
                const_ints(b, kn_arena_printf(&b->g->arena, "%s_end", tag), &end, 1),
                const_ints(b, kn_arena_printf(&b->g->arena, "%s_axis", tag), &axis, 1),
                const_ints(b, kn_arena_printf(&b->g->arena, "%s_step", tag), &step, 1)};
-  return emit(b, KN_OP_SLICE, in, 5, dtype_of(b, x), s, tag);
+  return kn_rw_typed(b, KN_OP_SLICE, in, 5, dtype_of(b, x), s, tag);
 }
 
-static int slice_last(builder *b, int x, int64_t start, int64_t end, int64_t step, const char *tag) {
+static int slice_last(kn_rw *b, int x, int64_t start, int64_t end, int64_t step, const char *tag) {
   return slice_axis(b, x, shape_of(b, x).rank - 1, start, end, step, tag);
 }
 
-static int unsqueeze(builder *b, int x, int64_t axis, const char *tag) {
+static int unsqueeze(kn_rw *b, int x, int64_t axis, const char *tag) {
   kn_shape in = shape_of(b, x), s = {.rank = in.rank + 1};
   int a = (int)(axis < 0 ? axis + s.rank : axis);
   for (int i = 0, j = 0; i < s.rank; i++) {
@@ -177,18 +161,18 @@ static int unsqueeze(builder *b, int x, int64_t axis, const char *tag) {
     j++;
   }
   int axes = const_ints(b, kn_arena_printf(&b->g->arena, "%s_axes", tag), &axis, 1);
-  return emit(b, KN_OP_UNSQUEEZE, (int[]){x, axes}, 2, dtype_of(b, x), s, tag);
+  return kn_rw_typed(b, KN_OP_UNSQUEEZE, (int[]){x, axes}, 2, dtype_of(b, x), s, tag);
 }
 
 /* Makes `out` (an output of the dead composite node) a copy of v. */
-static void finish(builder *b, int v, int out, const char *tag) {
-  if (out >= 0) emit_to(b, KN_OP_IDENTITY, &v, 1, out, tag);
+static void finish(kn_rw *b, int v, int out, const char *tag) {
+  if (out >= 0) kn_rw_typed_into(b, KN_OP_IDENTITY, &v, 1, out, tag);
 }
 
 /* ---- Attention ---- */
 
 /* [B, S, heads*size] -> [B, heads, S, size]. */
-static int split_heads(builder *b, const kn_attn_geom *a, int x, int64_t heads, int64_t size, const char *tag) {
+static int split_heads(kn_rw *b, const kn_attn_geom *a, int x, int64_t heads, int64_t size, const char *tag) {
   kn_shape in = shape_of(b, x);
   kn_shape s = shape4(a->batch, in.dim[1], heads, size, a->batch_sym);
   int r = reshape(b, x, (const int64_t[]){0, 0, heads, size}, 4, s, kn_arena_printf(&b->g->arena, "%s_split", tag));
@@ -196,13 +180,13 @@ static int split_heads(builder *b, const kn_attn_geom *a, int x, int64_t heads, 
 }
 
 /* The additive bias [.., q_len, total_len] (mask, causal, padding), or -1. */
-static int attention_bias(builder *b, const kn_attn_geom *a, const int *in, kn_dtype ct) {
+static int attention_bias(kn_rw *b, const kn_attn_geom *a, const int *in, kn_dtype ct) {
   kn_dtype t = ct;
   int bias = -1;
   if (a->has_mask) {
     int m = in[KN_ATTN_MASK];
     if (a->mask_bool) {
-      m = emit(b, KN_OP_WHERE, (int[]){m, const_scalar(b, "mask_zero", t, 0), const_scalar(b, "mask_neginf", t, -INFINITY)},
+      m = kn_rw_typed(b, KN_OP_WHERE, (int[]){m, const_scalar(b, "mask_zero", t, 0), const_scalar(b, "mask_neginf", t, -INFINITY)},
                3, t, shape_of(b, m), "mask_bias");
     } else {
       m = cast(b, m, t, "mask_cast");
@@ -213,7 +197,7 @@ static int attention_bias(builder *b, const kn_attn_geom *a, const int *in, kn_d
       pads[2 * s.rank - 1] = a->total_len - a->mask_len;
       s.dim[s.rank - 1] = a->total_len;
       int in_pad[3] = {m, const_ints(b, "mask_pads", pads, 2 * s.rank), const_scalar(b, "mask_pad_value", t, -INFINITY)};
-      m = emit(b, KN_OP_PAD, in_pad, 3, t, s, "mask_padded");
+      m = kn_rw_typed(b, KN_OP_PAD, in_pad, 3, t, s, "mask_padded");
     }
     bias = m;
   }
@@ -229,7 +213,7 @@ static int attention_bias(builder *b, const kn_attn_geom *a, const int *in, kn_d
       kn_shape s = {.rank = 2, .dim = {a->q_len, 1}};
       int last = kn_pass_new_const(b->g, b->name, "/query_last_key", KN_DT_I64, &s, pos);
       int keep = binary(b, KN_OP_LESS_OR_EQUAL, key_pos, last, KN_DT_BOOL, "causal_keep");
-      int c = emit(b, KN_OP_WHERE, (int[]){keep, const_scalar(b, "causal_zero", t, 0), const_scalar(b, "causal_neginf", t, -INFINITY)},
+      int c = kn_rw_typed(b, KN_OP_WHERE, (int[]){keep, const_scalar(b, "causal_zero", t, 0), const_scalar(b, "causal_neginf", t, -INFINITY)},
                    3, t, shape_of(b, keep), "causal_bias");
       bias = bias < 0 ? c : binary(b, KN_OP_ADD, bias, c, KN_DT_INVALID, "causal_add");
     }
@@ -239,7 +223,7 @@ static int attention_bias(builder *b, const kn_attn_geom *a, const int *in, kn_d
     int r = key_pos;
     int lens = unsqueeze(b, in[KN_ATTN_NONPAD_KV_SEQLEN], 1, "nonpad_lens");
     int keep = binary(b, KN_OP_LESS, r, lens, KN_DT_BOOL, "nonpad_keep");
-    int pm = emit(b, KN_OP_WHERE, (int[]){keep, const_scalar(b, "pad_zero", t, 0), const_scalar(b, "pad_neginf", t, -INFINITY)},
+    int pm = kn_rw_typed(b, KN_OP_WHERE, (int[]){keep, const_scalar(b, "pad_zero", t, 0), const_scalar(b, "pad_neginf", t, -INFINITY)},
                   3, t, shape_of(b, keep), "nonpad_bias");
     pm = reshape(b, pm, (const int64_t[]){0, 1, 1, a->total_len}, 4, shape4(a->batch, 1, 1, a->total_len, a->batch_sym),
                  "nonpad_bias4");
@@ -249,7 +233,7 @@ static int attention_bias(builder *b, const kn_attn_geom *a, const int *in, kn_d
 }
 
 /* Folds GQA head groups into rows: [B, q_heads, L, X] <-> [B, kv_heads, reps*L, X]. */
-static int group_rows(builder *b, const kn_attn_geom *a, int x, bool fold, const char *tag) {
+static int group_rows(kn_rw *b, const kn_attn_geom *a, int x, bool fold, const char *tag) {
   if (a->q_heads == a->kv_heads) return x;
   kn_shape s = shape_of(b, x);
   int64_t reps = a->q_heads / a->kv_heads;
@@ -265,7 +249,7 @@ static int decompose_attention(kn_graph *g, int ni, const int *uses, kn_diag *d)
   const kn_node *n = &g->nodes[ni];
   for (int k = 0; k < 7; k++) in[k] = k < n->n_in ? n->in[k] : -1;
   for (int k = 0; k < 4; k++) out[k] = k < n->n_out && uses[n->out[k]] > 0 ? n->out[k] : -1;
-  builder bb = {g, n->name}, *b = &bb;
+  kn_rw bb = {.g = g, .d = d, .node = ni, .name = n->name, .last = -1}, *b = &bb;
   kn_pass_kill_node(g, ni);
 
   kn_dtype ct = kn_dtype_size(a.dtype) < 4 ? KN_DT_F32 : a.dtype; /* compute type */
@@ -305,7 +289,7 @@ static int decompose_attention(kn_graph *g, int ni, const int *uses, kn_diag *d)
   qk_out[2] = s;
 
   kn_dtype st = a.softmax_dtype == a.dtype ? ct : a.softmax_dtype;
-  int p = emit(b, KN_OP_SOFTMAX, (int[]){cast(b, s, st, "softmax_in")}, 1, st, shape_of(b, s), "softmax");
+  int p = kn_rw_typed(b, KN_OP_SOFTMAX, (int[]){cast(b, s, st, "softmax_in")}, 1, st, shape_of(b, s), "softmax");
   attr_int(b, value_node(b, p), "axis", -1);
   p = qk_out[3] = cast(b, p, ct, "softmax_out");
   if (out[KN_ATTN_QK_OUTPUT] >= 0)
@@ -330,7 +314,7 @@ static int decompose_rms_norm(kn_graph *g, int ni, const int *uses, kn_diag *d) 
   const kn_node *n = &g->nodes[ni];
   int x = n->in[0], scale = n->in[1], y = uses[n->out[0]] > 0 ? n->out[0] : -1;
   float eps = kn_node_attr_float(n, "epsilon", 1e-5f);
-  builder bb = {g, n->name}, *b = &bb;
+  kn_rw bb = {.g = g, .d = d, .node = ni, .name = n->name, .last = -1}, *b = &bb;
   kn_pass_kill_node(g, ni);
 
   int xs = cast(b, x, r.stash, "x_stash");
@@ -343,7 +327,7 @@ static int decompose_rms_norm(kn_graph *g, int ni, const int *uses, kn_diag *d) 
     ms.dim[i] = 1;
     ms.batch_mask &= ~(1u << i);
   }
-  int mean = emit(b, KN_OP_REDUCE_MEAN, (int[]){sq, const_ints(b, "axes", axes, n_axes)}, 2, r.stash, ms, "mean_square");
+  int mean = kn_rw_typed(b, KN_OP_REDUCE_MEAN, (int[]){sq, const_ints(b, "axes", axes, n_axes)}, 2, r.stash, ms, "mean_square");
   attr_int(b, value_node(b, mean), "keepdims", 1);
   int rms = unary(b, KN_OP_SQRT, binary(b, KN_OP_ADD, mean, const_scalar(b, "epsilon", r.stash, eps), KN_DT_INVALID, "mean_square_eps"), "rms");
   int normalized = cast(b, binary(b, KN_OP_DIV, xs, rms, KN_DT_INVALID, "normalized"), r.out_type, "normalized_cast");
@@ -359,7 +343,7 @@ static int decompose_rotary(kn_graph *g, int ni, const int *uses, kn_diag *d) {
   const kn_node *n = &g->nodes[ni];
   int x = n->in[0], cos_c = n->in[1], sin_c = n->in[2], pos = n->n_in > 3 ? n->in[3] : -1;
   int y = uses[n->out[0]] > 0 ? n->out[0] : -1;
-  builder bb = {g, n->name}, *b = &bb;
+  kn_rw bb = {.g = g, .d = d, .node = ni, .name = n->name, .last = -1}, *b = &bb;
   kn_pass_kill_node(g, ni);
 
   kn_shape xs = shape_of(b, x);
@@ -373,9 +357,9 @@ static int decompose_rotary(kn_graph *g, int ni, const int *uses, kn_diag *d) {
     head_axis = 2;
   }
   if (pos >= 0) { /* caches [max_pos, rot/2] gathered to [B, S, rot/2] */
-    cos_c = emit(b, KN_OP_GATHER, (int[]){cos_c, pos}, 2, dtype_of(b, cos_c),
+    cos_c = kn_rw_typed(b, KN_OP_GATHER, (int[]){cos_c, pos}, 2, dtype_of(b, cos_c),
                  (kn_shape){.rank = 3, .dim = {xs.dim[0], r.seq_len, r.rot_dim / 2}, .batch_mask = bsym}, "cos");
-    sin_c = emit(b, KN_OP_GATHER, (int[]){sin_c, pos}, 2, dtype_of(b, sin_c), shape_of(b, cos_c), "sin");
+    sin_c = kn_rw_typed(b, KN_OP_GATHER, (int[]){sin_c, pos}, 2, dtype_of(b, sin_c), shape_of(b, cos_c), "sin");
     attr_int(b, value_node(b, cos_c), "axis", 0);
     attr_int(b, value_node(b, sin_c), "axis", 0);
   }
@@ -420,7 +404,7 @@ static int decompose_causal_conv(kn_graph *g, int ni, const int *uses, kn_diag *
   const kn_node *n = &g->nodes[ni];
   int x = n->in[0], w = n->in[1], bias = r.has_bias ? n->in[2] : -1, past = r.has_past ? n->in[3] : -1;
   int y = uses[n->out[0]] > 0 ? n->out[0] : -1, state = n->n_out > 1 && uses[n->out[1]] > 0 ? n->out[1] : -1;
-  builder bb = {g, n->name}, *b = &bb;
+  kn_rw bb = {.g = g, .d = d, .node = ni, .name = n->name, .last = -1}, *b = &bb;
   kn_pass_kill_node(g, ni);
 
   kn_dtype t = dtype_of(b, x);
@@ -433,7 +417,7 @@ static int decompose_causal_conv(kn_graph *g, int ni, const int *uses, kn_diag *
   }
   kn_shape ys = shape_of(b, x);
   int conv_in[3] = {padded, w, bias};
-  int conv = emit(b, KN_OP_CONV, conv_in, bias >= 0 ? 3 : 2, t, ys, "conv");
+  int conv = kn_rw_typed(b, KN_OP_CONV, conv_in, bias >= 0 ? 3 : 2, t, ys, "conv");
   int cn = value_node(b, conv);
   attr_int(b, cn, "group", r.channels);
   kn_node_add_attr(g, &g->nodes[cn], kn_pass_attr_ints(g, "pads", (const int64_t[]){pad_left, 0}, 2));
@@ -457,7 +441,7 @@ static int decompose_causal_conv(kn_graph *g, int ni, const int *uses, kn_diag *
       s.dim[2] = k1;
       int in_pad[3] = {x, const_ints(b, "state_pads", (const int64_t[]){0, 0, k1 - r.len, 0, 0, 0}, 6),
                        const_scalar(b, "state_zero", t, 0)};
-      ps = emit(b, KN_OP_PAD, in_pad, 3, t, s, "state");
+      ps = kn_rw_typed(b, KN_OP_PAD, in_pad, 3, t, s, "state");
     }
     finish(b, ps, state, "present_state");
   }
@@ -468,7 +452,7 @@ static int decompose_causal_conv(kn_graph *g, int ni, const int *uses, kn_diag *
 
 /* The steps of x [B, T, X] in float32 (the reference's precision): one
  * Split along T, step t a [B, 1, X] tensor. */
-static void split_steps(builder *b, const kn_linattn_geom *r, int x, int *steps, const char *tag) {
+static void split_steps(kn_rw *b, const kn_linattn_geom *r, int x, int *steps, const char *tag) {
   kn_arena *a = &b->g->arena;
   x = cast(b, x, KN_DT_F32, kn_arena_printf(a, "%s_f32", tag));
   if (r->steps == 1) {
@@ -491,7 +475,7 @@ static void split_steps(builder *b, const kn_linattn_geom *r, int x, int *steps,
 }
 
 /* Step x [B, 1, heads*rows*cols] viewed as [B, heads, rows, cols] (free: T is 1). */
-static int step_view(builder *b, const kn_linattn_geom *r, int x, int64_t t, int64_t heads, int64_t rows,
+static int step_view(kn_rw *b, const kn_linattn_geom *r, int x, int64_t t, int64_t heads, int64_t rows,
                      int64_t cols, const char *tag) {
   return reshape(b, x, (const int64_t[]){0, heads, rows, cols}, 4, shape4(r->batch, heads, rows, cols, r->batch_sym),
                  kn_arena_printf(&b->g->arena, "step%lld_%s", (long long)t, tag));
@@ -504,7 +488,7 @@ static int decompose_linear_attention(kn_graph *g, int ni, const int *uses, kn_d
   int in[6];
   for (int k = 0; k < 6; k++) in[k] = k < n->n_in ? n->in[k] : -1;
   int y = uses[n->out[0]] > 0 ? n->out[0] : -1, state_out = n->n_out > 1 && uses[n->out[1]] > 0 ? n->out[1] : -1;
-  builder bb = {g, n->name}, *b = &bb;
+  kn_rw bb = {.g = g, .d = d, .node = ni, .name = n->name, .last = -1}, *b = &bb;
   kn_arena *a = &g->arena;
   kn_pass_kill_node(g, ni);
 

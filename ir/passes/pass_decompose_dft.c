@@ -28,7 +28,7 @@
 
 /* Integer scalar input k: 1 with *v set, 0 when absent, -1 (diagnostic) when
  * not a compile-time constant. */
-static int const_scalar(kn_expand *e, const kn_node *n, int k, const char *what, int64_t *v, kn_diag *d) {
+static int const_scalar(kn_rw *e, const kn_node *n, int k, const char *what, int64_t *v, kn_diag *d) {
   if (k >= n->n_in || n->in[k] < 0) return 0;
   bool known = kn_expand_fold(e->g, n->in[k]);
   const kn_value *val = &e->g->values[n->in[k]];
@@ -43,7 +43,7 @@ static int const_scalar(kn_expand *e, const kn_node *n, int k, const char *what,
 }
 
 /* DFT of x (rank r, last dim C) along axis (normalised, < r-1) with length n. */
-static int dft(kn_expand *e, const kn_node *n, int x, int axis, int64_t len_n, bool onesided, bool inverse,
+static int dft(kn_rw *e, const kn_node *n, int x, int axis, int64_t len_n, bool onesided, bool inverse,
                kn_diag *d) {
   kn_graph *g = e->g;
   const kn_value *xv = &g->values[x];
@@ -72,7 +72,7 @@ static int dft(kn_expand *e, const kn_node *n, int x, int axis, int64_t len_n, b
   kn_shape ms = {.rank = 2, .dim = {rows, cols}};
   kn_dtype out_dt = dt;
   if (dt == KN_DT_F32 || dt == KN_DT_F16 || dt == KN_DT_BF16) dt = KN_DT_F64; /* sums of n products */
-  int m = kn_expand_const(e, dt, &ms, NULL);
+  int m = kn_rw_const(e, dt, &ms, NULL);
   void *md = g->values[m].data;
   const double two_pi = 6.283185307179586476925286766559;
   int64_t half = len_n / 2 + 1;
@@ -106,24 +106,24 @@ static int dft(kn_expand *e, const kn_node *n, int x, int axis, int64_t len_n, b
   perm[p++] = r - 1;
   bool identity = axis == r - 2;
   kn_attr to = kn_pass_attr_int("to", kn_dtype_to_onnx(dt));
-  if (dt != out_dt) x = kn_expand_node(e, KN_OP_CAST, &x, 1, &to, 1);
-  int t = identity ? x : kn_expand_transpose(e, x, perm, r);
+  if (dt != out_dt) x = kn_rw_op_attrs(e, KN_OP_CAST, &x, 1, &to, 1);
+  int t = identity ? x : kn_rw_transpose(e, x, perm, r);
   for (int i = 0; i < r - 2; i++) shape[i] = 0; /* copy */
   shape[r - 2] = rows;
-  int flat = kn_expand_binary(e, KN_OP_RESHAPE, t, kn_expand_i64s(e, shape, r - 1));
-  int prod = kn_expand_binary(e, KN_OP_MATMUL, flat, m);
+  int flat = kn_rw_bin(e, KN_OP_RESHAPE, t, kn_rw_ints(e, shape, r - 1));
+  int prod = kn_rw_bin(e, KN_OP_MATMUL, flat, m);
   shape[r - 2] = K;
   shape[r - 1] = Cout;
-  int un = kn_expand_binary(e, KN_OP_RESHAPE, prod, kn_expand_i64s(e, shape, r));
+  int un = kn_rw_bin(e, KN_OP_RESHAPE, prod, kn_rw_ints(e, shape, r));
   if (dt != out_dt) {
     to = kn_pass_attr_int("to", kn_dtype_to_onnx(out_dt));
-    un = kn_expand_node(e, KN_OP_CAST, &un, 1, &to, 1);
+    un = kn_rw_op_attrs(e, KN_OP_CAST, &un, 1, &to, 1);
   }
   if (identity) return un;
   int64_t back[KN_MAX_RANK];
   for (int i = 0; i < r - 1; i++) back[i] = i == axis ? r - 2 : i < axis ? i : i - 1;
   back[r - 1] = r - 1;
-  return kn_expand_transpose(e, un, back, r);
+  return kn_rw_transpose(e, un, back, r);
 }
 
 /* DFT whose axis (opset 20 input) is read at run time, for a model output
@@ -131,7 +131,7 @@ static int dft(kn_expand *e, const kn_node *n, int x, int axis, int64_t len_n, b
  * shape, the one the run-time axis names picked with Where, and a run-time
  * check that it names one (pass_specialize.c's idea, for an axis only the
  * expansion reads). */
-static int dft_runtime_axis(kn_expand *e, const kn_node *n, const kn_shape *decl, bool onesided, bool inverse,
+static int dft_runtime_axis(kn_rw *e, const kn_node *n, const kn_shape *decl, bool onesided, bool inverse,
                             kn_diag *d) {
   kn_graph *g = e->g;
   int x = n->in[0], r = g->values[x].shape.rank;
@@ -155,22 +155,22 @@ static int dft_runtime_axis(kn_expand *e, const kn_node *n, const kn_shape *decl
                             "output shape",
                          n->name, g->values[n->in[2]].name);
   kn_attr to = kn_pass_attr_int("to", kn_dtype_to_onnx(KN_DT_I64));
-  int av = kn_expand_binary(e, KN_OP_RESHAPE, kn_expand_node(e, KN_OP_CAST, &n->in[2], 1, &to, 1),
-                            kn_expand_i64s(e, NULL, 0));
-  int neg = kn_expand_binary(e, KN_OP_LESS, av, kn_expand_i64(e, 0));
-  int wrapped = kn_expand_binary(e, KN_OP_ADD, av, kn_expand_i64(e, r));
-  int an = kn_expand_node(e, KN_OP_WHERE, (int[]){neg, wrapped, av}, 3, NULL, 0);
+  int av = kn_rw_bin(e, KN_OP_RESHAPE, kn_rw_op_attrs(e, KN_OP_CAST, &n->in[2], 1, &to, 1),
+                            kn_rw_ints(e, NULL, 0));
+  int neg = kn_rw_bin(e, KN_OP_LESS, av, kn_rw_i64(e, 0));
+  int wrapped = kn_rw_bin(e, KN_OP_ADD, av, kn_rw_i64(e, r));
+  int an = kn_rw_op(e, KN_OP_WHERE, (int[]){neg, wrapped, av}, 3);
   int sel = val[nc - 1], ok = -1;
   for (int i = nc - 1; i >= 0; i--) {
-    int is = kn_expand_binary(e, KN_OP_EQUAL, an, kn_expand_i64(e, cand[i]));
-    if (i < nc - 1) sel = kn_expand_node(e, KN_OP_WHERE, (int[]){is, val[i], sel}, 3, NULL, 0);
-    ok = ok < 0 ? is : kn_expand_binary(e, KN_OP_OR, ok, is);
+    int is = kn_rw_bin(e, KN_OP_EQUAL, an, kn_rw_i64(e, cand[i]));
+    if (i < nc - 1) sel = kn_rw_op(e, KN_OP_WHERE, (int[]){is, val[i], sel}, 3);
+    ok = ok < 0 ? is : kn_rw_bin(e, KN_OP_OR, ok, is);
   }
   kn_pass_add_check(g, ok);
   return sel;
 }
 
-static int expand_dft(kn_expand *e, const kn_node *n, kn_diag *d) {
+static int expand_dft(kn_rw *e, const kn_node *n, kn_diag *d) {
   kn_graph *g = e->g;
   int x = n->in[0];
   int r = g->values[x].shape.rank;
@@ -197,7 +197,7 @@ static int expand_dft(kn_expand *e, const kn_node *n, kn_diag *d) {
   return dft(e, n, x, (int)axis, len_n, onesided, inverse, d);
 }
 
-static int expand_stft(kn_expand *e, const kn_node *n, kn_diag *d) {
+static int expand_stft(kn_rw *e, const kn_node *n, kn_diag *d) {
   kn_graph *g = e->g;
   int x = n->in[0], window = n->n_in > 2 ? n->in[2] : -1;
   const kn_value xval = g->values[x]; /* a copy: g->values moves as values are added */
@@ -218,17 +218,17 @@ static int expand_stft(kn_expand *e, const kn_node *n, kn_diag *d) {
   if (frames * frame_len > (int64_t)1 << 24)
     return kn_diag_error(d, "node '%s' (STFT): too many frames", n->name);
   kn_shape is = {.rank = 2, .dim = {frames, frame_len}};
-  int idx = kn_expand_const(e, KN_DT_I64, &is, NULL);
+  int idx = kn_rw_const(e, KN_DT_I64, &is, NULL);
   int64_t *id = g->values[idx].data;
   for (int64_t f = 0; f < frames; f++)
     for (int64_t k = 0; k < frame_len; k++) id[f * frame_len + k] = f * step + k;
   int ins[2] = {x, idx};
   kn_attr ax = kn_pass_attr_int("axis", 1);
-  int fr = kn_expand_node(e, KN_OP_GATHER, ins, 2, &ax, 1); /* [B, frames, frame_len, C] */
+  int fr = kn_rw_op_attrs(e, KN_OP_GATHER, ins, 2, &ax, 1); /* [B, frames, frame_len, C] */
   if (window >= 0) {
     int64_t wshape[2] = {frame_len, 1};
-    int w = kn_expand_binary(e, KN_OP_RESHAPE, window, kn_expand_i64s(e, wshape, 2));
-    fr = kn_expand_binary(e, KN_OP_MUL, fr, w);
+    int w = kn_rw_bin(e, KN_OP_RESHAPE, window, kn_rw_ints(e, wshape, 2));
+    fr = kn_rw_bin(e, KN_OP_MUL, fr, w);
   }
   /* the DFT needs the frames' shape: infer it here, the driver re-infers after */
   g->values[fr].dtype = xv->dtype;
@@ -241,11 +241,11 @@ static int expand_stft(kn_expand *e, const kn_node *n, kn_diag *d) {
 
 int kn_expand_dft(kn_graph *g, int node, bool *needed, kn_diag *d) {
   const kn_node nd = g->nodes[node];
-  kn_expand e = {.g = g, .d = d, .base = nd.name, .needed = needed};
+  kn_rw e = {.g = g, .d = d, .node = node, .name = nd.name, .names = KN_RW_NAMES_SEQ, .last = -1, .needed = needed};
   if (nd.n_in < 1 || nd.in[0] < 0) return kn_diag_error(d, "node '%s' (%s): input 0 is required", nd.name, nd.op_type);
   int out = nd.op == KN_OP_DFT ? expand_dft(&e, &nd, d) : expand_stft(&e, &nd, d);
   if (out < 0) return -1;
   kn_pass_kill_node(g, node);
-  kn_expand_node_into(&e, KN_OP_IDENTITY, &out, 1, NULL, 0, nd.out[0]);
+  kn_rw_op_into(&e, KN_OP_IDENTITY, &out, 1, nd.out[0]);
   return 0;
 }

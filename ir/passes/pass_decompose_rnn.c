@@ -25,7 +25,7 @@
 #include "ir/ref/ref_eval.h"
 
 typedef struct rnn {
-  kn_expand x;
+  kn_rw x;
   const kn_node *n;
   kn_dtype dt;
   int64_t hidden, seq;
@@ -45,34 +45,34 @@ static int scalar(rnn *r, double v) {
   kn_shape s = {.rank = 0};
   char buf[8] = {0};
   kn_ref_store(r->dt, buf, 0, v);
-  return kn_expand_const(&r->x, r->dt, &s, buf);
+  return kn_rw_const(&r->x, r->dt, &s, buf);
 }
 
 static int add(rnn *r, int a, int b) {
   if (a < 0) return b;
   if (b < 0) return a;
-  return kn_expand_binary(&r->x, KN_OP_ADD, a, b);
+  return kn_rw_bin(&r->x, KN_OP_ADD, a, b);
 }
 
 static int mul(rnn *r, int a, int b) {
   if (a < 0 || b < 0) return -1;
-  return kn_expand_binary(&r->x, KN_OP_MUL, a, b);
+  return kn_rw_bin(&r->x, KN_OP_MUL, a, b);
 }
 
 static int matmul(rnn *r, int a, int b) {
   if (a < 0 || b < 0) return -1;
-  return kn_expand_binary(&r->x, KN_OP_MATMUL, a, b);
+  return kn_rw_bin(&r->x, KN_OP_MATMUL, a, b);
 }
 
 /* Row d of a [dirs, ...] tensor, without the leading axis. */
 static int dir_row(rnn *r, int v, int64_t d) {
-  return kn_expand_squeeze(&r->x, kn_expand_slice(&r->x, v, 0, d, d + 1), 0);
+  return kn_rw_squeeze_attr(&r->x, kn_rw_slice(&r->x, v, 0, d, d + 1), 0);
 }
 
 /* Gate k of a [batch, gates*hidden] (or [gates*hidden]) tensor. */
 static int gate(rnn *r, int v, int k, int axis) {
   if (v < 0) return -1;
-  return kn_expand_slice(&r->x, v, axis, k * r->hidden, (k + 1) * r->hidden);
+  return kn_rw_slice(&r->x, v, axis, k * r->hidden, (k + 1) * r->hidden);
 }
 
 /* Activation number k of direction d applied to v (v must not be zero). */
@@ -85,7 +85,7 @@ static int activate(rnn *r, int v, int d, int k, kn_diag *diag) {
   float alpha = r->alpha[i], beta = r->beta[i];
   if (r->clip > 0) {
     int ins[3] = {v, scalar(r, -r->clip), scalar(r, r->clip)};
-    v = kn_expand_node(&r->x, KN_OP_CLIP, ins, 3, NULL, 0);
+    v = kn_rw_op(&r->x, KN_OP_CLIP, ins, 3);
   }
   if (!strcmp(a, "Sigmoid")) op = KN_OP_SIGMOID;
   else if (!strcmp(a, "Tanh")) op = KN_OP_TANH;
@@ -101,7 +101,7 @@ static int activate(rnn *r, int v, int d, int k, kn_diag *diag) {
                          r->n->op_type, a);
   if (r->has_alpha[i]) attrs[n_attrs++] = (kn_attr){.name = "alpha", .kind = KN_ATTR_FLOAT, .f = alpha, .value = -1};
   if (r->has_beta[i]) attrs[n_attrs++] = (kn_attr){.name = "beta", .kind = KN_ATTR_FLOAT, .f = beta, .value = -1};
-  return kn_expand_node(&r->x, op, &v, 1, attrs, n_attrs);
+  return kn_rw_op_attrs(&r->x, op, &v, 1, attrs, n_attrs);
 }
 
 /* ---- attributes ---- */
@@ -175,15 +175,15 @@ typedef struct dir_out {
 
 static int run_direction(rnn *r, int d, bool reverse, int x, int w, int rr, int b, int p, int h0, int c0,
                          dir_out *o, kn_diag *diag) {
-  kn_expand *e = &r->x;
+  kn_rw *e = &r->x;
   int64_t perm2[2] = {1, 0};
-  int wt = kn_expand_transpose(e, dir_row(r, w, d), perm2, 2);  /* [I, G*H] */
-  int rt = kn_expand_transpose(e, dir_row(r, rr, d), perm2, 2); /* [H, G*H] */
+  int wt = kn_rw_transpose(e, dir_row(r, w, d), perm2, 2);  /* [I, G*H] */
+  int rt = kn_rw_transpose(e, dir_row(r, rr, d), perm2, 2); /* [H, G*H] */
   int wb = -1, rb = -1;
   if (b >= 0) {
     int bd = dir_row(r, b, d);
-    wb = kn_expand_slice(e, bd, 0, 0, r->gates * r->hidden);
-    rb = kn_expand_slice(e, bd, 0, r->gates * r->hidden, 2 * r->gates * r->hidden);
+    wb = kn_rw_slice(e, bd, 0, 0, r->gates * r->hidden);
+    rb = kn_rw_slice(e, bd, 0, r->gates * r->hidden, 2 * r->gates * r->hidden);
   }
   int xw = add(r, matmul(r, x, wt), wb); /* [S, B, G*H] */
   int pi = -1, po = -1, pf = -1;
@@ -195,7 +195,7 @@ static int run_direction(rnn *r, int d, bool reverse, int x, int w, int rr, int 
   bool input_forget = kn_node_attr_int(r->n, "input_forget", 0) != 0;
   int rt_zr = -1, rt_h = -1, rb_h = -1;
   if (r->gates == 3) {
-    rt_zr = kn_expand_slice(e, rt, 1, 0, 2 * r->hidden);
+    rt_zr = kn_rw_slice(e, rt, 1, 0, 2 * r->hidden);
     rt_h = gate(r, rt, 2, 1);
     rb_h = rb >= 0 ? gate(r, rb, 2, 0) : -1;
   }
@@ -203,16 +203,16 @@ static int run_direction(rnn *r, int d, bool reverse, int x, int w, int rr, int 
   for (int64_t s = 0; s < r->seq; s++) {
     int64_t t = reverse ? r->seq - 1 - s : s;
     int h_prev = h, c_prev = c;
-    int ins[2] = {xw, kn_expand_i64(e, t)};
+    int ins[2] = {xw, kn_rw_i64(e, t)};
     kn_attr ax = kn_pass_attr_int("axis", 0);
-    int xt = kn_expand_node(e, KN_OP_GATHER, ins, 2, &ax, 1); /* [B, G*H] */
+    int xt = kn_rw_op_attrs(e, KN_OP_GATHER, ins, 2, &ax, 1); /* [B, G*H] */
     if (r->gates == 1) {
       int pre = add(r, xt, add(r, matmul(r, h, rt), rb));
       h = activate(r, pre, d, 0, diag);
     } else if (r->gates == 4) { /* gate order i, o, f, c */
       int pre = add(r, xt, add(r, matmul(r, h, rt), rb));
       int ig = activate(r, add(r, gate(r, pre, 0, 1), mul(r, pi, c)), d, 0, diag);
-      int fg = input_forget ? kn_expand_binary(e, KN_OP_SUB, scalar(r, 1), ig)
+      int fg = input_forget ? kn_rw_bin(e, KN_OP_SUB, scalar(r, 1), ig)
                             : activate(r, add(r, gate(r, pre, 2, 1), mul(r, pf, c)), d, 0, diag);
       int cg = activate(r, gate(r, pre, 3, 1), d, 1, diag);
       if (ig < 0 || fg < 0 || cg < 0) return -1;
@@ -222,8 +222,8 @@ static int run_direction(rnn *r, int d, bool reverse, int x, int w, int rr, int 
       if (og < 0 || hc < 0) return -1;
       h = mul(r, og, hc);
     } else { /* GRU, gate order z, r, h */
-      int rb_zr = rb >= 0 ? kn_expand_slice(e, rb, 0, 0, 2 * r->hidden) : -1;
-      int zr = add(r, kn_expand_slice(e, xt, 1, 0, 2 * r->hidden), add(r, matmul(r, h, rt_zr), rb_zr));
+      int rb_zr = rb >= 0 ? kn_rw_slice(e, rb, 0, 0, 2 * r->hidden) : -1;
+      int zr = add(r, kn_rw_slice(e, xt, 1, 0, 2 * r->hidden), add(r, matmul(r, h, rt_zr), rb_zr));
       int zg = activate(r, gate(r, zr, 0, 1), d, 0, diag);
       int rg = activate(r, gate(r, zr, 1, 1), d, 0, diag);
       if (zg < 0 || rg < 0) return -1;
@@ -232,7 +232,7 @@ static int run_direction(rnn *r, int d, bool reverse, int x, int w, int rr, int 
       else hh = add(r, matmul(r, mul(r, rg, h), rt_h), rb_h);
       int ht = activate(r, add(r, gate(r, xt, 2, 1), hh), d, 1, diag);
       if (ht < 0) return -1;
-      int one_minus_z = kn_expand_binary(e, KN_OP_SUB, scalar(r, 1), zg);
+      int one_minus_z = kn_rw_bin(e, KN_OP_SUB, scalar(r, 1), zg);
       h = add(r, mul(r, one_minus_z, ht), mul(r, zg, h));
     }
     if (h < 0) return -1;
@@ -242,16 +242,16 @@ static int run_direction(rnn *r, int d, bool reverse, int x, int w, int rr, int 
       kn_shape s0 = {.rank = 0};
       const kn_value *lv = &e->g->values[r->lens];
       kn_ref_store_int(lv->dtype, tb, 0, t);
-      int live = kn_expand_unsqueeze(e, kn_expand_binary(e, KN_OP_LESS, kn_expand_const(e, lv->dtype, &s0, tb),
+      int live = kn_rw_unsqueeze_attr(e, kn_rw_bin(e, KN_OP_LESS, kn_rw_const(e, lv->dtype, &s0, tb),
                                                          r->lens), 1); /* [B, 1] */
       int zero = scalar(r, 0);
       int out[3] = {live, h, zero};
-      o->h_steps[t] = kn_expand_node(e, KN_OP_WHERE, out, 3, NULL, 0);
+      o->h_steps[t] = kn_rw_op(e, KN_OP_WHERE, out, 3);
       int keep_h[3] = {live, h, h_prev >= 0 ? h_prev : zero};
-      h = kn_expand_node(e, KN_OP_WHERE, keep_h, 3, NULL, 0);
+      h = kn_rw_op(e, KN_OP_WHERE, keep_h, 3);
       if (r->gates == 4) {
         int keep_c[3] = {live, c, c_prev >= 0 ? c_prev : zero};
-        c = kn_expand_node(e, KN_OP_WHERE, keep_c, 3, NULL, 0);
+        c = kn_rw_op(e, KN_OP_WHERE, keep_c, 3);
       }
     } else {
       o->h_steps[t] = h;
@@ -268,7 +268,7 @@ static int run_direction(rnn *r, int d, bool reverse, int x, int w, int rr, int 
 int kn_expand_rnn(kn_graph *g, int node, kn_diag *diag) {
   const kn_node nd = g->nodes[node];
   const kn_node *n = &nd;
-  rnn r = {.x = {.g = g, .d = diag, .base = n->name}, .n = n};
+  rnn r = {.x = {.g = g, .d = diag, .node = node, .name = n->name, .names = KN_RW_NAMES_SEQ, .last = -1}, .n = n};
   r.gates = n->op == KN_OP_RNN ? 1 : n->op == KN_OP_GRU ? 3 : 4;
   int x = input(n, 0), w = input(n, 1), rr = input(n, 2), b = input(n, 3), lens = input(n, 4),
       h0 = input(n, 5), c0 = r.gates == 4 ? input(n, 6) : -1, p = r.gates == 4 ? input(n, 7) : -1;
@@ -303,12 +303,12 @@ int kn_expand_rnn(kn_graph *g, int node, kn_diag *diag) {
   r.lens = -1;
   if (read_activations(&r, dirs, diag) < 0 || check_seq_lens(&r, lens, diag) < 0) return -1;
 
-  kn_expand *e = &r.x;
+  kn_rw *e = &r.x;
   int64_t perm3[3] = {1, 0, 2};
   if (layout) { /* to [seq, batch, ...] and [dirs, batch, hidden] */
-    x = kn_expand_transpose(e, x, perm3, 3);
-    if (h0 >= 0) h0 = kn_expand_transpose(e, h0, perm3, 3);
-    if (c0 >= 0) c0 = kn_expand_transpose(e, c0, perm3, 3);
+    x = kn_rw_transpose(e, x, perm3, 3);
+    if (h0 >= 0) h0 = kn_rw_transpose(e, h0, perm3, 3);
+    if (c0 >= 0) c0 = kn_rw_transpose(e, c0, perm3, 3);
   }
   int y_dirs[2], h_dirs[2], c_dirs[2];
   int64_t steps_cap = r.seq;
@@ -322,18 +322,18 @@ int kn_expand_rnn(kn_graph *g, int node, kn_diag *diag) {
     int hd = h0 >= 0 ? dir_row(&r, h0, d) : -1, cd = c0 >= 0 ? dir_row(&r, c0, d) : -1;
     if (run_direction(&r, d, reverse, x, w, rr, b, p, hd, cd, &o, diag) < 0) return -1;
     int *parts = steps_buf[d];
-    for (int64_t t = 0; t < r.seq; t++) parts[t] = kn_expand_unsqueeze(e, parts[t], 0);
-    y_dirs[d] = kn_expand_unsqueeze(e, kn_expand_concat(e, parts, (int)r.seq, 0), 1); /* [S,1,B,H] */
-    h_dirs[d] = kn_expand_unsqueeze(e, o.h_last, 0);
-    c_dirs[d] = o.c_last >= 0 ? kn_expand_unsqueeze(e, o.c_last, 0) : -1;
+    for (int64_t t = 0; t < r.seq; t++) parts[t] = kn_rw_unsqueeze_attr(e, parts[t], 0);
+    y_dirs[d] = kn_rw_unsqueeze_attr(e, kn_rw_concat(e, parts, (int)r.seq, 0), 1); /* [S,1,B,H] */
+    h_dirs[d] = kn_rw_unsqueeze_attr(e, o.h_last, 0);
+    c_dirs[d] = o.c_last >= 0 ? kn_rw_unsqueeze_attr(e, o.c_last, 0) : -1;
   }
-  int y = kn_expand_concat(e, y_dirs, dirs, 1), yh = kn_expand_concat(e, h_dirs, dirs, 0);
-  int yc = r.gates == 4 && c_dirs[0] >= 0 ? kn_expand_concat(e, c_dirs, dirs, 0) : -1;
+  int y = kn_rw_concat(e, y_dirs, dirs, 1), yh = kn_rw_concat(e, h_dirs, dirs, 0);
+  int yc = r.gates == 4 && c_dirs[0] >= 0 ? kn_rw_concat(e, c_dirs, dirs, 0) : -1;
   if (layout) {
     int64_t perm4[4] = {2, 0, 1, 3};
-    y = kn_expand_transpose(e, y, perm4, 4);
-    yh = kn_expand_transpose(e, yh, perm3, 3);
-    if (yc >= 0) yc = kn_expand_transpose(e, yc, perm3, 3);
+    y = kn_rw_transpose(e, y, perm4, 4);
+    yh = kn_rw_transpose(e, yh, perm3, 3);
+    if (yc >= 0) yc = kn_rw_transpose(e, yc, perm3, 3);
   }
   if (r.gates == 4 && n->n_out > 2 && yc < 0)
     return kn_diag_error(diag, "node '%s' (LSTM): Y_c of a zero cell state is not supported", n->name);
@@ -341,6 +341,6 @@ int kn_expand_rnn(kn_graph *g, int node, kn_diag *diag) {
   int p_node = g->values[n->out[0]].producer;
   kn_pass_kill_node(g, p_node);
   for (int k = 0; k < n->n_out && k < 3; k++)
-    kn_expand_node_into(e, KN_OP_IDENTITY, &results[k], 1, NULL, 0, n->out[k]);
+    kn_rw_op_into(e, KN_OP_IDENTITY, &results[k], 1, n->out[k]);
   return 0;
 }

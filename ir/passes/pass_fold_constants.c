@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "ir/passes/passes.h"
+#include "ir/passes/rewrite.h"
 #include "ir/ref/ref_eval.h"
 
 #define FOLD_MAX_ELEMS ((int64_t)16 << 20)
@@ -55,11 +56,9 @@ static void remove_alias(kn_graph *g, int i, int *fwd) {
   int p = g->values[x].producer;
   if (kn_pass_is_graph_input(g, x) || g->values[x].data || kn_pass_is_graph_output(g, x) || p < 0) {
     /* Keep a plain Identity so the output gets its own copy. */
-    n->op = KN_OP_IDENTITY;
-    n->op_type = kn_op_name(KN_OP_IDENTITY);
+    kn_rw_retype(g, i, KN_OP_IDENTITY, false);
     n->n_in = 1;
     n->n_out = 1;
-    n->n_attr = 0;
     return;
   }
   /* Rename: x's producer now writes the graph output y directly. */

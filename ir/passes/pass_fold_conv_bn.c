@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "ir/passes/passes.h"
+#include "ir/passes/rewrite.h"
 #include "ir/ref/ref_eval.h"
 
 /* Per-channel scale s and shift t (y = x*s + t) of BN node bn, or false when
@@ -104,14 +105,10 @@ static void bn_to_mul_add(kn_graph *g, int b, int64_t chans, const double *s, co
   int mul_in[2] = {x, scale};
   kn_graph_add_node(g, KN_OP_MUL, kn_arena_printf(&g->arena, "%s_mul", g->nodes[b].name), mul_in, 2,
                     &scaled, 1);
-  kn_node *add = &g->nodes[b];
-  add->op = KN_OP_ADD;
-  add->op_type = kn_op_name(KN_OP_ADD);
-  add->domain = "";
+  kn_node *add = kn_rw_retype(g, b, KN_OP_ADD, false);
   add->n_in = 2;
   add->in[0] = scaled;
   add->in[1] = shift;
-  add->n_attr = 0;
 }
 
 int kn_pass_fold_conv_bn(kn_graph *g, kn_diag *d) {

@@ -101,16 +101,16 @@ static void bind_captures(scope *s, const kn_node *n, const kn_subgraph *sg) {
 
 /* Appends one copy of the subgraph's nodes (inputs and captures already
  * bound in s); their outputs get fresh values recorded in s. */
-static int copy_body(kn_expand *x, const kn_subgraph *sg, scope *s) {
+static int copy_body(kn_rw *x, const kn_subgraph *sg, scope *s) {
   kn_graph *g = x->g;
   if (x->added + sg->n_nodes > KN_EXPAND_MAX_NODES)
     return kn_diag_error(x->d,
                          "node '%s': inlining '%s' needs more than %d nodes; Kiln unrolls "
                          "control flow only up to that size",
-                         x->base, sg->name, KN_EXPAND_MAX_NODES);
+                         x->name, sg->name, KN_EXPAND_MAX_NODES);
   for (int i = 0; i < sg->n_nodes; i++)
     for (int k = 0; k < sg->nodes[i].n_out; k++) {
-      int nv = kn_graph_add_value(g, kn_arena_printf(&g->arena, "%s#%d/%s", x->base, x->counter++,
+      int nv = kn_graph_add_value(g, kn_arena_printf(&g->arena, "%s#%d/%s", x->name, x->counter++,
                                                      g->values[sg->nodes[i].out[k]].name));
       s->map[sg->nodes[i].out[k]] = nv;
     }
@@ -121,7 +121,7 @@ static int copy_body(kn_expand *x, const kn_subgraph *sg, scope *s) {
     KN_ASSERT(in && out, "out of memory");
     for (int k = 0; k < src->n_in; k++) in[k] = lookup(s, src->in[k]);
     for (int k = 0; k < src->n_out; k++) out[k] = lookup(s, src->out[k]);
-    int ni = kn_graph_add_node(g, src->op, kn_arena_printf(&g->arena, "%s#n%d/%s", x->base, x->added,
+    int ni = kn_graph_add_node(g, src->op, kn_arena_printf(&g->arena, "%s#n%d/%s", x->name, x->added,
                                                             src->name),
                                in, src->n_in, out, src->n_out);
     free(in);
@@ -150,11 +150,11 @@ static void kill_composite(kn_graph *g, const kn_node *n) {
 }
 
 /* Output k of the composite node becomes Identity(v). */
-static void write_output(kn_expand *x, int out, int v) {
-  kn_expand_node_into(x, KN_OP_IDENTITY, &v, 1, NULL, 0, out);
+static void write_output(kn_rw *x, int out, int v) {
+  kn_rw_op_into(x, KN_OP_IDENTITY, &v, 1, out);
 }
 
-static int check_outputs(kn_expand *x, const kn_node *n, const kn_subgraph *sg, int n_expected) {
+static int check_outputs(kn_rw *x, const kn_node *n, const kn_subgraph *sg, int n_expected) {
   if (sg->n_outputs != n_expected)
     return kn_diag_error(x->d, "node '%s' (%s): '%s' has %d outputs, expected %d", n->name,
                          n->op_type, sg->name, sg->n_outputs, n_expected);
@@ -163,7 +163,7 @@ static int check_outputs(kn_expand *x, const kn_node *n, const kn_subgraph *sg, 
 
 /* ---- If ---- */
 
-static int expand_if(kn_expand *x, int node) {
+static int expand_if(kn_rw *x, int node) {
   kn_graph *g = x->g;
   kn_node n = g->nodes[node];
   const kn_subgraph *then_g = graph_attr(&n, "then_branch"), *else_g = graph_attr(&n, "else_branch");
@@ -218,10 +218,10 @@ static int expand_if(kn_expand *x, int node) {
     if (rc == 0) kill_composite(g, &n);
     int cond = n.in[0];
     if (rc == 0 && g->values[cond].shape.rank > 0) /* a [1] condition must not broadcast the outputs */
-      cond = kn_expand_binary(x, KN_OP_RESHAPE, cond, kn_expand_i64s(x, NULL, 0));
+      cond = kn_rw_bin(x, KN_OP_RESHAPE, cond, kn_rw_ints(x, NULL, 0));
     for (int k = 0; rc == 0 && k < n.n_out; k++) {
       int ins[3] = {cond, tv[k], ev[k]};
-      kn_expand_node_into(x, KN_OP_WHERE, ins, 3, NULL, 0, n.out[k]);
+      kn_rw_op_into(x, KN_OP_WHERE, ins, 3, n.out[k]);
     }
     free(tv);
     free(ev);
@@ -234,16 +234,16 @@ static int expand_if(kn_expand *x, int node) {
 /* ---- Loop ---- */
 
 /* Stacks the per-iteration values vals[0..count) along a new axis. */
-static int stack(kn_expand *x, const int *vals, int count, int64_t axis) {
+static int stack(kn_rw *x, const int *vals, int count, int64_t axis) {
   int *parts = malloc(sizeof(int) * (size_t)(count + 1));
   KN_ASSERT(parts, "out of memory");
-  for (int i = 0; i < count; i++) parts[i] = kn_expand_unsqueeze(x, vals[i], axis);
-  int r = kn_expand_concat(x, parts, count, axis);
+  for (int i = 0; i < count; i++) parts[i] = kn_rw_unsqueeze_attr(x, vals[i], axis);
+  int r = kn_rw_concat(x, parts, count, axis);
   free(parts);
   return r;
 }
 
-static int expand_loop(kn_expand *x, int node) {
+static int expand_loop(kn_rw *x, int node) {
   kn_graph *g = x->g;
   kn_node n = g->nodes[node];
   const kn_subgraph *body = graph_attr(&n, "body");
@@ -294,8 +294,8 @@ static int expand_loop(kn_expand *x, int node) {
     scope_init(&s, g);
     bind_captures(&s, &n, body);
     uint8_t b = 1;
-    s.map[body->inputs[0]] = kn_expand_i64(x, it);
-    s.map[body->inputs[1]] = kn_expand_const(x, KN_DT_BOOL, &scalar, &b);
+    s.map[body->inputs[0]] = kn_rw_i64(x, it);
+    s.map[body->inputs[1]] = kn_rw_const(x, KN_DT_BOOL, &scalar, &b);
     for (int j = 0; j < n_carried; j++) s.map[body->inputs[2 + j]] = carried[j];
     rc = copy_body(x, body, &s);
     if (rc == 0) {
@@ -361,7 +361,7 @@ typedef struct scan_seq {
   const bool *in_rev, *out_rev;
 } scan_seq;
 
-static int scan_steps(kn_expand *x, const kn_node *n, const kn_subgraph *body, const scan_seq *q, int *state,
+static int scan_steps(kn_rw *x, const kn_node *n, const kn_subgraph *body, const scan_seq *q, int *state,
                       const int *seqs, int *outs) {
   kn_graph *g = x->g;
   for (int64_t t = 0; t < q->len; t++) {
@@ -370,9 +370,9 @@ static int scan_steps(kn_expand *x, const kn_node *n, const kn_subgraph *body, c
     bind_captures(&s, n, body);
     for (int j = 0; j < q->n_state; j++) s.map[body->inputs[j]] = state[j];
     for (int j = 0; j < q->m; j++) {
-      int ins[2] = {seqs[j], kn_expand_i64(x, q->in_rev[j] ? q->len - 1 - t : t)};
+      int ins[2] = {seqs[j], kn_rw_i64(x, q->in_rev[j] ? q->len - 1 - t : t)};
       kn_attr a = kn_pass_attr_int("axis", q->in_axis[j]);
-      s.map[body->inputs[q->n_state + j]] = kn_expand_node(x, KN_OP_GATHER, ins, 2, &a, 1);
+      s.map[body->inputs[q->n_state + j]] = kn_rw_op_attrs(x, KN_OP_GATHER, ins, 2, &a, 1);
     }
     int rc = copy_body(x, body, &s);
     for (int j = 0; rc == 0 && j < q->n_state; j++) state[j] = lookup(&s, body->outputs[j]);
@@ -387,7 +387,7 @@ static int scan_steps(kn_expand *x, const kn_node *n, const kn_subgraph *body, c
 /* Scan from opset 9: states, then scan inputs along scan_input_axes. Opset 8:
  * sequence_lens, states [B, ...], scan inputs [B, T, ...]: the body runs per
  * batch row b (unrolled too) and the results are stacked along axis 0. */
-static int expand_scan(kn_expand *x, int node) {
+static int expand_scan(kn_rw *x, int node) {
   kn_graph *g = x->g;
   kn_node n = g->nodes[node];
   const kn_subgraph *body = graph_attr(&n, "body");
@@ -459,12 +459,12 @@ static int expand_scan(kn_expand *x, int node) {
   kn_attr axis0 = kn_pass_attr_int("axis", 0);
   for (int64_t b = 0; rc == 0 && b < batch; b++) {
     for (int j = 0; j < q.n_state; j++) {
-      int ins[2] = {n.in[first + j], kn_expand_i64(x, b)};
-      state[j] = v8 ? kn_expand_node(x, KN_OP_GATHER, ins, 2, &axis0, 1) : n.in[j];
+      int ins[2] = {n.in[first + j], kn_rw_i64(x, b)};
+      state[j] = v8 ? kn_rw_op_attrs(x, KN_OP_GATHER, ins, 2, &axis0, 1) : n.in[j];
     }
     for (int j = 0; j < m; j++) {
-      int ins[2] = {n.in[first + q.n_state + j], kn_expand_i64(x, b)};
-      seqs[j] = v8 ? kn_expand_node(x, KN_OP_GATHER, ins, 2, &axis0, 1) : ins[0];
+      int ins[2] = {n.in[first + q.n_state + j], kn_rw_i64(x, b)};
+      seqs[j] = v8 ? kn_rw_op_attrs(x, KN_OP_GATHER, ins, 2, &axis0, 1) : ins[0];
     }
     rc = scan_steps(x, &n, body, &q, state, seqs, outs);
     for (int j = 0; rc == 0 && j < q.n_state; j++) rows[j * batch + b] = state[j];
@@ -484,7 +484,8 @@ static int expand_scan(kn_expand *x, int node) {
 /* ---- driver ---- */
 
 static int expand_node(kn_graph *g, int node, bool *needed, kn_diag *d) {
-  kn_expand x = {.g = g, .d = d, .base = g->nodes[node].name, .needed = needed};
+  kn_rw x = {.g = g, .d = d, .node = node, .name = g->nodes[node].name, .names = KN_RW_NAMES_SEQ, .last = -1,
+             .needed = needed};
   if (g->nodes[node].n_out < 1)
     return kn_diag_error(d, "node '%s' (%s): has no outputs", g->nodes[node].name, g->nodes[node].op_type);
   switch (g->nodes[node].op) {

@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "ir/passes/passes.h"
+#include "ir/passes/rewrite.h"
 #include "ir/shape/shape_infer.h"
 
 static const int64_t TO_NHWC[4] = {0, 2, 3, 1};
@@ -86,17 +87,6 @@ static void set_perm(kn_graph *g, int i, const int64_t *perm, int r) {
 static void add_transpose(kn_graph *g, int x, int y, const int64_t *perm, int r, const char *name) {
   int t = kn_graph_add_node(g, KN_OP_TRANSPOSE, name, &x, 1, &y, 1);
   set_perm(g, t, perm, r);
-}
-
-/* Turns node i into op with fresh (empty) attributes. */
-static kn_node *retype(kn_graph *g, int i, kn_op op) {
-  kn_node *n = &g->nodes[i];
-  n->op = op;
-  n->op_type = kn_op_name(op);
-  n->domain = "";
-  n->attrs = NULL;
-  n->n_attr = 0;
-  return n;
 }
 
 /* ---- phase 1: NCHW conv / pools -> NHWC ops between Transposes ---- */
@@ -164,7 +154,7 @@ static bool convert_node(kn_graph *g, int i, const int *uses) {
       kn_pass_permute_const_in_place(g, hwio, OIHW_TO_HWIO, "_hwio");
     else
       hwio = kn_pass_permute_const(g, hwio, &wv->shape, OIHW_TO_HWIO, "_hwio");
-    kn_node *c = retype(g, i, KN_OP_CONV_NHWC);
+    kn_node *c = kn_rw_retype(g, i, KN_OP_CONV_NHWC, false);
     c->in[1] = hwio;
     add_window_attrs(g, i, &w);
     kn_node_add_attr(g, &g->nodes[i], kn_pass_attr_int("group", group));
@@ -184,7 +174,7 @@ static bool convert_node(kn_graph *g, int i, const int *uses) {
     check_explicit_window(&w, kernel, ceil_mode);
     int64_t include_pad = kn_node_attr_int(n, "count_include_pad", 0);
     kn_op op = n->op == KN_OP_MAX_POOL ? KN_OP_MAX_POOL_NHWC : KN_OP_AVERAGE_POOL_NHWC;
-    retype(g, i, op);
+    kn_rw_retype(g, i, op, false);
     kn_node_add_attr(g, &g->nodes[i], kn_pass_attr_ints(g, "kernel_shape", kernel, 2));
     add_window_attrs(g, i, &w);
     kn_node_add_attr(g, &g->nodes[i], kn_pass_attr_int("ceil_mode", ceil_mode));
@@ -192,7 +182,7 @@ static bool convert_node(kn_graph *g, int i, const int *uses) {
       kn_node_add_attr(g, &g->nodes[i], kn_pass_attr_int("count_include_pad", include_pad));
     break;
   }
-  case KN_OP_GLOBAL_AVERAGE_POOL: retype(g, i, KN_OP_GLOBAL_AVERAGE_POOL_NHWC); break;
+  case KN_OP_GLOBAL_AVERAGE_POOL: kn_rw_retype(g, i, KN_OP_GLOBAL_AVERAGE_POOL_NHWC, false); break;
   default: return false;
   }
   wrap_nhwc(g, i);
@@ -205,7 +195,7 @@ static bool convert_node(kn_graph *g, int i, const int *uses) {
 static void alias_output(kn_graph *g, int i, int src) {
   int y = g->nodes[i].out[0];
   if (kn_pass_is_graph_output(g, y)) {
-    kn_node *n = retype(g, i, KN_OP_IDENTITY);
+    kn_node *n = kn_rw_retype(g, i, KN_OP_IDENTITY, false);
     n->in[0] = src;
     n->n_in = 1;
     return;
@@ -357,7 +347,7 @@ static bool transpose_to_reshape(kn_graph *g, int i) {
   int *in = KN_NEW_ARRAY(&g->arena, int, 2);
   in[0] = x;
   in[1] = shape;
-  kn_node *n = retype(g, i, KN_OP_RESHAPE);
+  kn_node *n = kn_rw_retype(g, i, KN_OP_RESHAPE, false);
   n->in = in;
   n->n_in = 2;
   return true;

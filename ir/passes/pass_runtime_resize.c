@@ -44,7 +44,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ir/passes/decompose.h"
+#include "ir/passes/rewrite.h"
 #include "ir/passes/passes.h"
 #include "ir/shape/shape_infer.h"
 #include "ir/shape/spatial.h"
@@ -127,19 +127,19 @@ static bool applies(const kn_graph *g, int i, kn_shape *out, resize_inputs *ri) 
 
 /* Builds the check of one node: bool tensors that must all hold. */
 typedef struct checks {
-  kn_dc *b;
+  kn_rw *b;
   int all; /* int32 scalar: min over the checks so far; -1 none */
 } checks;
 
 static void require(checks *c, int bool_tensor) {
-  kn_dc *b = c->b;
-  int min = kn_dc_reduce(b, KN_OP_REDUCE_MIN, kn_dc_cast(b, bool_tensor, KN_DT_I32), NULL, 0, false);
-  c->all = c->all < 0 ? min : kn_dc_bin(b, KN_OP_MIN, c->all, min);
+  kn_rw *b = c->b;
+  int min = kn_rw_reduce(b, KN_OP_REDUCE_MIN, kn_rw_cast(b, bool_tensor, KN_DT_I32), NULL, 0, false);
+  c->all = c->all < 0 ? min : kn_rw_bin(b, KN_OP_MIN, c->all, min);
 }
 
 /* The run-time conditions (see the opening comment) over the listed axes,
  * appended to the graph's checks as one bool scalar. */
-static void add_checks(kn_dc *b, const resize_inputs *ri, const int *axes, int n_axes, const kn_shape *in,
+static void add_checks(kn_rw *b, const resize_inputs *ri, const int *axes, int n_axes, const kn_shape *in,
                        const kn_shape *out) {
   kn_graph *g = b->g;
   double in_dims[KN_MAX_RANK], out_dims[KN_MAX_RANK];
@@ -149,35 +149,35 @@ static void add_checks(kn_dc *b, const resize_inputs *ri, const int *axes, int n
     out_ints[i] = out->dim[axes[i]];
   }
   kn_shape vec = {.rank = 1, .dim = {n_axes}};
-  int in_f = kn_dc_const(b, KN_DT_F64, &vec, in_dims), out_f = kn_dc_const(b, KN_DT_F64, &vec, out_dims);
+  int in_f = kn_rw_const(b, KN_DT_F64, &vec, in_dims), out_f = kn_rw_const(b, KN_DT_F64, &vec, out_dims);
   checks c = {b, -1};
   if (ri->scales >= 0 && !g->values[ri->scales].data) {
-    int s = kn_dc_cast(b, kn_dc_cast(b, ri->scales, KN_DT_F32), KN_DT_F64);
-    require(&c, kn_dc_bin(b, KN_OP_GREATER, s, kn_dc_scalar(b, KN_DT_F64, 0)));
-    require(&c, kn_dc_bin(b, KN_OP_LESS_OR_EQUAL, s, kn_dc_scalar(b, KN_DT_F64, 1e6)));
-    int size = kn_dc_un(b, KN_OP_FLOOR, kn_dc_bin(b, KN_OP_MUL, s, in_f));
-    require(&c, kn_dc_bin(b, KN_OP_EQUAL, size, out_f));
+    int s = kn_rw_cast(b, kn_rw_cast(b, ri->scales, KN_DT_F32), KN_DT_F64);
+    require(&c, kn_rw_bin(b, KN_OP_GREATER, s, kn_rw_scalar(b, KN_DT_F64, 0)));
+    require(&c, kn_rw_bin(b, KN_OP_LESS_OR_EQUAL, s, kn_rw_scalar(b, KN_DT_F64, 1e6)));
+    int size = kn_rw_un(b, KN_OP_FLOOR, kn_rw_bin(b, KN_OP_MUL, s, in_f));
+    require(&c, kn_rw_bin(b, KN_OP_EQUAL, size, out_f));
   }
   if (ri->sizes >= 0 && !g->values[ri->sizes].data) {
-    int s = kn_dc_cast(b, ri->sizes, KN_DT_I64);
+    int s = kn_rw_cast(b, ri->sizes, KN_DT_I64);
     if (ri->policy == 0) {
-      require(&c, kn_dc_bin(b, KN_OP_EQUAL, s, kn_dc_const(b, KN_DT_I64, &vec, out_ints)));
+      require(&c, kn_rw_bin(b, KN_OP_EQUAL, s, kn_rw_const(b, KN_DT_I64, &vec, out_ints)));
     } else { /* one ratio for every listed axis: (int64)(keep * in + 0.5) */
-      require(&c, kn_dc_bin(b, KN_OP_GREATER_OR_EQUAL, s, kn_dc_scalar(b, KN_DT_I64, 1)));
-      require(&c, kn_dc_bin(b, KN_OP_LESS_OR_EQUAL, s, kn_dc_scalar(b, KN_DT_I64, (double)SIZE_MAX_DIM)));
-      int ratio = kn_dc_bin(b, KN_OP_DIV, kn_dc_cast(b, s, KN_DT_F64), in_f);
+      require(&c, kn_rw_bin(b, KN_OP_GREATER_OR_EQUAL, s, kn_rw_scalar(b, KN_DT_I64, 1)));
+      require(&c, kn_rw_bin(b, KN_OP_LESS_OR_EQUAL, s, kn_rw_scalar(b, KN_DT_I64, (double)SIZE_MAX_DIM)));
+      int ratio = kn_rw_bin(b, KN_OP_DIV, kn_rw_cast(b, s, KN_DT_F64), in_f);
       int64_t zero = 0;
-      int keep = kn_dc_reduce(b, ri->policy == 1 ? KN_OP_REDUCE_MIN : KN_OP_REDUCE_MAX, ratio, &zero, 1, false);
-      int size = kn_dc_bin(b, KN_OP_ADD, kn_dc_bin(b, KN_OP_MUL, keep, in_f), kn_dc_scalar(b, KN_DT_F64, 0.5));
-      require(&c, kn_dc_bin(b, KN_OP_EQUAL, kn_dc_un(b, KN_OP_FLOOR, size), out_f));
+      int keep = kn_rw_reduce(b, ri->policy == 1 ? KN_OP_REDUCE_MIN : KN_OP_REDUCE_MAX, ratio, &zero, 1, false);
+      int size = kn_rw_bin(b, KN_OP_ADD, kn_rw_bin(b, KN_OP_MUL, keep, in_f), kn_rw_scalar(b, KN_DT_F64, 0.5));
+      require(&c, kn_rw_bin(b, KN_OP_EQUAL, kn_rw_un(b, KN_OP_FLOOR, size), out_f));
     }
   }
   if (ri->roi >= 0 && !g->values[ri->roi].data) {
-    int r = kn_dc_un(b, KN_OP_ABS, kn_dc_cast(b, ri->roi, KN_DT_F64));
-    require(&c, kn_dc_bin(b, KN_OP_LESS_OR_EQUAL, r, kn_dc_scalar(b, KN_DT_F64, ROI_LIMIT)));
+    int r = kn_rw_un(b, KN_OP_ABS, kn_rw_cast(b, ri->roi, KN_DT_F64));
+    require(&c, kn_rw_bin(b, KN_OP_LESS_OR_EQUAL, r, kn_rw_scalar(b, KN_DT_F64, ROI_LIMIT)));
   }
   KN_ASSERT(c.all >= 0, "a rewrite without a check");
-  kn_pass_add_check(g, kn_dc_cast(b, c.all, KN_DT_BOOL));
+  kn_pass_add_check(g, kn_rw_cast(b, c.all, KN_DT_BOOL));
 }
 
 static void rewrite(kn_graph *g, int i, const kn_shape *out, const resize_inputs *ri, kn_diag *d) {
@@ -193,16 +193,13 @@ static void rewrite(kn_graph *g, int i, const kn_shape *out, const resize_inputs
   }
   const char *what = kn_arena_printf(&g->arena, "check: node '%s' (%s) %s give the declared shape", n->name,
                                      n->op_type, ri->scales >= 0 ? "scales" : "sizes / roi");
-  kn_dc b = {.g = g, .d = d, .node = i, .name = what, .last = -1};
+  kn_rw b = {.g = g, .d = d, .node = i, .name = what, .last = -1};
   add_checks(&b, ri, axes, n_axes, &in, out);
-  n = &g->nodes[i]; /* the node array may have grown */
   int *ins = KN_NEW_ARRAY(&g->arena, int, 4);
   ins[0] = n->in[0], ins[1] = ri->roi, ins[2] = ri->scales, ins[3] = ri->sizes;
   n->in = ins;
   n->n_in = 4;
-  n->op = KN_OP_RESIZE_DECLARED;
-  n->op_type = kn_op_name(KN_OP_RESIZE_DECLARED);
-  n->domain = "";
+  kn_rw_retype(g, i, KN_OP_RESIZE_DECLARED, true);
   kn_node_add_attr(g, n, kn_pass_attr_ints(g, "output_shape", out->dim, r));
   if (legacy) kn_node_add_attr(g, n, kn_pass_attr_int("legacy", 1));
 }

@@ -47,7 +47,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ir/passes/decompose.h"
+#include "ir/passes/rewrite.h"
 #include "ir/passes/passes.h"
 #include "ir/ref/ref_eval.h"
 #include "ir/shape/shape_infer.h"
@@ -64,27 +64,27 @@ enum { MAX_CHECKS = 24 };
 
 /* One rewrite: the builder and the bool tensors that must all be true. */
 typedef struct rs {
-  kn_dc b;
+  kn_rw b;
   int checks[MAX_CHECKS];
   int n_checks;
 } rs;
 
 /* ---- small builders ---- */
 
-static int bin(rs *s, kn_op op, int a, int b) { return kn_dc_bin(&s->b, op, a, b); }
+static int bin(rs *s, kn_op op, int a, int b) { return kn_rw_bin(&s->b, op, a, b); }
 
 static int where(rs *s, int cond, int a, int b) {
   int in[3] = {cond, a, b};
-  return kn_dc_op(&s->b, KN_OP_WHERE, in, 3);
+  return kn_rw_op(&s->b, KN_OP_WHERE, in, 3);
 }
 
 static int i64_scalar(rs *s, int64_t v) {
   kn_shape sh = {.rank = 0};
-  return kn_dc_const(&s->b, KN_DT_I64, &sh, &v);
+  return kn_rw_const(&s->b, KN_DT_I64, &sh, &v);
 }
 
 /* An int64 constant of shape `sh` holding v (numel(sh) entries). */
-static int i64_tensor(rs *s, const kn_shape *sh, const int64_t *v) { return kn_dc_const(&s->b, KN_DT_I64, sh, v); }
+static int i64_tensor(rs *s, const kn_shape *sh, const int64_t *v) { return kn_rw_const(&s->b, KN_DT_I64, sh, v); }
 
 /* 0, 1 ... n-1 as int64 [n]. */
 static int iota(rs *s, int64_t n) {
@@ -99,7 +99,7 @@ static int iota(rs *s, int64_t n) {
 
 static int reduce_sum0(rs *s, int v) {
   int64_t zero = 0;
-  return kn_dc_reduce(&s->b, KN_OP_REDUCE_SUM, v, &zero, 1, false);
+  return kn_rw_reduce(&s->b, KN_OP_REDUCE_SUM, v, &zero, 1, false);
 }
 
 static void add_check(rs *s, int bool_tensor) {
@@ -110,7 +110,7 @@ static void add_check(rs *s, int bool_tensor) {
 /* Input k of the node as int64, shaped [K, 1] (K = its element count). */
 static int column(rs *s, int v, int64_t k) {
   int64_t shape[2] = {k, 1};
-  return kn_dc_reshape(&s->b, kn_dc_cast(&s->b, v, KN_DT_I64), shape, 2);
+  return kn_rw_reshape(&s->b, kn_rw_cast(&s->b, v, KN_DT_I64), shape, 2);
 }
 
 /* The checks as one bool scalar, appended to the graph's checks. */
@@ -120,16 +120,16 @@ static void finish_checks(rs *s, const char *what) {
   KN_ASSERT(s->n_checks > 0, "a rewrite without a check");
   int64_t minus1 = -1;
   for (int i = 0; i < s->n_checks; i++)
-    flat[i] = kn_dc_reshape(&s->b, kn_dc_cast(&s->b, s->checks[i], KN_DT_I32), &minus1, 1);
+    flat[i] = kn_rw_reshape(&s->b, kn_rw_cast(&s->b, s->checks[i], KN_DT_I32), &minus1, 1);
   int all = flat[0];
   if (s->n_checks > 1) {
-    all = kn_dc_op(&s->b, KN_OP_CONCAT, flat, s->n_checks);
-    kn_dc_attr_int(&s->b, "axis", 0);
+    all = kn_rw_op(&s->b, KN_OP_CONCAT, flat, s->n_checks);
+    kn_rw_attr_int(&s->b, "axis", 0);
   }
   const kn_node *n = &g->nodes[s->b.node];
   s->b.name = kn_arena_printf(&g->arena, "check: node '%s' (%s) %s", n->name, n->op_type, what);
-  int min = kn_dc_reduce(&s->b, KN_OP_REDUCE_MIN, all, NULL, 0, false);
-  kn_pass_add_check(g, kn_dc_cast(&s->b, min, KN_DT_BOOL));
+  int min = kn_rw_reduce(&s->b, KN_OP_REDUCE_MIN, all, NULL, 0, false);
+  kn_pass_add_check(g, kn_rw_cast(&s->b, min, KN_DT_BOOL));
 }
 
 /* sel [K, rank] bool: entry i of `axes` (normalised) names axis a; axes < 0
@@ -151,9 +151,9 @@ static int select_axes(rs *s, int axes, int64_t k, int rank, int *named) {
   int64_t ar[KN_MAX_RANK];
   for (int a = 0; a < rank; a++) ar[a] = a;
   int sel = bin(s, KN_OP_EQUAL, norm, i64_tensor(s, &(kn_shape){.rank = 2, .dim = {1, rank}}, ar));
-  int sel_i = kn_dc_cast(&s->b, sel, KN_DT_I64);
+  int sel_i = kn_rw_cast(&s->b, sel, KN_DT_I64);
   int64_t one = 1;
-  int per_entry = kn_dc_reduce(&s->b, KN_OP_REDUCE_SUM, sel_i, &one, 1, false);
+  int per_entry = kn_rw_reduce(&s->b, KN_OP_REDUCE_SUM, sel_i, &one, 1, false);
   add_check(s, bin(s, KN_OP_EQUAL, per_entry, i64_scalar(s, 1)));
   *named = reduce_sum0(s, sel_i);
   add_check(s, bin(s, KN_OP_LESS_OR_EQUAL, *named, i64_scalar(s, 1)));
@@ -169,7 +169,7 @@ static int pick(rs *s, int v, int a) { return bin(s, KN_OP_GATHER, v, i64_scalar
 
 static int gather_axis(rs *s, int x, int idx, int axis) {
   int v = bin(s, KN_OP_GATHER, x, idx);
-  kn_dc_attr_int(&s->b, "axis", axis);
+  kn_rw_attr_int(&s->b, "axis", axis);
   return v;
 }
 
@@ -202,25 +202,25 @@ static void rewrite_range(rs *s, const kn_shape *out) {
   else if (t == KN_DT_F16 || t == KN_DT_BF16) ct = kn_node_attr_int(n, "stash_type", 1) == 11 ? KN_DT_F64 : KN_DT_F32;
   int scalar[3], f64[3];
   for (int k = 0; k < 3; k++) {
-    scalar[k] = kn_dc_reshape(&s->b, in[k], NULL, 0);
-    f64[k] = kn_dc_cast(&s->b, scalar[k], KN_DT_F64);
+    scalar[k] = kn_rw_reshape(&s->b, in[k], NULL, 0);
+    f64[k] = kn_rw_cast(&s->b, scalar[k], KN_DT_F64);
     if (t == KN_DT_I64 || t == KN_DT_U64) /* exact in float64 */
-      add_check(s, bin(s, KN_OP_LESS_OR_EQUAL, kn_dc_un(&s->b, KN_OP_ABS, f64[k]),
-                       kn_dc_scalar(&s->b, KN_DT_F64, RANGE_EXACT)));
+      add_check(s, bin(s, KN_OP_LESS_OR_EQUAL, kn_rw_un(&s->b, KN_OP_ABS, f64[k]),
+                       kn_rw_scalar(&s->b, KN_DT_F64, RANGE_EXACT)));
   }
-  int count = kn_dc_un(&s->b, KN_OP_CEIL, bin(s, KN_OP_DIV, bin(s, KN_OP_SUB, f64[1], f64[0]), f64[2]));
-  count = bin(s, KN_OP_MAX, count, kn_dc_scalar(&s->b, KN_DT_F64, 0));
-  add_check(s, bin(s, KN_OP_EQUAL, count, kn_dc_scalar(&s->b, KN_DT_F64, (double)out->dim[0])));
-  add_check(s, kn_dc_un(&s->b, KN_OP_NOT, bin(s, KN_OP_EQUAL, f64[2], kn_dc_scalar(&s->b, KN_DT_F64, 0))));
+  int count = kn_rw_un(&s->b, KN_OP_CEIL, bin(s, KN_OP_DIV, bin(s, KN_OP_SUB, f64[1], f64[0]), f64[2]));
+  count = bin(s, KN_OP_MAX, count, kn_rw_scalar(&s->b, KN_DT_F64, 0));
+  add_check(s, bin(s, KN_OP_EQUAL, count, kn_rw_scalar(&s->b, KN_DT_F64, (double)out->dim[0])));
+  add_check(s, kn_rw_un(&s->b, KN_OP_NOT, bin(s, KN_OP_EQUAL, f64[2], kn_rw_scalar(&s->b, KN_DT_F64, 0))));
   int y;
   if (out->dim[0] == 0) {
-    y = kn_dc_const(&s->b, t, out, NULL);
+    y = kn_rw_const(&s->b, t, out, NULL);
   } else {
-    int start = kn_dc_cast(&s->b, scalar[0], ct), delta = kn_dc_cast(&s->b, scalar[2], ct);
-    int steps = bin(s, KN_OP_MUL, kn_dc_cast(&s->b, iota(s, out->dim[0]), ct), delta);
-    y = kn_dc_cast(&s->b, bin(s, KN_OP_ADD, start, steps), t);
+    int start = kn_rw_cast(&s->b, scalar[0], ct), delta = kn_rw_cast(&s->b, scalar[2], ct);
+    int steps = bin(s, KN_OP_MUL, kn_rw_cast(&s->b, iota(s, out->dim[0]), ct), delta);
+    y = kn_rw_cast(&s->b, bin(s, KN_OP_ADD, start, steps), t);
   }
-  kn_dc_output(&s->b, 0, y);
+  kn_rw_output(&s->b, 0, y);
   finish_checks(s, "start / limit / delta give the declared length");
 }
 
@@ -254,8 +254,8 @@ static void rewrite_slice(rs *s, const kn_shape *out) {
     free(ones);
   }
   int zero = i64_scalar(s, 0);
-  add_check(s, kn_dc_un(&s->b, KN_OP_NOT, bin(s, KN_OP_EQUAL, st, zero)));
-  int step = kn_dc_clamp(&s->b, st, KN_DT_I64, (double)-STEP_LIMIT, (double)STEP_LIMIT);
+  add_check(s, kn_rw_un(&s->b, KN_OP_NOT, bin(s, KN_OP_EQUAL, st, zero)));
+  int step = kn_rw_clamp(&s->b, st, KN_DT_I64, (double)-STEP_LIMIT, (double)STEP_LIMIT);
   int neg = bin(s, KN_OP_LESS, step, zero);
 
   /* starts and ends against every axis's dim: [K, rank] */
@@ -269,7 +269,7 @@ static void rewrite_slice(rs *s, const kn_shape *out) {
   start = bin(s, KN_OP_MIN, bin(s, KN_OP_MAX, start, zero), hi);
   end = bin(s, KN_OP_MIN, bin(s, KN_OP_MAX, end, where(s, neg, i64_scalar(s, -1), zero)), hi);
   int span = where(s, neg, bin(s, KN_OP_SUB, start, end), bin(s, KN_OP_SUB, end, start));
-  int abs_step = bin(s, KN_OP_MAX, kn_dc_un(&s->b, KN_OP_ABS, step), i64_scalar(s, 1));
+  int abs_step = bin(s, KN_OP_MAX, kn_rw_un(&s->b, KN_OP_ABS, step), i64_scalar(s, 1));
   int num = bin(s, KN_OP_MAX, bin(s, KN_OP_SUB, bin(s, KN_OP_ADD, span, abs_step), i64_scalar(s, 1)), zero);
   int count = bin(s, KN_OP_DIV, num, abs_step);
 
@@ -282,7 +282,7 @@ static void rewrite_slice(rs *s, const kn_shape *out) {
 
   int y;
   if (kn_shape_numel_max(out, 1) == 0) {
-    y = kn_dc_const(&s->b, g->values[x].dtype, out, NULL);
+    y = kn_rw_const(&s->b, g->values[x].dtype, out, NULL);
   } else {
     int starts_a = per_axis(s, sel, start);
     int steps_a = bin(s, KN_OP_ADD, per_axis(s, sel, step), unnamed);
@@ -292,12 +292,12 @@ static void rewrite_slice(rs *s, const kn_shape *out) {
     for (int a = 0; a < r; a++) {
       if (!(sliced >> a & 1)) continue;
       int idx = bin(s, KN_OP_ADD, pick(s, starts_a, a), bin(s, KN_OP_MUL, iota(s, out->dim[a]), pick(s, steps_a, a)));
-      idx = kn_dc_clamp(&s->b, idx, KN_DT_I64, 0, (double)(dims[a] - 1));
+      idx = kn_rw_clamp(&s->b, idx, KN_DT_I64, 0, (double)(dims[a] - 1));
       y = gather_axis(s, y, idx, a);
     }
-    if (y == x) y = kn_dc_un(&s->b, KN_OP_IDENTITY, x);
+    if (y == x) y = kn_rw_un(&s->b, KN_OP_IDENTITY, x);
   }
-  kn_dc_output(&s->b, 0, y);
+  kn_rw_output(&s->b, 0, y);
   finish_checks(s, "starts / ends / axes / steps give the declared shape");
 }
 
@@ -324,8 +324,8 @@ static void rewrite_pad(rs *s, const kn_shape *out) {
   int named;
   int sel = select_axes(s, axes, k, r, &named);
   int64_t shape3[3] = {2, k, 1};
-  int p = kn_dc_reshape(&s->b, kn_dc_cast(&s->b, pads, KN_DT_I64), shape3, 3);
-  add_check(s, bin(s, KN_OP_LESS_OR_EQUAL, kn_dc_un(&s->b, KN_OP_ABS, p), i64_scalar(s, PAD_LIMIT)));
+  int p = kn_rw_reshape(&s->b, kn_rw_cast(&s->b, pads, KN_DT_I64), shape3, 3);
+  add_check(s, bin(s, KN_OP_LESS_OR_EQUAL, kn_rw_un(&s->b, KN_OP_ABS, p), i64_scalar(s, PAD_LIMIT)));
   int begin = per_axis(s, sel, pick(s, p, 0)), end = per_axis(s, sel, pick(s, p, 1));
   add_check(s, bin(s, KN_OP_EQUAL, bin(s, KN_OP_ADD, begin, end), i64_tensor(s, &vec, growth)));
   if (reflect) { /* as the compile-time rule: pads below the axis, or none */
@@ -337,9 +337,9 @@ static void rewrite_pad(rs *s, const kn_shape *out) {
 
   int y;
   if (kn_shape_numel_max(out, 1) == 0) {
-    y = kn_dc_const(&s->b, t, out, NULL);
+    y = kn_rw_const(&s->b, t, out, NULL);
   } else {
-    begin = kn_dc_clamp(&s->b, begin, KN_DT_I64, (double)-PAD_LIMIT, (double)PAD_LIMIT);
+    begin = kn_rw_clamp(&s->b, begin, KN_DT_I64, (double)-PAD_LIMIT, (double)PAD_LIMIT);
     int mask = -1;
     y = x;
     for (int a = 0; a < r; a++) {
@@ -354,7 +354,7 @@ static void rewrite_pad(rs *s, const kn_shape *out) {
       } else if (!constant && !edge) { /* wrap */
         idx = bin(s, KN_OP_MOD, src, i64_scalar(s, d));
       } else {
-        idx = kn_dc_clamp(&s->b, src, KN_DT_I64, 0, (double)(d - 1));
+        idx = kn_rw_clamp(&s->b, src, KN_DT_I64, 0, (double)(d - 1));
       }
       y = gather_axis(s, y, idx, a);
       if (constant) {
@@ -362,17 +362,17 @@ static void rewrite_pad(rs *s, const kn_shape *out) {
                          bin(s, KN_OP_LESS, src, i64_scalar(s, d)));
         int64_t shape[KN_MAX_RANK];
         for (int j = 0; j < r; j++) shape[j] = j == a ? out->dim[a] : 1;
-        inside = kn_dc_reshape(&s->b, inside, shape, r);
+        inside = kn_rw_reshape(&s->b, inside, shape, r);
         mask = mask < 0 ? inside : bin(s, KN_OP_AND, mask, inside);
       }
     }
     if (mask >= 0) {
-      int fill = value >= 0 ? kn_dc_reshape(&s->b, value, NULL, 0) : kn_dc_scalar(&s->b, t, 0);
+      int fill = value >= 0 ? kn_rw_reshape(&s->b, value, NULL, 0) : kn_rw_scalar(&s->b, t, 0);
       y = where(s, mask, y, fill);
     }
-    if (y == x) y = kn_dc_un(&s->b, KN_OP_IDENTITY, x);
+    if (y == x) y = kn_rw_un(&s->b, KN_OP_IDENTITY, x);
   }
-  kn_dc_output(&s->b, 0, y);
+  kn_rw_output(&s->b, 0, y);
   finish_checks(s, "pads / axes give the declared shape");
 }
 

@@ -28,7 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ir/passes/decompose.h"
+#include "ir/passes/rewrite.h"
 #include "ir/passes/passes.h"
 #include "ir/ref/ref_eval.h"
 #include "ir/shape/shape_infer.h"
@@ -307,11 +307,11 @@ static void find_care(spec *s) {
 }
 
 /* A constant holding candidate c's values of input u, shaped like it. */
-static int rep_const(kn_dc *b, const spec *s, const undecided *u, const double *c) {
+static int rep_const(kn_rw *b, const spec *s, const undecided *u, const double *c) {
   const kn_value *v = &s->g->values[u->value];
   kn_shape shape = v->shape;
   kn_dtype t = v->dtype;
-  int k = kn_dc_const(b, t, &shape, NULL);
+  int k = kn_rw_const(b, t, &shape, NULL);
   for (int e = 0; e < u->n; e++) {
     if (kn_dtype_is_float(t)) kn_ref_store(t, s->g->values[k].data, e, c[u->first + e]);
     else kn_ref_store_int(t, s->g->values[k].data, e, (int64_t)c[u->first + e]);
@@ -322,7 +322,7 @@ static int rep_const(kn_dc *b, const spec *s, const undecided *u, const double *
 /* A bool scalar: do the inputs hold one of the candidates of class `cls`
  * (-1: of any class)? The checked elements of all inputs, as float64, are
  * compared with a [K, checked] table. Returns -1 when nothing is checked. */
-static int member_of(kn_dc *b, const spec *s, int cls) {
+static int member_of(kn_rw *b, const spec *s, int cls) {
   int idx[MAX_ELEMS], n_care = 0;
   for (int j = 0; j < s->n_elems; j++)
     if (s->care[j]) idx[n_care++] = j;
@@ -330,17 +330,17 @@ static int member_of(kn_dc *b, const spec *s, int cls) {
   int parts[MAX_ELEMS] = {0};
   for (int i = 0; i < s->n_inputs; i++) {
     int64_t n = s->in[i].n;
-    parts[i] = kn_dc_reshape(b, kn_dc_cast(b, s->in[i].value, KN_DT_F64), &n, 1);
+    parts[i] = kn_rw_reshape(b, kn_rw_cast(b, s->in[i].value, KN_DT_F64), &n, 1);
   }
   int flat = parts[0];
   if (s->n_inputs > 1) {
-    flat = kn_dc_op(b, KN_OP_CONCAT, parts, s->n_inputs);
-    kn_dc_attr_int(b, "axis", 0);
+    flat = kn_rw_op(b, KN_OP_CONCAT, parts, s->n_inputs);
+    kn_rw_attr_int(b, "axis", 0);
   }
   if (n_care < s->n_elems) {
     int64_t pick[MAX_ELEMS];
     for (int j = 0; j < n_care; j++) pick[j] = idx[j];
-    flat = kn_dc_bin(b, KN_OP_GATHER, flat, kn_dc_ints(b, pick, n_care));
+    flat = kn_rw_bin(b, KN_OP_GATHER, flat, kn_rw_ints(b, pick, n_care));
   }
   int rows = 0;
   double *table = calloc((size_t)s->n_cands * (size_t)n_care + 1, sizeof(double));
@@ -351,13 +351,13 @@ static int member_of(kn_dc *b, const spec *s, int cls) {
     rows++;
   }
   kn_shape ts = {.rank = 2, .dim = {rows, n_care}};
-  int tab = kn_dc_const(b, KN_DT_F64, &ts, table);
+  int tab = kn_rw_const(b, KN_DT_F64, &ts, table);
   free(table);
   int64_t zero = 0, one = 1;
-  int eq = kn_dc_bin(b, KN_OP_EQUAL, kn_dc_unsqueeze(b, flat, &zero, 1), tab);
-  int all = kn_dc_reduce(b, KN_OP_REDUCE_MIN, kn_dc_cast(b, eq, KN_DT_I32), &one, 1, false);
-  int any = kn_dc_reduce(b, KN_OP_REDUCE_MAX, all, &zero, 1, false);
-  return kn_dc_cast(b, any, KN_DT_BOOL);
+  int eq = kn_rw_bin(b, KN_OP_EQUAL, kn_rw_unsqueeze(b, flat, &zero, 1), tab);
+  int all = kn_rw_reduce(b, KN_OP_REDUCE_MIN, kn_rw_cast(b, eq, KN_DT_I32), &one, 1, false);
+  int any = kn_rw_reduce(b, KN_OP_REDUCE_MAX, all, &zero, 1, false);
+  return kn_rw_cast(b, any, KN_DT_BOOL);
 }
 
 /* Nodes reading the undecided inputs, directly or through other such nodes
@@ -379,7 +379,7 @@ static void mark_cone(const kn_graph *g, const spec *s, int n_orig, bool *in_con
 }
 
 /* Rewrites the graph for the classified candidates and appends the check. */
-static void rewrite(spec *s, kn_dc *b) {
+static void rewrite(spec *s, kn_rw *b) {
   kn_graph *g = s->g;
   int n_orig = g->n_nodes; /* the check nodes follow */
   int reps[MAX_CLASSES][MAX_ELEMS], match[MAX_CLASSES];
@@ -456,7 +456,7 @@ static bool is_undecided(const spec *s, int v) {
 /* Adds the inputs of needed[] to the undecided list (those not in it yet);
  * zero-element inputs become constants at once. Returns false when the pass
  * cannot apply. */
-static bool collect(spec *s, const bool *needed, kn_dc *b) {
+static bool collect(spec *s, const bool *needed, kn_rw *b) {
   kn_graph *g = s->g;
   free(s->cands);
   s->cands = NULL;
@@ -466,8 +466,8 @@ static bool collect(spec *s, const bool *needed, kn_dc *b) {
     if (!needed[v] || is_undecided(s, v)) continue;
     int64_t n = kn_value_numel(g, v);
     if (n == 0) {
-      kn_shape shape = g->values[v].shape; /* adding the constant may move g->values */
-      int c = kn_dc_const(b, g->values[v].dtype, &shape, NULL);
+      kn_shape shape = g->values[v].shape;
+      int c = kn_rw_const(b, g->values[v].dtype, &shape, NULL);
       kn_pass_replace_uses(g, v, c);
       continue;
     }
@@ -498,7 +498,7 @@ int kn_pass_specialize(kn_graph *g, kn_diag *d) {
     return 0;
   }
   spec s = {.g = g};
-  kn_dc b = {.g = g, .d = d, .node = -1, .name = "spec"};
+  kn_rw b = {.g = g, .d = d, .node = -1, .name = "spec"};
   bool ok = collect(&s, needed, &b);
   /* a reader of one undecided input may only be reached once another is
    * known (TopK's K, then a ReduceMax of its output): add those and retry */

@@ -1,7 +1,7 @@
 /* pass_util.c — small graph-editing helpers shared by the pass files: use
  * counts, rewiring, unique names, new values/constants, constant transposes,
- * attribute constructors. Callers hold indices, never kn_value / kn_node
- * pointers, across the calls that add values or nodes. */
+ * attribute constructors. kn_value / kn_node pointers stay valid across the
+ * calls that add values or nodes (the graph's tables never move, graph.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,7 +119,7 @@ static kn_shape permuted_shape(const kn_shape *view, const int64_t *perm) {
 
 int kn_pass_permute_const(kn_graph *g, int v, const kn_shape *view_in, const int64_t *perm,
                           const char *suffix) {
-  const kn_shape view = *view_in; /* view_in may point into g->values */
+  const kn_shape view = *view_in;
   kn_shape out = permuted_shape(&view, perm);
   kn_dtype t = g->values[v].dtype;
   int nv = kn_pass_new_const(g, g->values[v].name, suffix, t, &out, NULL);

@@ -3,7 +3,7 @@
  * otherwise sums nothing). Requires an expanded graph; infers shapes quietly
  * itself (the axes' types), failures being reported by the shape inference
  * that follows. Guarantees one bool check (kn_pass_add_check) per such axis. */
-#include "ir/passes/decompose.h"
+#include "ir/passes/rewrite.h"
 #include "ir/passes/passes.h"
 #include "ir/shape/shape_infer.h"
 
@@ -28,13 +28,13 @@ int kn_pass_value_checks(kn_graph *g, kn_diag *d) {
     int axis = n->in[1], x = n->in[0];
     if (!g->values[x].shape_known || !g->values[axis].shape_known || kn_value_numel(g, axis) != 1) continue;
     int64_t r = g->values[x].shape.rank;
-    kn_dc b = {.g = g, .node = -1,
+    kn_rw b = {.g = g, .node = -1,
                .name = kn_arena_printf(&g->arena, "check: axis of node '%s' in [-%lld, %lld)", n->name, (long long)r,
                                        (long long)r)};
-    int a = kn_dc_reshape(&b, kn_dc_cast(&b, axis, KN_DT_I64), NULL, 0);
-    int lo = kn_dc_bin(&b, KN_OP_GREATER_OR_EQUAL, a, kn_dc_scalar(&b, KN_DT_I64, (double)-r));
-    int hi = kn_dc_bin(&b, KN_OP_LESS, a, kn_dc_scalar(&b, KN_DT_I64, (double)r));
-    kn_pass_add_check(g, kn_dc_bin(&b, KN_OP_AND, lo, hi));
+    int a = kn_rw_reshape(&b, kn_rw_cast(&b, axis, KN_DT_I64), NULL, 0);
+    int lo = kn_rw_bin(&b, KN_OP_GREATER_OR_EQUAL, a, kn_rw_scalar(&b, KN_DT_I64, (double)-r));
+    int hi = kn_rw_bin(&b, KN_OP_LESS, a, kn_rw_scalar(&b, KN_DT_I64, (double)r));
+    kn_pass_add_check(g, kn_rw_bin(&b, KN_OP_AND, lo, hi));
   }
   return 1;
 }

@@ -184,6 +184,43 @@ static void bitcast_bytes(void **state) {
   kn_graph_free(&g);
 }
 
+/* ArrayFeatureExtractor behind a chain of Relus: the decomposition adds
+ * values and nodes while it still reads X's shape. With 11 Relus on X
+ * float[3,4] (the fuzzer's model) an addition crossed the value table's
+ * capacity and the rewrite read X's shape through a freed pointer; the
+ * chain lengths around it cross every small capacity. */
+static void array_feature_extractor_chain(void **state) {
+  (void)state;
+  for (int relus = 0; relus <= 40; relus++) {
+    kn_graph g;
+    kn_graph_init(&g);
+    tg_input(&g, "x0", KN_DT_F32, "3,4");
+    tg_input(&g, "i", KN_DT_I64, "2");
+    char in[16], out[16];
+    for (int k = 0; k < relus; k++) {
+      snprintf(in, sizeof in, "x%d", k);
+      snprintf(out, sizeof out, "x%d", k + 1);
+      tg_node(&g, KN_OP_RELU, NULL, in, out);
+    }
+    snprintf(in, sizeof in, "x%d,i", relus);
+    tg_node(&g, KN_OP_ML_ARRAY_FEATURE_EXTRACTOR, "afe", in, "y");
+    tg_output(&g, "y");
+    tg_decompose_ok(&g, KN_OP_ML_ARRAY_FEATURE_EXTRACTOR);
+    float x[12], y[6];
+    for (int k = 0; k < 12; k++) x[k] = (float)(k % 2 ? k : -k);
+    int64_t idx[2] = {3, 1};
+    const void *ins[2] = {x, idx};
+    void *outs[1] = {y};
+    tg_ref_run(&g, ins, outs);
+    for (int r = 0; r < 3; r++)
+      for (int j = 0; j < 2; j++) {
+        float v = x[r * 4 + idx[j]];
+        assert_float_equal(y[r * 2 + j], relus > 0 && v < 0 ? 0 : v, 0);
+      }
+    kn_graph_free(&g);
+  }
+}
+
 static void must_fail(void **state) {
   (void)state;
   /* a random Dropout mask cannot match the ONNX reference */
@@ -224,7 +261,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(momentum_steps),   cmocka_unit_test(adam_bias_correction),
       cmocka_unit_test(tfidf_skip_bigrams), cmocka_unit_test(max_pool_indices),
-      cmocka_unit_test(bitcast_bytes),    cmocka_unit_test(must_fail),
+      cmocka_unit_test(bitcast_bytes),    cmocka_unit_test(array_feature_extractor_chain),
+      cmocka_unit_test(must_fail),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

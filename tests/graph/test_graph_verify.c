@@ -210,6 +210,31 @@ static void print_batch_coefficients(void **state) {
   kn_graph_free(&g);
 }
 
+/* The value and node tables never move: pointers taken before many
+ * additions still name the same entries, which read back intact. */
+static void tables_do_not_move(void **state) {
+  (void)state;
+  kn_graph g;
+  kn_graph_init(&g);
+  int x = tg_input(&g, "x", KN_DT_F32, "3,4");
+  int n0 = tg_node(&g, KN_OP_RELU, "r0", "x", "y0");
+  kn_value *xv = &g.values[x];
+  kn_node *first = &g.nodes[n0];
+  for (int k = 1; k < 20000; k++) {
+    int in = g.nodes[k - 1].out[0];
+    int out = kn_graph_add_value(&g, NULL);
+    kn_graph_add_node(&g, KN_OP_RELU, NULL, &in, 1, &out, 1);
+  }
+  assert_ptr_equal(xv, &g.values[x]);
+  assert_ptr_equal(first, &g.nodes[n0]);
+  assert_int_equal(xv->shape.rank, 2);
+  assert_int_equal(xv->shape.dim[1], 4);
+  assert_string_equal(first->name, "r0");
+  assert_int_equal(g.n_nodes, 20000);
+  assert_int_equal(g.nodes[19999].in[0], g.nodes[19998].out[0]);
+  kn_graph_free(&g);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(toposort_keeps_sorted_order),
@@ -220,6 +245,7 @@ int main(void) {
       cmocka_unit_test(verify_rejects_constant_with_batch_coef_on_float),
       cmocka_unit_test(print_golden),
       cmocka_unit_test(print_batch_coefficients),
+      cmocka_unit_test(tables_do_not_move),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
