@@ -258,6 +258,22 @@ static void report_unsupported(kn_fe_ctx *cx, const Onnx__ModelProto *m) {
   kn_fe_unsupported_walk(cx->g, report_one, &r);
 }
 
+/* Nodes plus the values they and the graph define, subgraphs included: an
+ * upper bound of the entries the import adds to the graph's tables. */
+static size_t graph_elems(const Onnx__GraphProto *gp) {
+  size_t n = gp->n_initializer + gp->n_input + gp->n_output;
+  for (size_t i = 0; i < gp->n_node; i++) {
+    const Onnx__NodeProto *node = gp->node[i];
+    n += 1 + node->n_output;
+    for (size_t a = 0; a < node->n_attribute; a++) {
+      const Onnx__AttributeProto *at = node->attribute[a];
+      if (at->g) n += graph_elems(at->g);
+      for (size_t k = 0; k < at->n_graphs; k++) n += graph_elems(at->graphs[k]);
+    }
+  }
+  return n;
+}
+
 static int load_model(const uint8_t *data, size_t size, const char *base_dir, const char *label,
                       kn_graph *g, kn_diag *d) {
   kn_fe_ctx cx = {.g = g, .d = d, .label = label, .base_dir = base_dir};
@@ -270,6 +286,13 @@ static int load_model(const uint8_t *data, size_t size, const char *base_dir, co
   if (!m->graph) {
     onnx__model_proto__free_unpacked(m, NULL);
     return kn_fe_error(&cx, "not an ONNX model: no graph");
+  }
+  /* the graph's tables hold KN_GRAPH_MAX_ELEMS entries; the rest is room for the expansions */
+  size_t elems = graph_elems(m->graph);
+  if (elems > KN_GRAPH_MAX_ELEMS / 4) {
+    onnx__model_proto__free_unpacked(m, NULL);
+    return kn_fe_error(&cx, "the graph has %zu nodes and values; Kiln takes at most %d", elems,
+                       KN_GRAPH_MAX_ELEMS / 4);
   }
   kn_fe_names_init(&cx.names);
   /* A model that imports no opset at all predates opset imports: opset 1. */
