@@ -1,8 +1,8 @@
 /* target.h — what the schedules and codegen know about the machine the
  * artifact will run on. Parsed from a target string by kn_target_parse
- * (codegen/target.c); the host is the default. The schedules read the
- * description through this header alone (its accessors are inline), so
- * kn_schedule does not link the code generator. */
+ * (codegen/target.c); KILN_TARGET, else the host, is the default. The
+ * schedules read the description through this header alone (its accessors
+ * are inline), so kn_schedule does not link the code generator. */
 #ifndef KN_TARGET_H
 #define KN_TARGET_H
 
@@ -28,8 +28,10 @@ typedef struct kn_target {
   bool sw_prefetch;
 } kn_target;
 
-/* Parses "TRIPLE [-mcpu=CPU] [-mattr=+a,-b]" or "host" / NULL (the host).
- * Returns 0, or -1 with a diagnostic naming the bad part. */
+/* Parses "TRIPLE [-mcpu=CPU] [-mattr=+a,-b]" or "host". NULL or blank is the
+ * environment's KILN_TARGET when set (its diagnostics start with
+ * "KILN_TARGET='...': "), else the host. Returns 0, or -1 with a diagnostic
+ * naming the bad part. */
 int kn_target_parse(const char *spec, kn_target *t, kn_diag *d);
 /* Lanes of a native vector of element type `t`. */
 static inline int kn_target_lanes(const kn_target *t, kn_dtype dtype) {

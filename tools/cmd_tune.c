@@ -182,12 +182,14 @@ static int check_target(tune_args *t, kn_target *target, kn_diag *d) {
   kn_target host;
   kn_at_measure_opts *m = &t->o.measure;
   if (kn_target_parse(t->target_spec, target, d) < 0 || kn_cg_check_target(target, d) < 0) return -1;
-  if (kn_target_parse(NULL, &host, d) < 0) return -1;
+  if (kn_target_parse("host", &host, d) < 0) return -1;
   if (!m->runner) {
     if (target->arch == host.arch) return 0;
+    char name[800];
+    kn_at_target_string(target, name, sizeof name);
     return kn_diag_error(d, "tune: target '%s' is not this machine's architecture: tuning runs candidates here "
                          "(or on a board: --runner HOST:PORT)",
-                         t->target_spec);
+                         name);
   }
   if (!m->runner_token) m->runner_token = getenv("KILN_RUNNER_TOKEN");
   if (!m->runner_token || !*m->runner_token)

@@ -14,7 +14,12 @@
  * window of rows, runs with it as one pair (kiln_pipe in
  * include/kiln/artifact.h): each thread computes the rows the next one needs
  * just before it, so the intermediate comes back from L2 instead of L3 or
- * memory. The first kernel's inputs then stay live through the second. */
+ * memory. The first kernel's inputs then stay live through the second.
+ * Both kernels must run one output row per task (kn_kernel.rows): on
+ * 16-register targets (AVX2, portable C) a dense conv over 16 or more input
+ * channels runs as an implicit GEMM over its pixels instead
+ * (schedule/rules.c) and starts no pair. Giving that up to form the pair was
+ * measured no faster on AVX2 code, so the rules keep it. */
 #include "tools/plan_build.h"
 
 #include <stdio.h>

@@ -1,6 +1,7 @@
 /* test_codegen_package.c — packaging and targets:
  *  - target strings: host, CPUs, feature toggles, bad triples / CPUs /
- *    features / options with diagnostics naming the culprit;
+ *    features / options with diagnostics naming the culprit; no string is
+ *    KILN_TARGET when set, else the host, and a bad KILN_TARGET is named;
  *  - a vectorized FMA loop becomes zmm FMAs on an AVX-512 host (and NEON fmla
  *    for aarch64), with single unaligned vector loads;
  *  - constants and workspace arguments across steps; the descriptor read
@@ -40,12 +41,9 @@ static void test_target_parse(void **state) {
   (void)state;
   kn_target t;
   kn_diag d;
-  assert_int_equal(parse(NULL, &t, &d), 0);
+  assert_int_equal(parse("host", &t, &d), 0);
   assert_true(t.cpu[0] && t.triple[0]);
   assert_true(t.vector_bits >= 128);
-  kn_target h2;
-  assert_int_equal(parse("host", &h2, &d), 0);
-  assert_string_equal(t.features, h2.features);
 
   assert_int_equal(parse("x86_64-linux-gnu -mcpu=skylake-avx512", &t, &d), 0);
   assert_int_equal(t.arch, KN_ARCH_X86_64);
@@ -117,6 +115,52 @@ static void test_target_parse(void **state) {
   assert_int_equal(kn_target_lanes(&t, KN_DT_F32), 4);
   assert_int_equal(kn_cg_check_target(&t, &d), 0);
   expect_target_error("c -mcpu=cortex-a76", "takes no options");
+}
+
+/* Sets KILN_TARGET to `value` (NULL: unset). */
+static void set_env_target(const char *value) {
+  assert_int_equal(value ? setenv("KILN_TARGET", value, 1) : unsetenv("KILN_TARGET"), 0);
+}
+
+/* No target string (NULL or blank) is KILN_TARGET when that is set and not
+ * blank, else the host; "host" is the host either way. The caller's
+ * KILN_TARGET (a suite run with a forced target) is put back at the end. */
+static void test_target_env(void **state) {
+  (void)state;
+  const char *outer = getenv("KILN_TARGET");
+  char *saved = outer ? strdup(outer) : NULL;
+  kn_target t, host;
+  kn_diag d;
+  set_env_target(NULL);
+  assert_int_equal(parse("host", &host, &d), 0);
+  assert_int_equal(parse(NULL, &t, &d), 0);
+  assert_string_equal(t.cpu, host.cpu);
+  assert_string_equal(t.features, host.features);
+  set_env_target("  ");
+  assert_int_equal(parse("", &t, &d), 0);
+  assert_string_equal(t.features, host.features);
+
+  set_env_target("x86_64-pc-linux-gnu -mcpu=znver3");
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(parse((const char *[]){NULL, "", "  "}[i], &t, &d), 0);
+    assert_string_equal(t.triple, "x86_64-pc-linux-gnu");
+    assert_string_equal(t.cpu, "znver3");
+    assert_int_equal(t.vector_bits, 256);
+    assert_int_equal(t.vector_regs, 16);
+  }
+  assert_int_equal(parse("host", &t, &d), 0);
+  assert_string_equal(t.cpu, host.cpu);
+  assert_string_equal(t.features, host.features);
+  assert_int_equal(parse("aarch64-linux-gnu", &t, &d), 0); /* a given string wins */
+  assert_int_equal(t.arch, KN_ARCH_AARCH64);
+
+  set_env_target("x86_64-linux-gnu -mcpu=bogus");
+  expect_target_error(NULL, "KILN_TARGET='x86_64-linux-gnu -mcpu=bogus': unknown x86_64 CPU 'bogus'");
+  set_env_target("c -O2");
+  expect_target_error("", "KILN_TARGET='c -O2': target 'c' takes no options");
+  assert_int_equal(parse("host", &t, &d), 0);
+  set_env_target(saved);
+  free(saved);
 }
 
 /* out[i] = a[i] * b[i] + c[i], 16 lanes; asm must use zmm FMAs on AVX-512 */
@@ -431,7 +475,8 @@ static void test_failed_package_leaves_nothing(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_target_parse),   cmocka_unit_test(test_asm_quality),
+      cmocka_unit_test(test_target_parse),   cmocka_unit_test(test_target_env),
+      cmocka_unit_test(test_asm_quality),
       cmocka_unit_test(test_shared_library), cmocka_unit_test(test_object_artifacts),
       cmocka_unit_test(test_run_profiled),
       cmocka_unit_test(test_failed_package_leaves_nothing),

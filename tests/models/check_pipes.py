@@ -3,25 +3,36 @@
 
     check_pipes.py [--case NAME ...] [--list] [--kiln PATH] [--models DIR] [--keep DIR]
 
-Each case builds a small ONNX model here, compiles it with --max-batch 3, reads
-the artifact's pairs from its descriptor (bench/kiln_artifact.py) and runs it
-through ctypes at batch 1, 2 and 3 on 1, 2 and 3 threads against ONNX Runtime.
+Each case builds a small ONNX model here, compiles it with --max-batch 3 for the
+default target (KILN_TARGET, else the host), reads the artifact's pairs from its
+descriptor (bench/kiln_artifact.py) and runs it through ctypes at batch 1, 2 and
+3 on 1, 2 and 3 threads against ONNX Runtime.
+
+The pairs expected depend on the target the artifact was built for (its
+descriptor's target string): with 16 vector registers (AVX2, portable C) a dense
+conv over 16 or more input channels runs as an implicit GEMM over its pixels
+(fuse_spatial in schedule/rules.c), whose tasks are not rows, so it cannot
+start a pair; with 32 (AVX-512, aarch64) it runs rows and can.
 Cases:
-  expand_dw   1x1 conv + SiLU (1 MiB per sample) -> 3x3 stride-2 depthwise +
-              SiLU -> 1x1, after a small conv whose buffer the depthwise output
-              would reuse if the pair did not keep it live: one pair, the
-              expand and the depthwise.
+  expand_dw   1x1 conv + SiLU (16 -> 64 channels, 1 MiB per sample) -> 3x3
+              stride-2 depthwise + SiLU -> 1x1, after a small conv whose buffer
+              the depthwise output would reuse if the pair did not keep it
+              live: one pair, the expand and the depthwise, on 32-register
+              targets; none on 16-register ones.
   window5     45 rows (odd: one row per call) -> 5x5 stride-1 depthwise, pad 2,
               and a 3x3 stride-2 pad-0 one after it (rows past the last window
-              never computed nor read): two pairs.
+              never computed nor read): two pairs on 32-register targets; on
+              16-register ones the first only (the second starts with a
+              96-channel 1x1 conv).
   too_small   the same chain as expand_dw at 16x16 (64 KiB): no pair.
   shared      the expand output also feeds a residual Add after the depthwise:
               no pair (only a second kernel's window may read the first's).
-  profile     `kiln run --profile` of expand_dw at batch 3: a row per step,
-              each pair's two kernels with positive times, outputs match ORT.
+  profile     `kiln run --profile` at batch 3 of expand_dw with a 12-channel
+              expand (narrow: one pair on every target): a row per step, the
+              pair's two kernels with positive times, outputs match ORT.
   portable_c  window5 as portable C (--target c): its descriptor has a pair,
               and check_portable_c.py passes at batch 1 and 3.
-  tuned       expand_dw with a tuning log (`kiln tune --trials 0`, then faster
+  tuned       narrow expand_dw with a tuning log (`kiln tune --trials 0`, then faster
               records: the expand with reduction blocking, which stores
               partial sums; the depthwise and the last conv with their loops
               running columns before rows): the pair's two convs keep their
@@ -95,28 +106,63 @@ class Builder:
         return path
 
 
-def expand_dw(h):
+def expand_dw(h, mid=16):
+    """mid: the expand's input channels; under 16 its default schedule runs
+    rows on every target (the module's note), so the pair forms everywhere."""
     b = Builder("expand_dw", 8, h)                         # the NHWC input: 128 KiB, no pair
-    b.conv(8, 16, 1)                                       # small: its buffer is reusable
-    b.conv(16, 64, 1, silu=True)                           # the expand: h*h*64 floats per sample
+    b.conv(8, mid, 1)                                      # small: its buffer is reusable
+    b.conv(mid, 64, 1, silu=True)                          # the expand: h*h*64 floats per sample
     b.conv(64, 64, 3, stride=2, pad=1, group=64, silu=True)
     b.conv(64, 16, 1)
     return b
 
 
+# x86 CPUs with AVX-512 (codegen/target.c, x86_cpus_512)
+X86_AVX512_CPUS = set("cannonlake cascadelake cooperlake icelake-client icelake-server knl knm rocketlake "
+                      "sapphirerapids skx skylake-avx512 tigerlake x86-64-v4".split())
+
+
+def wide_target(target):
+    """Whether the schedules get 32 vector registers for an artifact's target
+    string ("TRIPLE -mcpu=CPU [-mattr=...]"), as codegen/target.c derives them:
+    aarch64, or x86-64 with AVX-512 (the CPU's class, then the -mattr toggles
+    in order); AVX2 and portable C have 16."""
+    words = target.split()
+    if not words or words[0] == "c":
+        return False
+    if words[0].startswith(("aarch64", "arm64")):
+        return True
+    cpu = next((w[len("-mcpu="):] for w in words if w.startswith("-mcpu=")), "x86-64")
+    avx512 = cpu in X86_AVX512_CPUS
+    for w in words:
+        for tok in w[len("-mattr="):].split(",") if w.startswith("-mattr=") else []:
+            on, name = tok[:1] == "+", tok[1:]
+            if name == "avx512f":
+                avx512 = on
+            elif not on and (name in ("avx", "avx2", "fma") or name.startswith("sse")):
+                avx512 = False
+    return avx512
+
+
 def compile_and_check(tmp, kiln, name, model, want_pairs, extra=()):
+    """want_pairs: the (first, second) anchor nodes expected, or a function of
+    wide_target(the artifact's target) that gives them."""
     so = os.path.join(tmp, f"{name}.so")
     proc = run([kiln, "compile", model, "-o", so, "--max-batch", "3", *extra])
     if proc.returncode != 0:
         raise CaseFailure(f"kiln compile failed: {describe_failure(proc)}")
     art = Artifact(so)
+    wide = wide_target(art.target)
+    if callable(want_pairs):
+        want_pairs = want_pairs(wide)
     nodes = {art.desc.steps[i].name.decode(): (art.desc.steps[i].nodes or b"").decode()
              for i in range(art.desc.n_steps)}
     pairs = [(nodes[a], nodes[b]) for a, b in art.pipes]
+    print(f"  target {art.target.split(' -mattr')[0]} ({'32' if wide else '16'} vector registers)")
     print(f"  {len(pairs)} pair(s): " + "; ".join(f"[{a}] + [{b}]" for a, b in pairs))
     got_anchor = [(a.split(",")[0], b.split(",")[0]) for a, b in pairs]
     if got_anchor != want_pairs:
-        raise CaseFailure(f"pairs {got_anchor}, expected {want_pairs}")
+        raise CaseFailure(f"pairs {got_anchor}, expected {want_pairs} for target '{art.target}'")
     x_shape = [d.dim_value for d in onnx.load(model).graph.input[0].type.tensor_type.shape.dim[1:]]
     rng = np.random.default_rng(3)
     for batch in (1, 2, 3):
@@ -133,7 +179,7 @@ def compile_and_check(tmp, kiln, name, model, want_pairs, extra=()):
 
 def case_expand_dw(c):
     compile_and_check(c.tmp, c.kiln, "expand_dw", expand_dw(64).save(os.path.join(c.tmp, "expand_dw.onnx")),
-                      [("conv2", "conv3")])
+                      lambda wide: [("conv2", "conv3")] if wide else [])
 
 
 def window5():
@@ -148,7 +194,7 @@ def window5():
 
 def case_window5(c):
     compile_and_check(c.tmp, c.kiln, "window5", window5().save(os.path.join(c.tmp, "window5.onnx")),
-                      [("conv1", "conv2"), ("conv3", "conv4")])
+                      lambda wide: [("conv1", "conv2"), ("conv3", "conv4")] if wide else [("conv1", "conv2")])
 
 
 def case_portable_c(c):
@@ -182,7 +228,7 @@ def case_shared(c):
 
 
 def case_profile(c):
-    model = expand_dw(64).save(os.path.join(c.tmp, "p.onnx"))
+    model = expand_dw(64, mid=12).save(os.path.join(c.tmp, "p.onnx"))
     so = compile_and_check(c.tmp, c.kiln, "p", model, [("conv2", "conv3")])
     x = np.random.default_rng(5).standard_normal([3, 8, 64, 64]).astype(np.float32)
     np.save(os.path.join(c.tmp, "x.npy"), x)
@@ -212,7 +258,7 @@ def case_profile(c):
 
 
 def case_tuned(c):
-    model = expand_dw(64).save(os.path.join(c.tmp, "t.onnx"))
+    model = expand_dw(64, mid=12).save(os.path.join(c.tmp, "t.onnx"))
     log = os.path.join(c.tmp, "t.jsonl")
     proc = run([c.kiln, "tune", model, "--trials", "0", "--log", log])
     if proc.returncode != 0:
@@ -224,9 +270,12 @@ def case_tuned(c):
         if not r["key"].startswith("kiln.ConvNHWC") or "float32[N*1,64,64,8]" in r["key"]:
             continue
         t = dict(r, default=False, seconds=r["seconds"] / 2)
-        if "float32[N*1,64,64,16]" in r["key"]:  # the expand: 16 input channels in 4 blocks
-            i = [p["p"] for p in r["trace"]].index("compute_at")
-            t["trace"] = r["trace"][:i] + [{"p": "split_reduction", "axis": 2, "factor": 4, "depth": 4}] + r["trace"][i:]
+        if "float32[N*1,64,64,12]" in r["key"]:  # the expand: 12 input channels in 3 blocks
+            # blocking needs row tiles that divide the 64 rows: 4 (the
+            # default's 6 rows on 16-register targets would overlap)
+            trace = [dict(p, factor=4) if p["p"] == "split" and p["axis"] == 2 else p for p in r["trace"]]
+            i = [p["p"] for p in trace].index("compute_at")
+            t["trace"] = trace[:i] + [{"p": "split_reduction", "axis": 2, "factor": 4, "depth": 4}] + trace[i:]
         else:
             t["trace"] = [dict(p, loops=[[0, 0], [2, 0], [1, 0]] + p["loops"][3:]) if p["p"] == "reorder" else p
                           for p in r["trace"]]
