@@ -44,7 +44,7 @@ class Step(ctypes.Structure):
 
 
 class Pipe(ctypes.Structure):
-    # ABI 1.3: steps `first` and `first + 1` run as one row-pipelined pair
+    # ABI 1.3: steps `first` and `first + 1` run as one row pipe
     _fields_ = [("first", ctypes.c_int32), ("batched", ctypes.c_int32), ("rows1", ctypes.c_int32),
                 ("rows2", ctypes.c_int32), ("stride", ctypes.c_int32), ("pad", ctypes.c_int32),
                 ("window", ctypes.c_int32), ("band", ctypes.c_int32)]
@@ -105,7 +105,7 @@ class Artifact:
         self.max_batch = d.max_batch
         self.steps = [(d.steps[i].name.decode(), d.steps[i].flops) for i in range(d.n_steps)]
         self.flops = sum(f for _, f in self.steps)  # per batch unit
-        # row-pipelined pairs (ABI 1.3): (first step name, second step name)
+        # row pipes (ABI 1.3): (first step name, second step name)
         self.pipes = [(self.steps[d.pipes[i].first][0], self.steps[d.pipes[i].first + 1][0])
                       for i in range(d.n_pipes if d.abi_minor >= 3 else 0)]
         align = max(1, d.workspace_align)

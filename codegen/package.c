@@ -138,7 +138,7 @@ int kn_cg_check_plan(const kn_plan *p, kn_diag *d) {
         q->rows1 < 1 || q->rows2 < 1 || q->stride < 1 || q->pad < 0 || q->window < 1 || q->band < 1 ||
         !p->steps[q->first].kernel->parallel || !p->steps[q->first + 1].kernel->parallel ||
         p->steps[q->first].check || p->steps[q->first + 1].check)
-      return kn_diag_error(d, "row-pipelined pair %d (steps %d, %d) does not fit the plan", i, q->first, q->first + 1);
+      return kn_diag_error(d, "row pipe %d (steps %d, %d) does not fit the plan", i, q->first, q->first + 1);
   }
   return 0;
 }

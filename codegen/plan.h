@@ -35,7 +35,7 @@ typedef struct kn_plan_step {
   kn_plan_arg *args;
 } kn_plan_step;
 
-/* steps first and first + 1 as one row-pipelined pair (kiln_pipe) */
+/* steps first and first + 1 as one row pipe (kiln_pipe) */
 typedef struct kn_plan_pipe {
   int first;
   bool batched;

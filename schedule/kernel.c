@@ -196,7 +196,7 @@ static kn_te_tensor *value_map_get(const value_map *m, int v) {
  * pieces are axes 0 (the batch, or a single sample) and 1, unsplit, so that
  * at ntasks = samples x rows each task runs one row, and every store of O is
  * its final value; 0 otherwise. Not under reduction blocking, which stores
- * partial sums first: a row-pipelined pair computes its border rows on two
+ * partial sums first: a row pipe computes its border rows on two
  * threads, and one thread's partial sums would be read by the other's
  * second kernel. */
 static int64_t task_rows(const kn_schedule *s, const kn_te_tensor *out, const kn_var *batch, bool *batched) {

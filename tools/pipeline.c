@@ -143,7 +143,7 @@ static int fuse(kn_pipe *p) { return kn_sched_fuse(p->g, p->arena, &p->groups, p
 
 /* Every group's TE, scheduled (by the rules, or the tuning log's best
  * record) and lowered to loop IR; with a tuning log, the kernels of
- * row-pipelined pairs then keep their defaults. */
+ * row pipes then keep their defaults. */
 static int schedule(kn_pipe *p) {
   int n = p->groups.n;
   const kn_sched_provider *provider = p->tuning ? kn_tuned_provider(&p->tuned, p->o, n, p->arena) : NULL;
@@ -159,7 +159,7 @@ static int schedule(kn_pipe *p) {
   }
   if (failures) return -1;
   if (!p->tuning) return 0;
-  return kn_tuned_keep_pairs(&p->tuned, p->g, &p->groups, &p->target, &p->ec, p->o, p->arena, p->kernels, p->d) < 0
+  return kn_tuned_keep_pipes(&p->tuned, p->g, &p->groups, &p->target, &p->ec, p->o, p->arena, p->kernels, p->d) < 0
              ? -1
              : 0;
 }
@@ -387,7 +387,7 @@ int kn_compile(const kn_compile_opts *o, kn_diag *d) {
   }
   if (run_steps(&p, 0, N_STEPS - 1, &stopped) < 0) goto done;
   if (o->verbose && !stopped)
-    fprintf(stderr, "kiln: compiled %s -> %s: %d kernels (%d row-pipelined pairs), workspace %lld bytes, %.2f s cpu\n",
+    fprintf(stderr, "kiln: compiled %s -> %s: %d kernels (%d row pipes), workspace %lld bytes, %.2f s cpu\n",
             o->model, o->output, p.plan.n_steps, p.plan.n_pipes, (long long)p.plan.workspace_bytes,
             (double)(clock() - start) / CLOCKS_PER_SEC);
   status = 0;

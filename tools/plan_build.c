@@ -11,14 +11,14 @@
  *
  * Row pipelines (find_pipes): a kernel whose output per sample outgrows half
  * of a core's L2 and is read only by the next kernel, through its conv's
- * window of rows, runs with it as one pair (kiln_pipe in
+ * window of rows, runs with it as one pipe (kiln_pipe in
  * include/kiln/artifact.h): each thread computes the rows the next one needs
  * just before it, so the intermediate comes back from L2 instead of L3 or
  * memory. The first kernel's inputs then stay live through the second.
  * Both kernels must run one output row per task (kn_kernel.rows): on
  * 16-register targets (AVX2, portable C) a dense conv over 16 or more input
  * channels runs as an implicit GEMM over its pixels instead
- * (schedule/rules.c) and starts no pair. Giving that up to form the pair was
+ * (schedule/rules.c) and starts no pipe. Giving that up to form the pipe was
  * measured no faster on AVX2 code, so the rules keep it. */
 #include "tools/plan_build.h"
 
@@ -36,7 +36,7 @@ typedef struct storage {
 
 /* A first kernel's output per sample below this (half of a 1 MiB L2) stays
  * in the core's L2 for the next kernel anyway; above it, pairing pays
- * (docs/abi.md, "Row-pipelined pairs"). */
+ * (docs/abi.md, "Row pipes"). */
 #define KN_PLAN_PIPE_MIN_BYTES (512 * 1024)
 /* second-kernel rows per band (1, 2 and 4 measured alike) */
 #define KN_PLAN_PIPE_BAND 2
@@ -204,7 +204,7 @@ static int64_t pipe_gain(const kn_graph *g, const kn_kernel_build *kernels, int 
   return bytes >= KN_PLAN_PIPE_MIN_BYTES ? bytes : 0;
 }
 
-/* Chooses the pairs (a kernel is in one at most) that keep the most bytes
+/* Chooses the pipes (a kernel is in one at most) that keep the most bytes
  * in cache: best[k] over kernels [0, k), by dynamic programming along the
  * step list; extends each first kernel's inputs' lifetimes over the second. */
 static void find_pipes(const kn_graph *g, const kn_kernel_build *kernels, int n_kernels, const bool *is_check,
@@ -217,7 +217,7 @@ static void find_pipes(const kn_graph *g, const kn_kernel_build *kernels, int n_
     best[k] = best[k - 1];
     if (k >= 2 && gain[k - 2] && best[k - 2] + gain[k - 2] > best[k]) best[k] = best[k - 2] + gain[k - 2];
   }
-  /* walk back: pair (k - 2, k - 1) where it made best[k]; the pairs come out last first */
+  /* walk back: pipe (k - 2, k - 1) where it made best[k]; the pipes come out last first */
   for (int k = n_kernels; k >= 2; k--)
     if (gain[k - 2] && best[k] == best[k - 2] + gain[k - 2] && best[k] != best[k - 1]) {
       const kn_kernel_build *a = &kernels[k - 2], *b = &kernels[k - 1];

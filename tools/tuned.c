@@ -56,7 +56,7 @@ bool kn_tuned_runs_record(const kn_tuned *t, const kn_kernel_build *kernels, int
   return kernels[i].kernel == t->tuned[i];
 }
 
-int kn_tuned_keep_pairs(kn_tuned *t, kn_graph *g, const kn_groups *groups, const kn_target *target,
+int kn_tuned_keep_pipes(kn_tuned *t, kn_graph *g, const kn_groups *groups, const kn_target *target,
                         kn_expr_ctx *ec, const kn_compile_opts *o, kn_arena *A, kn_kernel_build *kernels,
                         kn_diag *d) {
   int n = groups->n;
@@ -86,7 +86,7 @@ int kn_tuned_keep_pairs(kn_tuned *t, kn_graph *g, const kn_groups *groups, const
             kept++;
           }
     if (o->verbose)
-      fprintf(stderr, "kiln: tuning log: %d kernels keep their defaults, for row-pipelined pairs\n", kept);
+      fprintf(stderr, "kiln: tuning log: %d kernels keep their defaults, for row pipes\n", kept);
   }
   if (o->verbose)
     fprintf(stderr, "kiln: tuning log: %d of %d kernels use tuned schedules\n", t->replay.n_tuned - kept,

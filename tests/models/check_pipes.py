@@ -1,45 +1,45 @@
 #!/usr/bin/env python3
-"""check_pipes.py — row-pipelined pairs of kernels (kiln_pipe, ABI 1.3).
+"""check_pipes.py — row pipes of kernels (kiln_pipe, ABI 1.3).
 
     check_pipes.py [--case NAME ...] [--list] [--kiln PATH] [--models DIR] [--keep DIR]
 
 Each case builds a small ONNX model here, compiles it with --max-batch 3 for the
-default target (KILN_TARGET, else the host), reads the artifact's pairs from its
+default target (KILN_TARGET, else the host), reads the artifact's pipes from its
 descriptor (bench/kiln_artifact.py) and runs it through ctypes at batch 1, 2 and
 3 on 1, 2 and 3 threads against ONNX Runtime.
 
-The pairs expected depend on the target the artifact was built for (its
+The pipes expected depend on the target the artifact was built for (its
 descriptor's target string): with 16 vector registers (AVX2, portable C) a dense
 conv over 16 or more input channels runs as an implicit GEMM over its pixels
 (fuse_spatial in schedule/rules.c), whose tasks are not rows, so it cannot
-start a pair; with 32 (AVX-512, aarch64) it runs rows and can.
+start a pipe; with 32 (AVX-512, aarch64) it runs rows and can.
 Cases:
   expand_dw   1x1 conv + SiLU (16 -> 64 channels, 1 MiB per sample) -> 3x3
               stride-2 depthwise + SiLU -> 1x1, after a small conv whose buffer
-              the depthwise output would reuse if the pair did not keep it
-              live: one pair, the expand and the depthwise, on 32-register
+              the depthwise output would reuse if the pipe did not keep it
+              live: one pipe, the expand and the depthwise, on 32-register
               targets; none on 16-register ones.
   window5     45 rows (odd: one row per call) -> 5x5 stride-1 depthwise, pad 2,
               and a 3x3 stride-2 pad-0 one after it (rows past the last window
-              never computed nor read): two pairs on 32-register targets; on
+              never computed nor read): two pipes on 32-register targets; on
               16-register ones the first only (the second starts with a
               96-channel 1x1 conv).
-  too_small   the same chain as expand_dw at 16x16 (64 KiB): no pair.
+  too_small   the same chain as expand_dw at 16x16 (64 KiB): no pipe.
   shared      the expand output also feeds a residual Add after the depthwise:
-              no pair (only a second kernel's window may read the first's).
+              no pipe (only a second kernel's window may read the first's).
   profile     `kiln run --profile` at batch 3 of expand_dw with a 12-channel
-              expand (narrow: one pair on every target): a row per step, the
-              pair's two kernels with positive times, outputs match ORT.
-  portable_c  window5 as portable C (--target c): its descriptor has a pair,
+              expand (narrow: one pipe on every target): a row per step, the
+              pipe's two kernels with positive times, outputs match ORT.
+  portable_c  window5 as portable C (--target c): its descriptor has a pipe,
               and check_portable_c.py passes at batch 1 and 3.
   tuned       narrow expand_dw with a tuning log (`kiln tune --trials 0`, then faster
               records: the expand with reduction blocking, which stores
               partial sums; the depthwise and the last conv with their loops
-              running columns before rows): the pair's two convs keep their
-              defaults and form the pair, the last conv (in no pair) takes its
+              running columns before rows): the pipe's two convs keep their
+              defaults and form the pipe, the last conv (in no pipe) takes its
               record, and --dump-after=te shows those schedules; matches ORT.
   view        a 1-channel map reshaped (a view: 364 rows read as 182) before
-              a 3x3 conv: no pair across the view.
+              a 3x3 conv: no pipe across the view.
 """
 import json
 import argparse
@@ -108,8 +108,8 @@ class Builder:
 
 def expand_dw(h, mid=16):
     """mid: the expand's input channels; under 16 its default schedule runs
-    rows on every target (the module's note), so the pair forms everywhere."""
-    b = Builder("expand_dw", 8, h)                         # the NHWC input: 128 KiB, no pair
+    rows on every target (the module's note), so the pipe forms everywhere."""
+    b = Builder("expand_dw", 8, h)                         # the NHWC input: 128 KiB, no pipe
     b.conv(8, mid, 1)                                      # small: its buffer is reusable
     b.conv(mid, 64, 1, silu=True)                          # the expand: h*h*64 floats per sample
     b.conv(64, 64, 3, stride=2, pad=1, group=64, silu=True)
@@ -157,12 +157,12 @@ def compile_and_check(tmp, kiln, name, model, want_pairs, extra=()):
         want_pairs = want_pairs(wide)
     nodes = {art.desc.steps[i].name.decode(): (art.desc.steps[i].nodes or b"").decode()
              for i in range(art.desc.n_steps)}
-    pairs = [(nodes[a], nodes[b]) for a, b in art.pipes]
+    pipes = [(nodes[a], nodes[b]) for a, b in art.pipes]
     print(f"  target {art.target.split(' -mattr')[0]} ({'32' if wide else '16'} vector registers)")
-    print(f"  {len(pairs)} pair(s): " + "; ".join(f"[{a}] + [{b}]" for a, b in pairs))
-    got_anchor = [(a.split(",")[0], b.split(",")[0]) for a, b in pairs]
+    print(f"  {len(pipes)} pipe(s): " + "; ".join(f"[{a}] + [{b}]" for a, b in pipes))
+    got_anchor = [(a.split(",")[0], b.split(",")[0]) for a, b in pipes]
     if got_anchor != want_pairs:
-        raise CaseFailure(f"pairs {got_anchor}, expected {want_pairs} for target '{art.target}'")
+        raise CaseFailure(f"pipes {got_anchor}, expected {want_pairs} for target '{art.target}'")
     x_shape = [d.dim_value for d in onnx.load(model).graph.input[0].type.tensor_type.shape.dim[1:]]
     rng = np.random.default_rng(3)
     for batch in (1, 2, 3):
@@ -206,7 +206,7 @@ def case_portable_c(c):
     with open(src) as f:
         pipes = [ln.strip() for ln in f if ln.strip().startswith(".n_pipes = ")]
     if pipes in ([], [".n_pipes = 0,"]):
-        raise CaseFailure(f"the portable C descriptor has no pair ({pipes})")
+        raise CaseFailure(f"the portable C descriptor has no pipe ({pipes})")
     print(f"  {pipes[0]}")
     proc = run([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "check_portable_c.py"),
                 model, "--host-only", "--max-batch", "3", "--batch", "1,3", "--threads", "2", "--kiln", c.kiln])
@@ -248,8 +248,8 @@ def case_profile(c):
         raise CaseFailure(f"profile rows {sorted(times)}, expected one per step {sorted(names)}\n{proc.stdout}")
     for a, b in art.pipes:
         if not (times[a] > 0 and times[b] > 0):
-            raise CaseFailure(f"pair {a} + {b}: times {times[a]}, {times[b]} ms")
-        print(f"  pair {a} + {b}: {times[a]:.4f} + {times[b]:.4f} ms")
+            raise CaseFailure(f"pipe {a} + {b}: times {times[a]}, {times[b]} ms")
+        print(f"  pipe {a} + {b}: {times[a]:.4f} + {times[b]:.4f} ms")
     want = list(ort_reference(model, {"x": x}).values())[0]
     got = np.load(os.path.join(out, os.listdir(out)[0]))
     ok, err, tol, why = compare(got, want)
@@ -293,7 +293,7 @@ def case_tuned(c):
     print("  " + "\n  ".join(notes))
     if not any("2 kernels keep their defaults" in ln for ln in notes) or \
        not any("1 of 6 kernels use tuned schedules" in ln for ln in notes):
-        raise CaseFailure(f"expected the pair's 2 kernels to keep their defaults and 1 tuned kernel:\n{proc.stderr}")
+        raise CaseFailure(f"expected the pipe's 2 kernels to keep their defaults and 1 tuned kernel:\n{proc.stderr}")
     # --dump-after=te prints the schedules the artifact gets: the expand's
     # default (no split_reduction), the last conv's record (columns first)
     proc = run([c.kiln, "compile", model, "-o", so, "--max-batch", "3", "--tuning-log", log, "--dump-after=te"])
@@ -331,7 +331,7 @@ class Ctx:
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description="Check row-pipelined pairs of kernels.")
+    ap = argparse.ArgumentParser(description="Check row pipes of kernels.")
     ap.add_argument("--case", action="append", choices=list(CASES), help="run only this case (repeatable)")
     ap.add_argument("--list", action="store_true", help="list the cases and exit")
     ap.add_argument("--kiln", default=default_kiln())
