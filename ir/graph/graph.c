@@ -59,6 +59,12 @@ kn_op kn_op_from_onnx(const char *op_type) {
   return KN_OP_UNKNOWN;
 }
 
+int kn_node_verror(kn_diag *d, const kn_node *n, const char *fmt, va_list ap) {
+  char msg[512];
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  return kn_diag_error(d, "node '%s' (%s): %s", n->name, n->op_type, msg);
+}
+
 /* ---- graph lifetime ---- */
 
 void kn_graph_init(kn_graph *g) {

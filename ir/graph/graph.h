@@ -13,6 +13,8 @@
 #ifndef KN_GRAPH_H
 #define KN_GRAPH_H
 
+#include <stdarg.h>
+
 #include "base/base.h"
 
 #define KN_MAX_RANK 8
@@ -182,6 +184,10 @@ float kn_node_attr_float(const kn_node *n, const char *name, float dflt);
 const char *kn_node_attr_string(const kn_node *n, const char *name, const char *dflt);
 /* Returns the ints of an INTS attribute and stores the count, or NULL/0. */
 const int64_t *kn_node_attr_ints(const kn_node *n, const char *name, int *count);
+/* A diagnostic about node n: "node 'NAME' (OP): " then fmt. Returns -1, as
+ * kn_diag_error does; the one spelling every pass, shape rule and reference
+ * uses to name the node at fault. */
+int kn_node_verror(kn_diag *d, const kn_node *n, const char *fmt, va_list ap);
 /* Appends an attribute to a node (the struct is copied, arrays are not). */
 void kn_node_add_attr(kn_graph *g, kn_node *n, kn_attr attr);
 

@@ -199,13 +199,11 @@ void kn_rw_output(kn_rw *rw, int k, int v) {
 }
 
 int kn_rw_fail(kn_rw *rw, const char *fmt, ...) {
-  char msg[512];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
+  int rc = kn_node_verror(rw->d, &rw->g->nodes[rw->node], fmt, ap);
   va_end(ap);
-  const kn_node *n = &rw->g->nodes[rw->node];
-  return kn_diag_error(rw->d, "node '%s' (%s): %s", n->name, n->op_type, msg);
+  return rc;
 }
 
 kn_node *kn_rw_retype(kn_graph *g, int node, kn_op op, bool keep_attrs) {

@@ -138,12 +138,11 @@ bool kn_ref_next_index(const kn_shape *s, int64_t *idx) {
 }
 
 int kn_ref_error(kn_ref_call *c, const char *fmt, ...) {
-  char msg[512];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
+  int rc = kn_node_verror(c->d, c->node, fmt, ap);
   va_end(ap);
-  return kn_diag_error(c->d, "node '%s' (%s): %s", c->node->name, c->node->op_type, msg);
+  return rc;
 }
 
 /* ---- dispatch ---- */

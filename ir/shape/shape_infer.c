@@ -198,13 +198,11 @@ int kn_slice_resolve(const kn_node *n, int rank, const int64_t *dim, const int64
 const kn_node *kn_infer_node(const kn_infer *c) { return &c->g->nodes[c->node]; }
 
 int kn_infer_fail(kn_infer *c, const char *fmt, ...) {
-  char msg[512];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
+  int rc = kn_node_verror(c->d, kn_infer_node(c), fmt, ap);
   va_end(ap);
-  const kn_node *n = kn_infer_node(c);
-  return kn_diag_error(c->d, "node '%s' (%s): %s", n->name, n->op_type, msg);
+  return rc;
 }
 
 const kn_value *kn_infer_in(const kn_infer *c, int k) {

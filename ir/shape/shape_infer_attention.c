@@ -16,12 +16,11 @@
 
 static int fail(kn_diag *d, const kn_node *n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int fail(kn_diag *d, const kn_node *n, const char *fmt, ...) {
-  char msg[512];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
+  int rc = kn_node_verror(d, n, fmt, ap);
   va_end(ap);
-  return kn_diag_error(d, "node '%s' (%s): %s", n->name, n->op_type, msg);
+  return rc;
 }
 
 static const kn_value *input(const kn_graph *g, const kn_node *n, int k) {
