@@ -298,7 +298,9 @@ static int run_steps(kn_pipe *p, int first, int last, bool *stopped) {
 static int run_range(const kn_compile_opts *o, kn_graph *g, const char *first, const char *last, bool *expand_needed,
                      kn_diag *d) {
   kn_pipe p = {.o = o, .g = g, .d = d, .typed = -1, .expand_needed = expand_needed};
-  return run_steps(&p, step_index(first), step_index(last), NULL);
+  int a = step_index(first), b = step_index(last);
+  KN_ASSERT(a >= 0 && b >= a, "pipeline range names no steps of the table");
+  return run_steps(&p, a, b, NULL);
 }
 
 /* ---- entry points ------------------------------------------------------------------------ */
