@@ -267,7 +267,8 @@ static int count_stores(const kn_stmt *s) {
   case KN_S_FOR: return 0; /* another loop's body */
   case KN_S_ALLOC: return count_stores(s->u.alloc.body);
   case KN_S_LET: return count_stores(s->u.let.body);
-  case KN_S_PREFETCH: return 0;
+  case KN_S_PREFETCH:
+  case KN_S_GPU: return 0;
   case KN_S_IF: return count_stores(s->u.ifs.then_s) + count_stores(s->u.ifs.else_s);
   case KN_S_SEQ: {
     int n = 0;
@@ -283,6 +284,7 @@ static void visit(walk *w, const kn_stmt *s, const kn_stmt *loop, int body_store
   switch (s->kind) {
   case KN_S_STORE: on_store(w, s, loop, body_stores); return;
   case KN_S_PREFETCH: return; /* a hint; not a feature */
+  case KN_S_GPU: return;      /* CPU features only */
   case KN_S_SEQ:
     for (int i = 0; i < s->u.seq.n; i++) visit(w, s->u.seq.stmts[i], loop, body_stores);
     return;

@@ -890,6 +890,7 @@ static void emit_stmt(cemit *c, const kn_stmt *s) {
   case KN_S_IF: emit_if(c, s); return;
   case KN_S_LET: emit_let(c, s); return;
   case KN_S_PREFETCH: return; /* a hint without a portable C spelling: dropped */
+  case KN_S_GPU: KN_UNREACHABLE("GPU statement in a CPU kernel");
   }
   KN_UNREACHABLE("unknown statement kind");
 }

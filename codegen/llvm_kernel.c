@@ -164,6 +164,7 @@ static void emit_stmt(kn_cg_fn *f, const kn_stmt *s) {
     kn_cg_prefetch(f, s->u.prefetch.buffer, s->u.prefetch.index, s->u.prefetch.level);
     kn_cg_memo_clear(f);
     return;
+  case KN_S_GPU: KN_UNREACHABLE("GPU statement in a CPU kernel");
   }
   KN_UNREACHABLE("unknown statement kind");
 }

@@ -88,7 +88,7 @@ static bool in_list(const char *list, const char *word, size_t n) {
 }
 
 static const char *arch_name(kn_arch a) {
-  return a == KN_ARCH_X86_64 ? "x86_64" : a == KN_ARCH_AARCH64 ? "aarch64" : "c";
+  return a == KN_ARCH_X86_64 ? "x86_64" : a == KN_ARCH_AARCH64 ? "aarch64" : a == KN_ARCH_CUDA ? "cuda" : "c";
 }
 
 static int arch_of_triple(const char *triple, kn_arch *arch) {
@@ -255,6 +255,65 @@ static int parse_portable_c(const char *rest, kn_target *t, kn_diag *d) {
   return 0;
 }
 
+static bool valid_sm(int sm) {
+  static const int valid[] = {80, 86, 87, 89, 90, 100, 120};
+  for (size_t i = 0; i < sizeof valid / sizeof valid[0]; i++)
+    if (valid[i] == sm) return true;
+  return false;
+}
+
+/* One "sm_XX" of -arch= into t->sm (sorted, without duplicates). */
+static int add_sm(kn_target *t, const char *a, size_t m, kn_diag *d) {
+  int sm = 0, used = 0;
+  if (m < 4 || m > 7 || strncmp(a, "sm_", 3) || sscanf(a + 3, "%d%n", &sm, &used) < 1 || (size_t)used != m - 3 ||
+      !valid_sm(sm))
+    return kn_diag_error(d, "unknown CUDA architecture '%.*s' (valid: %s)", (int)m, a, KN_TARGET_VALID_SMS);
+  for (int i = 0; i < t->n_sm; i++)
+    if (t->sm[i] == sm) return 0;
+  if (t->n_sm == KN_TARGET_MAX_SM) return kn_diag_error(d, "too many CUDA architectures (at most %d)", KN_TARGET_MAX_SM);
+  int i = t->n_sm++;
+  for (; i > 0 && t->sm[i - 1] > sm; i--) t->sm[i] = t->sm[i - 1];
+  t->sm[i] = sm;
+  return 0;
+}
+
+/* "cuda [-arch=sm_80,sm_90]": GPU code for each listed architecture (a
+ * cubin each, and PTX of the newest for later GPUs). The schedules see
+ * one-lane "vectors": a GPU thread computes scalars. */
+static int parse_cuda(const char *p, kn_target *t, kn_diag *d) {
+  t->arch = KN_ARCH_CUDA;
+  strcpy(t->triple, "cuda");
+  t->vector_bits = 32;
+  t->vector_regs = 255;
+  t->has_fma = true;
+  bool seen_arch = false;
+  while (*p) {
+    while (*p == ' ') p++;
+    if (!*p) break;
+    size_t n = strcspn(p, " ");
+    bool is_arch = n > 6 && !strncmp(p, "-arch=", 6);
+    if (!is_arch || seen_arch)
+      return kn_diag_error(d, "%s cuda target option '%.*s' (valid: -arch=ARCH[,ARCH...], ARCH one of %s)",
+                           is_arch ? "repeated" : "unknown", (int)n, p, KN_TARGET_VALID_SMS);
+    seen_arch = true;
+    for (const char *a = p + 6, *end = p + n; a < end;) {
+      size_t m = strcspn(a, ", ");
+      if (add_sm(t, a, m, d) < 0) return -1;
+      a += m + 1;
+    }
+    p += n;
+  }
+  if (!t->n_sm) {
+    t->n_sm = 2;
+    t->sm[0] = 80;
+    t->sm[1] = 90;
+  }
+  size_t len = 0;
+  for (int i = 0; i < t->n_sm; i++)
+    len += (size_t)snprintf(t->cpu + len, sizeof t->cpu - len, "%ssm_%d", i ? "," : "", t->sm[i]);
+  return 0;
+}
+
 static int parse_spec(const char *spec, kn_target *t, kn_diag *d) {
   memset(t, 0, sizeof *t);
   const char *p = spec;
@@ -264,13 +323,14 @@ static int parse_spec(const char *spec, kn_target *t, kn_diag *d) {
   if (*p && *p != '-') {
     size_t n = strcspn(p, " ");
     if (n == 1 && *p == 'c') return parse_portable_c(p + 1, t, d);
+    if (n == 4 && !strncmp(p, "cuda", 4)) return parse_cuda(p + 4, t, d);
     if (!(n == 4 && !strncmp(p, "host", 4))) {
       is_host = false;
       if (set_str(t->triple, sizeof t->triple, p, n, "triple", d)) return -1;
       if (arch_of_triple(t->triple, &t->arch))
         return kn_diag_error(d,
                              "unknown target architecture in '%s' (valid: host, "
-                             "x86_64-linux-gnu, aarch64-linux-gnu, c)",
+                             "x86_64-linux-gnu, aarch64-linux-gnu, c, cuda)",
                              t->triple);
       if (!strstr(t->triple, "linux"))
         return kn_diag_error(d, "target '%s': only Linux targets are supported (e.g. %s-linux-gnu)",

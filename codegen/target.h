@@ -10,7 +10,12 @@
 
 /* KN_ARCH_C: portable C source (`--target c`), built by the user's C compiler
  * for any machine; schedules assume 128-bit vectors and 16 registers. */
-typedef enum kn_arch { KN_ARCH_X86_64, KN_ARCH_AARCH64, KN_ARCH_C } kn_arch;
+/* KN_ARCH_CUDA: NVIDIA GPUs (`--target "cuda -arch=sm_80,sm_90"`): CUDA C
+ * compiled by NVRTC to a cubin per architecture in `sm` plus PTX for newer
+ * ones, run through the driver API by the artifact's runtime. */
+typedef enum kn_arch { KN_ARCH_X86_64, KN_ARCH_AARCH64, KN_ARCH_C, KN_ARCH_CUDA } kn_arch;
+
+#define KN_TARGET_MAX_SM 8
 
 typedef struct kn_target {
   kn_arch arch;
@@ -26,9 +31,18 @@ typedef struct kn_target {
    * (docs/architecture.md, "Prefetch hints"); off on aarch64 (not
    * measured) and the portable C target (no prefetch there) */
   bool sw_prefetch;
+  /* KN_ARCH_CUDA: the compute capabilities compiled for (80 = sm_80),
+   * ascending, no duplicates */
+  int n_sm;
+  int sm[KN_TARGET_MAX_SM];
 } kn_target;
 
-/* Parses "TRIPLE [-mcpu=CPU] [-mattr=+a,-b]" or "host". NULL or blank is the
+/* The compute capabilities `-arch=` accepts, as text for diagnostics. */
+#define KN_TARGET_VALID_SMS "sm_80, sm_86, sm_87, sm_89, sm_90, sm_100, sm_120"
+
+
+/* Parses "TRIPLE [-mcpu=CPU] [-mattr=+a,-b]", "host", "c" or
+ * "cuda [-arch=sm_XX[,sm_YY...]]" (default sm_80,sm_90). NULL or blank is the
  * environment's KILN_TARGET when set (its diagnostics start with
  * "KILN_TARGET='...': "), else the host. Returns 0, or -1 with a diagnostic
  * naming the bad part. */

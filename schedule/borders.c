@@ -202,6 +202,7 @@ static void collect(borders *B, const kn_stmt *s) {
     collect_expr(B, s->u.store.value);
     return;
   case KN_S_PREFETCH: collect_expr(B, s->u.prefetch.index); return;
+  case KN_S_GPU: return; /* GPU kernels are not versioned */
   case KN_S_ALLOC: collect(B, s->u.alloc.body); return;
   case KN_S_SEQ:
     for (int i = 0; i < s->u.seq.n; i++) collect(B, s->u.seq.stmts[i]);
@@ -241,6 +242,7 @@ static bool has_select(const kn_stmt *s) {
   case KN_S_LET: return expr_has_select(s->u.let.value) || has_select(s->u.let.body);
   case KN_S_STORE: return expr_has_select(s->u.store.index) || expr_has_select(s->u.store.value);
   case KN_S_PREFETCH: return expr_has_select(s->u.prefetch.index);
+  case KN_S_GPU: return false;
   case KN_S_ALLOC: return has_select(s->u.alloc.body);
   case KN_S_SEQ:
     for (int i = 0; i < s->u.seq.n; i++)
@@ -343,7 +345,7 @@ static kn_stmt *version(borders *B, kn_stmt *s) {
     push_loop(B, s);
     kn_stmt *b = version(B, s->u.loop.body);
     B->n--;
-    return b == s->u.loop.body ? s : kn_s_for(c, s->u.loop.var, s->u.loop.min, s->u.loop.extent, s->u.loop.kind, b);
+    return b == s->u.loop.body ? s : kn_s_for_like(c, s, s->u.loop.min, s->u.loop.extent, b);
   }
   case KN_S_LET: {
     push_let(B, s);
@@ -369,7 +371,8 @@ static kn_stmt *version(borders *B, kn_stmt *s) {
     return v ? v : s;
   }
   case KN_S_STORE:
-  case KN_S_PREFETCH: return s;
+  case KN_S_PREFETCH:
+  case KN_S_GPU: return s;
   }
   return s;
 }

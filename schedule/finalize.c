@@ -158,6 +158,8 @@ static kn_stmt *finalize(kn_expr_ctx *c, kn_stmt *s) {
       for (int64_t i = 0; i < ext; i++) parts[i] = kn_stmt_substitute(c, body, s->u.loop.var, kn_e_int(c, i));
       return kn_s_seq(c, parts, (int)ext);
     }
+    if (s->u.loop.kind == KN_FOR_BLOCK || s->u.loop.kind == KN_FOR_THREAD)
+      return kn_s_for_like(c, s, s->u.loop.min, s->u.loop.extent, body);
     kn_for_kind kind = s->u.loop.kind == KN_FOR_PARALLEL ? KN_FOR_PARALLEL : KN_FOR_SERIAL;
     return kn_s_for(c, s->u.loop.var, s->u.loop.min, s->u.loop.extent, kind, body);
   }
@@ -170,7 +172,8 @@ static kn_stmt *finalize(kn_expr_ctx *c, kn_stmt *s) {
   case KN_S_IF: return kn_s_if(c, s->u.ifs.cond, finalize(c, s->u.ifs.then_s), finalize(c, s->u.ifs.else_s));
   case KN_S_LET: return kn_s_let(c, s->u.let.var, s->u.let.value, finalize(c, s->u.let.body));
   case KN_S_STORE:
-  case KN_S_PREFETCH: return s;
+  case KN_S_PREFETCH:
+  case KN_S_GPU: return s;
   }
   return s;
 }

@@ -47,7 +47,7 @@ kn_stmt *kn_s_store(kn_expr_ctx *c, kn_buffer *b, kn_expr *index, kn_expr *value
 }
 
 kn_stmt *kn_s_alloc(kn_expr_ctx *c, kn_buffer *b, kn_stmt *body) {
-  KN_ASSERT(b->kind == KN_BUF_LOCAL, "alloc of a non-local buffer");
+  KN_ASSERT(b->kind == KN_BUF_LOCAL || b->kind == KN_BUF_SHARED, "alloc of a parameter buffer");
   kn_stmt *s = stmt(c, KN_S_ALLOC);
   s->u.alloc.buffer = b;
   s->u.alloc.body = body;
@@ -99,6 +99,97 @@ kn_stmt *kn_s_prefetch(kn_expr_ctx *c, kn_buffer *b, kn_expr *index, int level) 
   return s;
 }
 
+kn_stmt *kn_s_for_like(kn_expr_ctx *c, const kn_stmt *loop, kn_expr *min, kn_expr *extent, kn_stmt *body) {
+  kn_stmt *s = kn_s_for(c, loop->u.loop.var, min, extent, loop->u.loop.kind, body);
+  s->u.loop.dim = loop->u.loop.dim;
+  return s;
+}
+
+kn_stmt *kn_s_bind(kn_expr_ctx *c, kn_var *v, kn_expr *extent, kn_for_kind kind, int dim, kn_stmt *body) {
+  KN_ASSERT(kind == KN_FOR_BLOCK || kind == KN_FOR_THREAD, "kn_s_bind binds BLOCK or THREAD loops");
+  KN_ASSERT(dim >= 0 && dim < 3, "GPU loop dimension must be x, y or z");
+  kn_stmt *s = kn_s_for(c, v, kn_e_int(c, 0), extent, kind, body);
+  s->u.loop.dim = dim;
+  return s;
+}
+
+static kn_stmt *gpu_stmt(kn_expr_ctx *c, kn_gpu_op op) {
+  kn_stmt *s = stmt(c, KN_S_GPU);
+  s->u.gpu.op = op;
+  return s;
+}
+
+kn_stmt *kn_s_barrier(kn_expr_ctx *c) { return gpu_stmt(c, KN_GPU_BARRIER); }
+kn_stmt *kn_s_cp_commit(kn_expr_ctx *c) { return gpu_stmt(c, KN_GPU_CP_COMMIT); }
+
+kn_stmt *kn_s_cp_wait(kn_expr_ctx *c, int n) {
+  KN_ASSERT(n >= 0, "cp.async wait count must be >= 0");
+  kn_stmt *s = gpu_stmt(c, KN_GPU_CP_WAIT);
+  s->u.gpu.n = n;
+  return s;
+}
+
+static void check_index(const kn_expr *e) {
+  KN_ASSERT(e && e->dtype == KN_DT_I64 && e->lanes == 1, "GPU statement index must be a scalar int64");
+}
+
+kn_stmt *kn_s_mma(kn_expr_ctx *c, kn_dtype ab, kn_buffer *acc, kn_expr *acc_index, kn_buffer *a, kn_expr *a_index,
+                  kn_buffer *b, kn_expr *b_index) {
+  KN_ASSERT(ab == KN_DT_F16 || ab == KN_DT_BF16, "MMA inputs are f16 or bf16");
+  KN_ASSERT(acc->kind == KN_BUF_LOCAL && acc->dtype == KN_DT_F32, "MMA accumulators are a LOCAL f32 buffer");
+  KN_ASSERT(a->kind == KN_BUF_LOCAL && a->dtype == ab && b->kind == KN_BUF_LOCAL && b->dtype == ab,
+            "MMA fragments are LOCAL buffers of the input dtype");
+  check_index(acc_index);
+  check_index(a_index);
+  check_index(b_index);
+  kn_stmt *s = gpu_stmt(c, KN_GPU_MMA);
+  s->u.gpu.ab = ab;
+  s->u.gpu.dst = acc;
+  s->u.gpu.dst_index = acc_index;
+  s->u.gpu.a = a;
+  s->u.gpu.a_index = a_index;
+  s->u.gpu.b = b;
+  s->u.gpu.b_index = b_index;
+  return s;
+}
+
+kn_stmt *kn_s_cp_async(kn_expr_ctx *c, kn_buffer *dst, kn_expr *dst_index, kn_buffer *src, kn_expr *src_index, int n,
+                       kn_expr *pred) {
+  KN_ASSERT(dst->kind == KN_BUF_SHARED && src->kind == KN_BUF_PARAM && dst->dtype == src->dtype,
+            "cp.async copies a global buffer into a shared one of the same dtype");
+  size_t bytes = kn_dtype_size(src->dtype) * (size_t)n;
+  KN_ASSERT(bytes == 4 || bytes == 8 || bytes == 16, "cp.async copies 4, 8 or 16 bytes");
+  KN_ASSERT(!pred || (pred->dtype == KN_DT_BOOL && pred->lanes == 1), "cp.async predicate is a scalar bool");
+  check_index(dst_index);
+  check_index(src_index);
+  kn_stmt *s = gpu_stmt(c, KN_GPU_CP_ASYNC);
+  s->u.gpu.dst = dst;
+  s->u.gpu.dst_index = dst_index;
+  s->u.gpu.a = src;
+  s->u.gpu.a_index = src_index;
+  s->u.gpu.n = n;
+  s->u.gpu.pred = pred;
+  return s;
+}
+
+kn_stmt *kn_s_gpu_map(kn_expr_ctx *c, kn_stmt *s, kn_expr *(*fn)(kn_expr *e, void *ctx), void *ctx) {
+  KN_ASSERT(s->kind == KN_S_GPU, "kn_s_gpu_map maps GPU statements");
+  kn_expr *e[4] = {s->u.gpu.dst_index, s->u.gpu.a_index, s->u.gpu.b_index, s->u.gpu.pred}, *m[4];
+  bool same = true;
+  for (int i = 0; i < 4; i++) {
+    m[i] = e[i] ? fn(e[i], ctx) : NULL;
+    same &= m[i] == e[i];
+  }
+  if (same) return s;
+  kn_stmt *r = stmt(c, KN_S_GPU);
+  *r = *s;
+  r->u.gpu.dst_index = m[0];
+  r->u.gpu.a_index = m[1];
+  r->u.gpu.b_index = m[2];
+  r->u.gpu.pred = m[3];
+  return r;
+}
+
 bool kn_stmt_stores_to(const kn_stmt *s, const kn_buffer *b) {
   if (!s) return false;
   switch (s->kind) {
@@ -112,6 +203,7 @@ bool kn_stmt_stores_to(const kn_stmt *s, const kn_buffer *b) {
   case KN_S_IF: return kn_stmt_stores_to(s->u.ifs.then_s, b) || kn_stmt_stores_to(s->u.ifs.else_s, b);
   case KN_S_LET: return kn_stmt_stores_to(s->u.let.body, b);
   case KN_S_PREFETCH: return false;
+  case KN_S_GPU: return (s->u.gpu.op == KN_GPU_MMA || s->u.gpu.op == KN_GPU_CP_ASYNC) && s->u.gpu.dst == b;
   }
   return false;
 }
@@ -120,13 +212,52 @@ static void pad(FILE *out, int indent) {
   for (int i = 0; i < indent; i++) fputs("  ", out);
 }
 
+static void print_at(FILE *out, const kn_buffer *b, const kn_expr *index) {
+  fprintf(out, "%s[", b->name);
+  kn_expr_print(index, out);
+  fputc(']', out);
+}
+
+static void print_gpu(const kn_stmt *s, FILE *out, int indent) {
+  pad(out, indent);
+  switch (s->u.gpu.op) {
+  case KN_GPU_BARRIER: fputs("barrier\n", out); return;
+  case KN_GPU_CP_COMMIT: fputs("cp_async_commit\n", out); return;
+  case KN_GPU_CP_WAIT: fprintf(out, "cp_async_wait %d\n", s->u.gpu.n); return;
+  case KN_GPU_MMA:
+    fprintf(out, "mma_m16n8k16.%s ", kn_dtype_name(s->u.gpu.ab));
+    print_at(out, s->u.gpu.dst, s->u.gpu.dst_index);
+    fputs(" += ", out);
+    print_at(out, s->u.gpu.a, s->u.gpu.a_index);
+    fputs(" x ", out);
+    print_at(out, s->u.gpu.b, s->u.gpu.b_index);
+    fputc('\n', out);
+    return;
+  case KN_GPU_CP_ASYNC:
+    fputs("cp_async ", out);
+    print_at(out, s->u.gpu.dst, s->u.gpu.dst_index);
+    fprintf(out, " <- %d of ", s->u.gpu.n);
+    print_at(out, s->u.gpu.a, s->u.gpu.a_index);
+    if (s->u.gpu.pred) {
+      fputs(" if ", out);
+      kn_expr_print(s->u.gpu.pred, out);
+    }
+    fputc('\n', out);
+    return;
+  }
+}
+
 void kn_stmt_print(const kn_stmt *s, FILE *out, int indent) {
-  static const char *kinds[] = {"for", "parallel", "vectorized", "unrolled"};
+  static const char *kinds[] = {"for", "parallel", "vectorized", "unrolled", "block", "thread"};
+  static const char dims[] = "xyz";
   if (!s) return;
   switch (s->kind) {
   case KN_S_FOR:
     pad(out, indent);
-    fprintf(out, "%s %s in [", kinds[s->u.loop.kind], s->u.loop.var->name);
+    if (s->u.loop.kind == KN_FOR_BLOCK || s->u.loop.kind == KN_FOR_THREAD)
+      fprintf(out, "%s.%c %s in [", kinds[s->u.loop.kind], dims[s->u.loop.dim], s->u.loop.var->name);
+    else
+      fprintf(out, "%s %s in [", kinds[s->u.loop.kind], s->u.loop.var->name);
     kn_expr_print(s->u.loop.min, out);
     fputs(", +", out);
     kn_expr_print(s->u.loop.extent, out);
@@ -143,7 +274,8 @@ void kn_stmt_print(const kn_stmt *s, FILE *out, int indent) {
     return;
   case KN_S_ALLOC:
     pad(out, indent);
-    fprintf(out, "alloc %s: %s[%lld]\n", s->u.alloc.buffer->name,
+    fprintf(out, "alloc%s %s: %s[%lld]\n", s->u.alloc.buffer->kind == KN_BUF_SHARED ? " shared" : "",
+            s->u.alloc.buffer->name,
             kn_dtype_name(s->u.alloc.buffer->dtype), (long long)s->u.alloc.buffer->size);
     kn_stmt_print(s->u.alloc.body, out, indent);
     return;
@@ -175,6 +307,7 @@ void kn_stmt_print(const kn_stmt *s, FILE *out, int indent) {
     kn_expr_print(s->u.prefetch.index, out);
     fprintf(out, "] to L%d\n", s->u.prefetch.level);
     return;
+  case KN_S_GPU: print_gpu(s, out, indent); return;
   }
 }
 
@@ -182,6 +315,6 @@ void kn_kernel_print(const kn_kernel *k, FILE *out) {
   fprintf(out, "kernel %s(", k->name);
   for (int i = 0; i < k->n_params; i++)
     fprintf(out, "%s%s: %s*", i ? ", " : "", k->params[i]->name, kn_dtype_name(k->params[i]->dtype));
-  fprintf(out, ")%s  # %s\n", k->parallel ? " parallel" : "", k->nodes ? k->nodes : "");
+  fprintf(out, ")%s  # %s\n", k->gpu ? " gpu" : k->parallel ? " parallel" : "", k->nodes ? k->nodes : "");
   kn_stmt_print(k->body, out, 1);
 }

@@ -15,7 +15,21 @@
  * symbol N; the outermost PARALLEL loop runs iterations
  *   [task * extent / ntasks, (task + 1) * extent / ntasks)
  * so the runtime calls the kernel once per task on its thread pool. A kernel
- * without a PARALLEL loop is called once with task 0, ntasks 1. */
+ * without a PARALLEL loop is called once with task 0, ntasks 1.
+ *
+ * GPU kernels (kn_kernel.gpu) have another shape, CUDA's: the body is
+ *   for b.. in BLOCK loops (dims z, y, x, outermost first):
+ *     [alloc SHARED ...]
+ *       for t.. in THREAD loops (dims z, y, x):
+ *         body run by every thread of the block
+ * Loop extents are the grid and block sizes: THREAD extents constant, at
+ * most 1,024 threads in all; BLOCK extents may use the batch symbol. Inside
+ * the THREAD loops, LOCAL buffers are thread-private (registers, including
+ * MMA fragments) and KN_S_GPU statements synchronise the block or the warp.
+ * The semantics are "every thread runs to its next barrier": between two
+ * barriers the threads may run in any order, so a SHARED element one thread
+ * writes may be touched by another only after a barrier (ir/loop/gpu_eval.c
+ * checks exactly that). kn_loop_verify_gpu says what else must hold. */
 #ifndef KN_LOOP_H
 #define KN_LOOP_H
 
@@ -23,7 +37,10 @@
 
 typedef enum kn_buffer_kind {
   KN_BUF_PARAM, /* pointer argument of the kernel */
-  KN_BUF_LOCAL, /* scratch of `size` elements, lives inside its ALLOC */
+  KN_BUF_LOCAL, /* scratch of `size` elements, lives inside its ALLOC; on a GPU,
+                   private to the thread that allocates it */
+  KN_BUF_SHARED, /* GPU: `size` elements shared by the threads of a block,
+                    allocated between the BLOCK and the THREAD loops */
 } kn_buffer_kind;
 
 struct kn_buffer {
@@ -39,7 +56,27 @@ typedef enum kn_for_kind {
   KN_FOR_PARALLEL,
   KN_FOR_VECTORIZED, /* removed by kn_loop_finalize */
   KN_FOR_UNROLLED,   /* removed by kn_loop_finalize */
+  KN_FOR_BLOCK,      /* GPU: blockIdx.{x,y,z} (loop.dim 0, 1, 2), min 0 */
+  KN_FOR_THREAD,     /* GPU: threadIdx.{x,y,z} (loop.dim 0, 1, 2), min 0 */
 } kn_for_kind;
+
+/* GPU statements (KN_S_GPU). The MMA is PTX's
+ * mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32, run by
+ * the 32 threads of a warp together: each thread passes its fragments as
+ * LOCAL buffers at an offset, laid out as ir/loop/mma.h writes down:
+ *   acc[acc_index + 0..3] (f32) += a[a_index + 0..7] x b[b_index + 0..3]
+ * CP_ASYNC copies `n` consecutive elements (4, 8 or 16 bytes) from a global
+ * (PARAM) buffer to a SHARED one without waiting; when `pred` is false it
+ * writes zeros instead (a padded tile's border). The destination may not be
+ * read before a CP_WAIT that leaves fewer groups in flight than the
+ * copy's (and then a barrier, for other threads' copies). */
+typedef enum kn_gpu_op {
+  KN_GPU_BARRIER,   /* __syncthreads(): every thread of the block */
+  KN_GPU_MMA,       /* dst = acc, a, b as above */
+  KN_GPU_CP_ASYNC,  /* dst[dst_index..+n) = a[a_index..+n) (or 0 where !pred) */
+  KN_GPU_CP_COMMIT, /* closes this thread's group of cp.async copies */
+  KN_GPU_CP_WAIT,   /* waits until at most n of this thread's groups are in flight */
+} kn_gpu_op;
 
 typedef struct kn_stmt kn_stmt;
 typedef enum kn_stmt_kind {
@@ -52,6 +89,7 @@ typedef enum kn_stmt_kind {
   KN_S_PREFETCH, /* prefetch: buffer, index (scalar), level: a hint to bring
                     the element's cache line into cache level `level` (1:
                     L1, 2: L2); no effect on values */
+  KN_S_GPU,      /* gpu: a kn_gpu_op; GPU kernels only */
 } kn_stmt_kind;
 
 struct kn_stmt {
@@ -62,6 +100,7 @@ struct kn_stmt {
       kn_expr *min, *extent;
       kn_for_kind kind;
       kn_stmt *body;
+      int dim; /* BLOCK / THREAD: 0 = x, 1 = y, 2 = z */
     } loop;
     struct {
       kn_buffer *buffer;
@@ -89,6 +128,14 @@ struct kn_stmt {
       kn_expr *index;
       int level;
     } prefetch;
+    struct {
+      kn_gpu_op op;
+      kn_buffer *dst, *a, *b;  /* unused ones NULL */
+      kn_expr *dst_index, *a_index, *b_index;
+      kn_expr *pred; /* CP_ASYNC: NULL = always true */
+      int n;         /* CP_ASYNC: elements; CP_WAIT: groups left in flight */
+      kn_dtype ab;   /* MMA: KN_DT_F16 or KN_DT_BF16 */
+    } gpu;
   } u;
 };
 
@@ -108,6 +155,7 @@ typedef struct kn_kernel {
   bool rows_batched;
   double flops;       /* at N = 1, for reports */
   const char *nodes;  /* ONNX node names fused into it, comma separated */
+  bool gpu;           /* a GPU kernel: the shape described at the top */
 } kn_kernel;
 
 kn_buffer *kn_buffer_new(kn_expr_ctx *c, const char *name, kn_dtype t, kn_buffer_kind kind,
@@ -121,6 +169,20 @@ kn_stmt *kn_s_seq2(kn_expr_ctx *c, kn_stmt *a, kn_stmt *b);
 kn_stmt *kn_s_if(kn_expr_ctx *c, kn_expr *cond, kn_stmt *then_s, kn_stmt *else_s);
 kn_stmt *kn_s_let(kn_expr_ctx *c, kn_var *v, kn_expr *value, kn_stmt *body);
 kn_stmt *kn_s_prefetch(kn_expr_ctx *c, kn_buffer *b, kn_expr *index, int level);
+/* `loop` rebuilt with other bounds and body (kind, var and dim kept). */
+kn_stmt *kn_s_for_like(kn_expr_ctx *c, const kn_stmt *loop, kn_expr *min, kn_expr *extent, kn_stmt *body);
+/* A BLOCK or THREAD loop over [0, extent). */
+kn_stmt *kn_s_bind(kn_expr_ctx *c, kn_var *v, kn_expr *extent, kn_for_kind kind, int dim, kn_stmt *body);
+kn_stmt *kn_s_barrier(kn_expr_ctx *c);
+kn_stmt *kn_s_mma(kn_expr_ctx *c, kn_dtype ab, kn_buffer *acc, kn_expr *acc_index, kn_buffer *a, kn_expr *a_index,
+                  kn_buffer *b, kn_expr *b_index);
+kn_stmt *kn_s_cp_async(kn_expr_ctx *c, kn_buffer *dst, kn_expr *dst_index, kn_buffer *src, kn_expr *src_index, int n,
+                       kn_expr *pred);
+kn_stmt *kn_s_cp_commit(kn_expr_ctx *c);
+kn_stmt *kn_s_cp_wait(kn_expr_ctx *c, int n);
+/* kn_stmt with each expression of a KN_S_GPU statement replaced by fn(expr)
+ * (NULL ones stay NULL); s itself when nothing changes. */
+kn_stmt *kn_s_gpu_map(kn_expr_ctx *c, kn_stmt *s, kn_expr *(*fn)(kn_expr *e, void *ctx), void *ctx);
 
 /* Does any STORE in s write buffer b? */
 bool kn_stmt_stores_to(const kn_stmt *s, const kn_buffer *b);

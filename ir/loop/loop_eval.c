@@ -335,6 +335,7 @@ static void exec(ev *e, const kn_stmt *s, int64_t task, int64_t ntasks, bool *sp
     KN_ASSERT(i >= 0 && (size <= 0 || i < size), "prefetch outside its buffer");
     return;
   }
+  case KN_S_GPU: KN_UNREACHABLE("GPU statement: run GPU kernels with kn_gpu_eval");
   }
 }
 

@@ -368,6 +368,8 @@ static void narrow(simp *S, const kn_expr *cond, bool negate) {
   push_range(S, a->u.var, r);
 }
 
+static kn_expr *simp_one(kn_expr *e, void *ctx) { return simp_expr(ctx, e); }
+
 static kn_stmt *simp_stmt(simp *S, kn_stmt *s) {
   kn_expr_ctx *c = S->c;
   if (!s) return s;
@@ -379,7 +381,7 @@ static kn_stmt *simp_stmt(simp *S, kn_stmt *s) {
     S->n--;
     if (is_int(ext, 0)) return kn_s_seq(c, NULL, 0);
     if (mn == s->u.loop.min && ext == s->u.loop.extent && body == s->u.loop.body) return s;
-    return kn_s_for(c, s->u.loop.var, mn, ext, s->u.loop.kind, body);
+    return kn_s_for_like(c, s, mn, ext, body);
   }
   case KN_S_STORE: {
     kn_expr *i = simp_expr(S, s->u.store.index), *v = simp_expr(S, s->u.store.value);
@@ -429,6 +431,7 @@ static kn_stmt *simp_stmt(simp *S, kn_stmt *s) {
     kn_expr *i = simp_expr(S, s->u.prefetch.index);
     return i == s->u.prefetch.index ? s : kn_s_prefetch(c, s->u.prefetch.buffer, i, s->u.prefetch.level);
   }
+  case KN_S_GPU: return kn_s_gpu_map(c, s, simp_one, S);
   }
   return s;
 }
@@ -445,13 +448,24 @@ kn_stmt *kn_simplify_stmt(kn_expr_ctx *c, kn_stmt *s) {
   return r;
 }
 
+typedef struct subst_ctx {
+  kn_expr_ctx *c;
+  const kn_var *var;
+  kn_expr *value;
+} subst_ctx;
+
+static kn_expr *subst_one(kn_expr *e, void *ctx) {
+  subst_ctx *sc = ctx;
+  return kn_e_substitute(sc->c, e, sc->var, sc->value);
+}
+
 kn_stmt *kn_stmt_substitute(kn_expr_ctx *c, kn_stmt *s, const kn_var *var, kn_expr *value) {
   if (!s) return s;
   switch (s->kind) {
   case KN_S_FOR:
-    return kn_s_for(c, s->u.loop.var, kn_e_substitute(c, s->u.loop.min, var, value),
-                    kn_e_substitute(c, s->u.loop.extent, var, value), s->u.loop.kind,
-                    kn_stmt_substitute(c, s->u.loop.body, var, value));
+    return kn_s_for_like(c, s, kn_e_substitute(c, s->u.loop.min, var, value),
+                         kn_e_substitute(c, s->u.loop.extent, var, value),
+                         kn_stmt_substitute(c, s->u.loop.body, var, value));
   case KN_S_STORE:
     return kn_s_store(c, s->u.store.buffer, kn_e_substitute(c, s->u.store.index, var, value),
                       kn_e_substitute(c, s->u.store.value, var, value));
@@ -471,6 +485,10 @@ kn_stmt *kn_stmt_substitute(kn_expr_ctx *c, kn_stmt *s, const kn_var *var, kn_ex
   case KN_S_PREFETCH:
     return kn_s_prefetch(c, s->u.prefetch.buffer, kn_e_substitute(c, s->u.prefetch.index, var, value),
                          s->u.prefetch.level);
+  case KN_S_GPU: {
+    subst_ctx sc = {c, var, value};
+    return kn_s_gpu_map(c, s, subst_one, &sc);
+  }
   }
   return s;
 }

@@ -536,6 +536,7 @@ static int stmt_selects(const kn_stmt *s, int *ifs) {
   case KN_S_LET: return expr_selects(s->u.let.value) + stmt_selects(s->u.let.body, ifs);
   case KN_S_STORE: return expr_selects(s->u.store.index) + expr_selects(s->u.store.value);
   case KN_S_PREFETCH: return expr_selects(s->u.prefetch.index);
+  case KN_S_GPU: return 0;
   case KN_S_ALLOC: return stmt_selects(s->u.alloc.body, ifs);
   case KN_S_SEQ: {
     int n = 0;
@@ -720,6 +721,7 @@ static void count_prefetch(const kn_stmt *s, int *l1, int *l2) {
     for (int i = 0; i < s->u.seq.n; i++) count_prefetch(s->u.seq.stmts[i], l1, l2);
     return;
   case KN_S_PREFETCH: ++*(s->u.prefetch.level == 1 ? l1 : l2); return;
+  case KN_S_GPU: return;
   case KN_S_STORE: return;
   }
 }
