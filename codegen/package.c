@@ -53,6 +53,7 @@ static const unsigned char *runtime_object(const kn_target *t, size_t *size) {
 int kn_cg_check_target(const kn_target *t, kn_diag *d) {
   size_t size;
   if (t->arch == KN_ARCH_C) return 0; /* the runtime goes in as source text */
+  if (t->arch == KN_ARCH_CUDA && KN_BUILD_ARCH >= 0) return 0; /* a host .so carries the GPU code */
   if (runtime_object(t, &size)) return 0;
   if (t->arch == KN_ARCH_AARCH64)
     return kn_diag_error(d,
@@ -68,6 +69,10 @@ int kn_cg_check_target(const kn_target *t, kn_diag *d) {
 void kn_cg_target_string(const kn_target *t, char *buf, size_t cap) {
   if (t->arch == KN_ARCH_C) {
     snprintf(buf, cap, "c");
+    return;
+  }
+  if (t->arch == KN_ARCH_CUDA) {
+    snprintf(buf, cap, "cuda -arch=%s", t->cpu);
     return;
   }
   snprintf(buf, cap, "%s -mcpu=%s%s%s", t->triple, t->cpu, t->features[0] ? " -mattr=" : "",

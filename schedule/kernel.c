@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "ir/loop/simplify.h"
+#include "schedule/gpu.h"
 #include "schedule/schedule.h"
 
 static int find_index(const int *arr, int n, int v);
@@ -311,14 +312,18 @@ int kn_sched_build_kernel_with(kn_graph *g, const kn_group *grp, const kn_target
       g->values[anchor->in[1]].data)
     hints.weights_heavy = kn_value_numel(g, anchor->in[1]) >= kn_value_numel(g, anchor->in[0]);
   kn_schedule sched;
-  kn_sched_default(result, &hints, t, &sched);
+  bool gpu = t->arch == KN_ARCH_CUDA;
+  if (gpu)
+    kn_sched_default_gpu(result, &hints, &sched);
+  else
+    kn_sched_default(result, &hints, t, &sched);
   bool batched;
-  bool default_rows = task_rows(&sched, result, tc.batch, &batched) > 0;
+  bool default_rows = !gpu && task_rows(&sched, result, tc.batch, &batched) > 0;
   if (provider) {
     kn_sched_task task = {.g = g, .grp = grp, .out = result, .hints = &hints, .n_stages = n_stages, .t = t};
     provider->choose(provider->ctx, &task, &sched);
   }
-  if (hints.is_contraction) pack_weights(g, &tc, anchor, result, &sched, inputs, placeholders, n_inputs);
+  if (hints.is_contraction && !gpu) pack_weights(g, &tc, anchor, result, &sched, inputs, placeholders, n_inputs);
 
   kn_kernel *k = KN_NEW(A, kn_kernel);
   k->name = kn_arena_strdup(A, name);
@@ -335,10 +340,16 @@ int kn_sched_build_kernel_with(kn_graph *g, const kn_group *grp, const kn_target
   kn_lower_params lp = {.n = n_inputs, .tensors = placeholders, .buffers = k->params + 1, .prefetch = t->sw_prefetch};
   kn_stmt *body = kn_sched_lower(ec, result, &sched, k->params[0], &lp, d);
   if (!body) return -1;
-  k->body = kn_loop_version_borders(ec, kn_loop_finalize(ec, kn_simplify_stmt(ec, body)));
+  k->body = kn_loop_finalize(ec, kn_simplify_stmt(ec, body));
   k->batch = tc.batch;
-  k->parallel = sched.n_parallel > 0;
-  k->rows = task_rows(&sched, result, tc.batch, &k->rows_batched);
+  k->gpu = gpu;
+  if (gpu) {
+    k->body = kn_gpu_bind(ec, k->body);
+  } else {
+    k->body = kn_loop_version_borders(ec, k->body);
+    k->parallel = sched.n_parallel > 0;
+    k->rows = task_rows(&sched, result, tc.batch, &k->rows_batched);
+  }
   char *nodes = NULL;
   for (int i = 0; i < grp->n_nodes; i++) {
     const kn_node *n = &g->nodes[grp->nodes[i]];

@@ -166,6 +166,7 @@ static int schedule(kn_pipe *p) {
 
 static int plan(kn_pipe *p) {
   if (kn_plan_build(p->g, p->kernels, p->groups.n, p->o->prefix, p->arena, &p->plan, p->d) < 0) return -1;
+  if (p->o->on_plan && p->o->on_plan(p->o->on_plan_ctx, p->g, &p->plan, p->d) != 0) return -1;
   if (p->o->report) return kn_tuned_report(&p->tuned, p->o->report, &p->plan, p->kernels, p->groups.n, p->d);
   return 0;
 }

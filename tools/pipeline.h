@@ -9,6 +9,8 @@
 #include "ir/graph/graph.h"
 #include "tools/bind.h"
 
+struct kn_plan;
+
 typedef struct kn_compile_opts {
   const char *model;      /* input .onnx */
   const char *output;     /* out.so or out.o (out.h is written beside it) */
@@ -43,6 +45,11 @@ typedef struct kn_compile_opts {
   bool replay_alone; /* ... the records timed alone only: model records ignored */
   int replay_rank;   /* ... with replay_alone, the rank-th runner-up (kn_at_log_ranked_alone) */
   struct kn_compile_report *report; /* filled when set */
+  /* Called once the plan is built, with the optimised graph it was built
+   * from (tests run the plan's kernels in an interpreter); a non-zero
+   * return fails the compile. NULL: none. */
+  int (*on_plan)(void *ctx, const kn_graph *g, const struct kn_plan *plan, kn_diag *d);
+  void *on_plan_ctx;
 } kn_compile_opts;
 
 /* Which schedule each step of a compiled artifact got. */

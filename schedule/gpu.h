@@ -1,0 +1,16 @@
+/* gpu.h — GPU schedules: the default for every kernel (gpu_simt.c). The
+ * kernels come out in the GPU shape of ir/loop/loop.h. */
+#ifndef KN_SCHED_GPU_H
+#define KN_SCHED_GPU_H
+
+#include "ir/loop/simplify.h"
+#include "schedule/schedule.h"
+
+/* The default GPU schedule of output `out` (see gpu_simt.c). */
+void kn_sched_default_gpu(const kn_te_tensor *out, const kn_sched_hints *h, kn_schedule *s);
+
+/* A lowered, finalized CPU-shaped nest (one fused PARALLEL loop) as a GPU
+ * kernel body: the parallel loop bound to blocks and threads. */
+kn_stmt *kn_gpu_bind(kn_expr_ctx *c, kn_stmt *body);
+
+#endif
