@@ -338,14 +338,21 @@ int kn_sched_build_kernel_with(kn_graph *g, const kn_group *grp, const kn_target
                                      KN_BUF_PARAM, numel);
   }
   kn_lower_params lp = {.n = n_inputs, .tensors = placeholders, .buffers = k->params + 1, .prefetch = t->sw_prefetch};
-  kn_stmt *body = kn_sched_lower(ec, result, &sched, k->params[0], &lp, d);
-  if (!body) return -1;
-  k->body = kn_loop_finalize(ec, kn_simplify_stmt(ec, body));
   k->batch = tc.batch;
   k->gpu = gpu;
-  if (gpu) {
-    k->body = kn_gpu_bind(ec, k->body);
+  /* a GPU contraction of 16-bit factors goes to the Tensor Core template */
+  const char *template = NULL;
+  kn_stmt *tensorized = gpu && hints.is_contraction && n_stages == 1
+                            ? kn_gpu_mma_lower(ec, result, k->params[0], &lp, &template)
+                            : NULL;
+  kn_stmt *body = tensorized ? tensorized : kn_sched_lower(ec, result, &sched, k->params[0], &lp, d);
+  if (!body) return -1;
+  if (tensorized) {
+    k->body = body;
+  } else if (gpu) {
+    k->body = kn_gpu_bind(ec, kn_loop_finalize(ec, kn_simplify_stmt(ec, body)));
   } else {
+    k->body = kn_loop_finalize(ec, kn_simplify_stmt(ec, body));
     k->body = kn_loop_version_borders(ec, k->body);
     k->parallel = sched.n_parallel > 0;
     k->rows = task_rows(&sched, result, tc.batch, &k->rows_batched);
@@ -363,7 +370,10 @@ int kn_sched_build_kernel_with(kn_graph *g, const kn_group *grp, const kn_target
     fputs("] = ", dump_te);
     kn_expr_print(result->body, dump_te);
     fputs("\n", dump_te);
-    kn_sched_print(&sched, dump_te);
+    if (tensorized)
+      fprintf(dump_te, "%s\n", template);
+    else
+      kn_sched_print(&sched, dump_te);
   }
   if (dump_loops) kn_kernel_print(k, dump_loops);
   out->kernel = k;

@@ -920,3 +920,13 @@ kn_stmt *kn_sched_lower(kn_expr_ctx *ec, kn_te_tensor *out, const kn_schedule *s
   }
   return nest;
 }
+
+kn_expr *kn_sched_inline(kn_expr_ctx *ec, kn_expr *e) {
+  lower L = {.ec = ec};
+  return inline_expr(&L, e);
+}
+
+kn_expr *kn_sched_to_buffers(kn_expr_ctx *ec, kn_expr *e, const kn_lower_params *params) {
+  lower L = {.ec = ec, .params = params};
+  return kn_e_map_loads(ec, e, placeholder_to_buffer, &L);
+}

@@ -230,6 +230,13 @@ typedef struct kn_lower_params {
 kn_stmt *kn_sched_lower(kn_expr_ctx *ec, kn_te_tensor *out, const kn_schedule *s,
                         kn_buffer *out_buf, const kn_lower_params *params, kn_diag *d);
 
+/* e with every load of an injective compute replaced by its body (loads of
+ * placeholders and reduction stages stay), for schedules that lower a TE
+ * by a template of their own (gpu_mma.c). */
+kn_expr *kn_sched_inline(kn_expr_ctx *ec, kn_expr *e);
+/* e with every placeholder load replaced by a flat load of its buffer. */
+kn_expr *kn_sched_to_buffers(kn_expr_ctx *ec, kn_expr *e, const kn_lower_params *params);
+
 /* The loops around a contraction's innermost reduction step, for
  * kn_sched_prefetch: the loops outside the column loop, the outer piece of
  * the column axis, the outer loops inside it (the passes over one column

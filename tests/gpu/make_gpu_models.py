@@ -1,0 +1,64 @@
+"""Writes the small ONNX models the GPU interpreter tests run (tests/gpu).
+
+    make_gpu_models.py OUTDIR
+
+Each model exercises one path of the GPU schedules at sizes that do not
+divide their tiles: the Tensor Core template on a MatMul (f16, m and n
+tails), a Gemm with transB (bf16, a k tail, a batch of rows below one MMA
+tile), attention's two matmuls (both operands activations, batch axes) with
+a softmax between, a 3x3 conv (implicit GEMM over NHWC) and a depthwise
+conv (the scalar schedule). Weights are seeded random values."""
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+rng = np.random.default_rng(7)
+F16, BF16 = TensorProto.FLOAT16, TensorProto.BFLOAT16
+
+
+def const(name, shape, dtype):
+    data = (rng.standard_normal(shape) * 0.2).astype(np.float32)
+    if dtype == F16:
+        return numpy_helper.from_array(data.astype(np.float16), name)
+    t = helper.make_tensor(name, BF16, shape, data.flatten().tolist())
+    return t
+
+
+def save(path, nodes, inputs, outputs, inits):
+    g = helper.make_graph(nodes, "g", inputs, outputs, inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    onnx.save(m, path)
+
+
+def vi(name, dtype, shape):
+    return helper.make_tensor_value_info(name, dtype, shape)
+
+
+def main(out):
+    save(f"{out}/gpu_matmul_f16.onnx",
+         [helper.make_node("MatMul", ["x", "w"], ["y"]), helper.make_node("Add", ["y", "b"], ["z"]),
+          helper.make_node("Relu", ["z"], ["r"])],
+         [vi("x", F16, ["N", 72, 96])], [vi("r", F16, ["N", 72, 80])],
+         [const("w", [96, 80], F16), const("b", [80], F16)])
+    save(f"{out}/gpu_gemm_bf16.onnx",
+         [helper.make_node("Gemm", ["x", "w", "b"], ["y"], transB=1)],
+         [vi("x", BF16, ["N", 40])], [vi("y", BF16, ["N", 48])],
+         [const("w", [48, 40], BF16), const("b", [48], BF16)])
+    save(f"{out}/gpu_attention_f16.onnx",
+         [helper.make_node("MatMul", ["q", "k"], ["s"]), helper.make_node("Softmax", ["s"], ["p"], axis=-1),
+          helper.make_node("MatMul", ["p", "v"], ["o"])],
+         [vi("q", F16, ["N", 4, 40, 24]), vi("k", F16, ["N", 4, 24, 40]), vi("v", F16, ["N", 4, 40, 24])],
+         [vi("o", F16, ["N", 4, 40, 24])], [])
+    save(f"{out}/gpu_conv_f16.onnx",
+         [helper.make_node("Conv", ["x", "w", "b"], ["y"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["y"], ["r"]),
+          helper.make_node("Conv", ["r", "dw"], ["d"], pads=[1, 1, 1, 1], group=24, strides=[2, 2])],
+         [vi("x", F16, ["N", 16, 12, 12])], [vi("d", F16, ["N", 24, 6, 6])],
+         [const("w", [24, 16, 3, 3], F16), const("b", [24], F16), const("dw", [24, 1, 3, 3], F16)])
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
