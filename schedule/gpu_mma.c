@@ -12,18 +12,24 @@
  *
  * The kernel (loop.h's GPU shape):
  *   block.x over N / BN, block.y over M / BM, block.z over the batch
- *     shared As[BM][BK + 8], Bs[BK][BN + 8] (f16; 8 halves of padding per
- *     row keep rows 16-byte aligned and move each row's banks)
+ *     shared As[STAGES][BM][BK + 8], Bs[STAGES][BK][BN + 8] (or [BN][BK +
+ *     8] when y is contiguous along k, a Gemm with transB); 8 halves of
+ *     padding per row keep rows 16-byte aligned and move each row's banks
  *     thread.x over 4 warps (2 x 2), each owning a (BM/2) x (BN/2) tile of
  *     m16n8 accumulators:
- *       for each k tile: every thread copies its share of x and y into
- *       As / Bs (0 outside M, N, K), barrier, each warp loads its MMA
- *       fragments from shared memory by ir/loop/mma.h's layouts and runs the
- *       MMAs, barrier
+ *       k tiles 0 .. STAGES-2 requested, then per k tile kt: wait for tile
+ *       kt, barrier, request tile kt + STAGES - 1 into the stage tile kt - 1
+ *       used (every warp is past it: the barrier), then the MMAs of tile kt
+ *       on fragments loaded from shared memory by ir/loop/mma.h's layouts
  *       epilogue: each accumulator element, inside M and N, becomes O's
  *       value: O's body with R replaced by the accumulator.
- * Everything per fragment is unrolled at generation time (straight-line
- * stores with constant register indices), so fragments stay in registers. */
+ * A tile is requested with cp.async, 16 bytes per copy, where its operand is
+ * a plain load contiguous along the tile's rows in runs of 8 (the last index
+ * of the load is the innermost k axis, or n, with extents multiples of 8;
+ * buffers are 16-byte aligned: plan offsets are multiples of 64); else each
+ * thread loads and stores its elements (0 outside M, N, K). Everything per
+ * fragment is unrolled at generation time (straight-line code with
+ * constant register indices), so fragments stay in registers. */
 #include <string.h>
 
 #include "ir/loop/mma.h"
@@ -33,8 +39,10 @@
 #define WARPS_M 2
 #define WARPS_N 2
 #define THREADS (32 * WARPS_M * WARPS_N)
-#define BK 16
+#define BK 32
 #define PAD 8
+#define STAGES 3
+#define CHUNK 8 /* halves per cp.async: 16 bytes */
 
 typedef struct gemm {
   kn_expr_ctx *ec;
@@ -49,6 +57,9 @@ typedef struct gemm {
   kn_expr *M, *B; /* products of the m and batch extents (may use the batch symbol) */
   int64_t N, K;
   int64_t bm, bn; /* the block tile */
+  bool a_async;   /* x contiguous along k in runs of CHUNK: cp.async */
+  bool b_nk;      /* Bs holds [n][k] (y contiguous along k), else [k][n] */
+  bool b_async;   /* y contiguous along Bs's rows in runs of CHUNK: cp.async */
 } gemm;
 
 /* ---- recognising the contraction ---- */
@@ -106,6 +117,22 @@ static kn_expr *extent_product(kn_expr_ctx *c, const kn_te_tensor *out, const in
   return p;
 }
 
+/* Is e a load of an input whose last index is `v` alone (no other index
+ * reads v), with that dim and v's extent multiples of CHUNK? Then CHUNK
+ * consecutive values of v from a multiple of CHUNK are CHUNK consecutive,
+ * 16-byte aligned elements. */
+static bool contiguous(const kn_expr *e, const kn_var *v, int64_t extent) {
+  if (e->kind != KN_E_LOAD || !e->u.load.tensor || e->u.load.tensor->kind != KN_TE_PLACEHOLDER) return false;
+  int n = e->u.load.n;
+  int64_t last;
+  const kn_expr *li = e->u.load.indices[n - 1];
+  if (n < 1 || li->kind != KN_E_VAR || li->u.var != v || !kn_e_is_const_int(e->u.load.tensor->shape[n - 1], &last))
+    return false;
+  for (int i = 0; i < n - 1; i++)
+    if (kn_e_uses_var(e->u.load.indices[i], v)) return false;
+  return last % CHUNK == 0 && extent % CHUNK == 0;
+}
+
 static bool match(gemm *G) {
   kn_expr_ctx *c = G->ec;
   kn_te_tensor *out = G->out;
@@ -161,6 +188,10 @@ static bool match(gemm *G) {
   if (G->N < KN_MMA_N || G->K < KN_MMA_K || (m_const && m < KN_MMA_M)) return false;
   G->bn = G->N >= 128 ? 128 : G->N > 32 ? 64 : 32;
   G->bm = m_const && m <= 64 ? 64 : 128;
+  kn_var *k_inner = G->r_vars[G->n_r - 1], *n_var = out->axes[rank - 1];
+  G->a_async = contiguous(G->x, k_inner, G->r_ext[G->n_r - 1]);
+  G->b_nk = contiguous(G->y, k_inner, G->r_ext[G->n_r - 1]);
+  G->b_async = G->b_nk || contiguous(G->y, n_var, G->N);
   return true;
 }
 
@@ -196,35 +227,49 @@ static kn_expr *unflatten_k(gemm *G, kn_expr *e, kn_expr *k) {
 }
 
 typedef struct vars {
-  kn_var *bx, *by, *bz, *tx, *kt, *e, *ks;
+  kn_var *bx, *by, *bz, *tx;
   kn_expr *lane_row, *lane_col; /* lane / 4 and 2 * (lane % 4) */
   kn_expr *wm, *wn;             /* the warp's tile row and column */
   kn_buffer *as, *bs, *acc, *af, *bf;
+  int64_t lda, ldb, a_tile, b_tile; /* row strides and stage sizes of As and Bs */
   const kn_lower_params *params;
 } vars;
 
-/* One tile copy: each thread stores elements e * THREADS + tx of a rows x
- * cols tile into `dst` (row stride ld), value(row, col) where `inside`
- * holds, else 0. */
-static kn_stmt *copy_tile(gemm *G, vars *v, kn_buffer *dst, int64_t rows, int64_t cols, int64_t ld, bool is_a) {
-  kn_expr *idx = add(G, mul(G, V(G, v->e), I(G, THREADS)), V(G, v->tx));
-  kn_expr *r = kn_e_div(G->ec, idx, I(G, cols)), *col = kn_e_mod(G->ec, idx, I(G, cols));
-  kn_expr *k = add(G, mul(G, V(G, v->kt), I(G, BK)), is_a ? col : r);
-  kn_expr *value, *inside;
-  if (is_a) {
-    kn_expr *m = add(G, mul(G, V(G, v->by), I(G, G->bm)), r);
-    value = unflatten(G, unflatten_k(G, G->x, k), G->m_axes, G->n_m, m);
-    inside = and_(G, lt(G, m, G->M), lt(G, k, I(G, G->K)));
+/* x at (m, k) (is_a) or y at (k, n), over buffers. */
+static kn_expr *operand(gemm *G, const vars *v, bool is_a, kn_expr *mn, kn_expr *k) {
+  kn_expr *e = is_a ? unflatten(G, unflatten_k(G, G->x, k), G->m_axes, G->n_m, mn)
+                    : kn_e_substitute(G->ec, unflatten_k(G, G->y, k), G->out->axes[G->out->rank - 1], mn);
+  return kn_sched_to_buffers(G->ec, unflatten(G, e, G->b_axes, G->n_b, V(G, v->bz)), v->params);
+}
+
+/* Requests k tile `kt` of one operand into stage `stage` of its shared
+ * buffer: each thread its share of the tile's elements, or of its runs of
+ * CHUNK elements with cp.async. */
+static kn_stmt *copy_tile(gemm *G, const vars *v, bool is_a, kn_expr *kt, kn_expr *stage) {
+  bool k_cols = is_a || G->b_nk; /* the tile's rows run along k */
+  bool async = is_a ? G->a_async : G->b_async;
+  int64_t rows = is_a ? G->bm : G->b_nk ? G->bn : BK, cols = k_cols ? BK : G->bn, per = async ? CHUNK : 1;
+  int64_t count = rows * cols / per;
+  KN_ASSERT(count % THREADS == 0, "a tile copy that does not split evenly over the threads");
+  kn_var *e = kn_var_new(G->ec, "e");
+  kn_expr *idx = add(G, mul(G, V(G, e), I(G, THREADS)), V(G, v->tx));
+  kn_expr *r = kn_e_div(G->ec, idx, I(G, cols / per)), *c = mul(G, kn_e_mod(G->ec, idx, I(G, cols / per)), I(G, per));
+  kn_expr *k = add(G, mul(G, kt, I(G, BK)), k_cols ? c : r);
+  kn_expr *mn = add(G, mul(G, V(G, is_a ? v->by : v->bx), I(G, is_a ? G->bm : G->bn)), k_cols ? r : c);
+  kn_expr *inside = and_(G, lt(G, mn, is_a ? G->M : I(G, G->N)), lt(G, k, I(G, G->K)));
+  kn_expr *value = operand(G, v, is_a, mn, k);
+  kn_buffer *dst = is_a ? v->as : v->bs;
+  kn_expr *at = add(G, add(G, mul(G, stage, I(G, is_a ? v->a_tile : v->b_tile)), mul(G, r, I(G, is_a ? v->lda : v->ldb))), c);
+  kn_stmt *st;
+  if (async) {
+    KN_ASSERT(value->kind == KN_E_LOAD && value->u.load.buffer, "cp.async of something other than a load");
+    kn_expr *src = kn_e_select(G->ec, inside, value->u.load.index, I(G, 0)); /* no address outside the buffer */
+    st = kn_s_cp_async(G->ec, dst, at, value->u.load.buffer, src, CHUNK, inside);
   } else {
-    kn_expr *n = add(G, mul(G, V(G, v->bx), I(G, G->bn)), col);
-    value = kn_e_substitute(G->ec, unflatten_k(G, G->y, k), G->out->axes[G->out->rank - 1], n);
-    inside = and_(G, lt(G, k, I(G, G->K)), lt(G, n, I(G, G->N)));
+    st = kn_s_if(G->ec, inside, kn_s_store(G->ec, dst, at, value),
+                 kn_s_store(G->ec, dst, at, kn_e_float(G->ec, G->ab, 0)));
   }
-  value = kn_sched_to_buffers(G->ec, unflatten(G, value, G->b_axes, G->n_b, V(G, v->bz)), v->params);
-  kn_expr *at = add(G, mul(G, r, I(G, ld)), col);
-  kn_stmt *st = kn_s_if(G->ec, inside, kn_s_store(G->ec, dst, at, value),
-                        kn_s_store(G->ec, dst, at, kn_e_float(G->ec, G->ab, 0)));
-  return kn_s_for(G->ec, v->e, I(G, 0), I(G, rows * cols / THREADS), KN_FOR_SERIAL, st);
+  return kn_s_for(G->ec, e, I(G, 0), I(G, count / THREADS), KN_FOR_SERIAL, st);
 }
 
 /* Each coordinate of mma.h is a lane part (lane / 4 or 2 * (lane % 4))
@@ -248,31 +293,38 @@ static void check_lane_split(void) {
     }
 }
 
-/* One BK slice of the block tile: fragments from shared memory, MMAs. */
-static kn_stmt *mma_step(gemm *G, vars *v, int64_t tm, int64_t tn, int64_t lda, int64_t ldb) {
+/* The MMAs of the k tile in stage `stage`: per 16-wide slice, each warp's
+ * fragments from shared memory, then its tm x tn MMAs. */
+static kn_stmt *mma_tile(gemm *G, const vars *v, kn_expr *stage, int64_t tm, int64_t tn) {
   int64_t wtm = G->bm / WARPS_M, wtn = G->bn / WARPS_N;
   int n = 0;
-  kn_stmt **s = KN_NEW_ARRAY(G->ec->arena, kn_stmt *, (size_t)(tm * KN_MMA_A_REGS + tn * KN_MMA_B_REGS + tm * tn));
-  for (int64_t i = 0; i < tm; i++)
-    for (int j = 0; j < KN_MMA_A_REGS; j++) {
-      int m0, k0;
-      kn_mma_a_coord(0, j, &m0, &k0);
-      kn_expr *row = add(G, add(G, mul(G, v->wm, I(G, wtm)), I(G, i * KN_MMA_M + m0)), v->lane_row);
-      kn_expr *at = add(G, mul(G, row, I(G, lda)), add(G, v->lane_col, I(G, k0)));
-      s[n++] = kn_s_store(G->ec, v->af, I(G, i * KN_MMA_A_REGS + j), kn_e_load(G->ec, v->as, at));
-    }
-  for (int64_t jn = 0; jn < tn; jn++)
-    for (int j = 0; j < KN_MMA_B_REGS; j++) {
-      int k0, n0;
-      kn_mma_b_coord(0, j, &k0, &n0);
-      kn_expr *col = add(G, add(G, mul(G, v->wn, I(G, wtn)), I(G, jn * KN_MMA_N + n0)), v->lane_row);
-      kn_expr *at = add(G, mul(G, add(G, v->lane_col, I(G, k0)), I(G, ldb)), col);
-      s[n++] = kn_s_store(G->ec, v->bf, I(G, jn * KN_MMA_B_REGS + j), kn_e_load(G->ec, v->bs, at));
-    }
-  for (int64_t i = 0; i < tm; i++)
+  kn_stmt **s = KN_NEW_ARRAY(G->ec->arena, kn_stmt *,
+                             (size_t)(BK / KN_MMA_K * (tm * KN_MMA_A_REGS + tn * KN_MMA_B_REGS + tm * tn)));
+  kn_expr *a_base = mul(G, stage, I(G, v->a_tile)), *b_base = mul(G, stage, I(G, v->b_tile));
+  for (int64_t ks = 0; ks < BK / KN_MMA_K; ks++) {
+    for (int64_t i = 0; i < tm; i++)
+      for (int j = 0; j < KN_MMA_A_REGS; j++) {
+        int m0, k0;
+        kn_mma_a_coord(0, j, &m0, &k0);
+        kn_expr *row = add(G, mul(G, v->wm, I(G, wtm)), add(G, I(G, i * KN_MMA_M + m0), v->lane_row));
+        kn_expr *col = add(G, I(G, ks * KN_MMA_K + k0), v->lane_col);
+        kn_expr *at = add(G, a_base, add(G, mul(G, row, I(G, v->lda)), col));
+        s[n++] = kn_s_store(G->ec, v->af, I(G, i * KN_MMA_A_REGS + j), kn_e_load(G->ec, v->as, at));
+      }
     for (int64_t jn = 0; jn < tn; jn++)
-      s[n++] = kn_s_mma(G->ec, G->ab, v->acc, I(G, (i * tn + jn) * KN_MMA_C_REGS), v->af, I(G, i * KN_MMA_A_REGS),
-                        v->bf, I(G, jn * KN_MMA_B_REGS));
+      for (int j = 0; j < KN_MMA_B_REGS; j++) {
+        int k0, n0;
+        kn_mma_b_coord(0, j, &k0, &n0);
+        kn_expr *k = add(G, I(G, ks * KN_MMA_K + k0), v->lane_col);
+        kn_expr *col = add(G, mul(G, v->wn, I(G, wtn)), add(G, I(G, jn * KN_MMA_N + n0), v->lane_row));
+        kn_expr *at = G->b_nk ? add(G, mul(G, col, I(G, v->ldb)), k) : add(G, mul(G, k, I(G, v->ldb)), col);
+        s[n++] = kn_s_store(G->ec, v->bf, I(G, jn * KN_MMA_B_REGS + j), kn_e_load(G->ec, v->bs, add(G, b_base, at)));
+      }
+    for (int64_t i = 0; i < tm; i++)
+      for (int64_t jn = 0; jn < tn; jn++)
+        s[n++] = kn_s_mma(G->ec, G->ab, v->acc, I(G, (i * tn + jn) * KN_MMA_C_REGS), v->af,
+                          I(G, i * KN_MMA_A_REGS), v->bf, I(G, jn * KN_MMA_B_REGS));
+  }
   return kn_s_seq(G->ec, s, n);
 }
 
@@ -290,11 +342,17 @@ static kn_expr *out_flat(gemm *G) {
   return flat;
 }
 
-static kn_stmt *epilogue(gemm *G, vars *v, kn_buffer *out_buf, int64_t tm, int64_t tn) {
+/* e with O's axes at accumulator element (m, n) of batch bz. */
+static kn_expr *at_element(gemm *G, const vars *v, kn_expr *e, kn_expr *m, kn_expr *n) {
+  e = kn_e_substitute(G->ec, e, G->out->axes[G->out->rank - 1], n);
+  return unflatten(G, unflatten(G, e, G->m_axes, G->n_m, m), G->b_axes, G->n_b, V(G, v->bz));
+}
+
+static kn_stmt *epilogue(gemm *G, const vars *v, kn_buffer *out_buf, int64_t tm, int64_t tn) {
   int64_t wtm = G->bm / WARPS_M, wtn = G->bn / WARPS_N;
-  int rank = G->out->rank, n = 0;
+  int n = 0;
   kn_stmt **s = KN_NEW_ARRAY(G->ec->arena, kn_stmt *, (size_t)(tm * tn * KN_MMA_C_REGS));
-  kn_expr *store_at = out_flat(G);
+  kn_expr *flat = out_flat(G);
   for (int64_t i = 0; i < tm; i++)
     for (int64_t jn = 0; jn < tn; jn++)
       for (int j = 0; j < KN_MMA_C_REGS; j++) {
@@ -306,16 +364,37 @@ static kn_stmt *epilogue(gemm *G, vars *v, kn_buffer *out_buf, int64_t tm, int64
                           add(G, I(G, jn * KN_MMA_N + n0), v->lane_col));
         kn_expr *acc = kn_e_load(G->ec, v->acc, I(G, (i * tn + jn) * KN_MMA_C_REGS + j));
         void *ctx[2] = {G->stage, acc};
-        kn_expr *value = kn_e_map_loads(G->ec, G->epi, stage_to_acc, ctx), *at = store_at;
-        value = kn_e_substitute(G->ec, value, G->out->axes[rank - 1], nn);
-        at = kn_e_substitute(G->ec, at, G->out->axes[rank - 1], nn);
-        value = unflatten(G, unflatten(G, value, G->m_axes, G->n_m, m), G->b_axes, G->n_b, V(G, v->bz));
-        at = unflatten(G, unflatten(G, at, G->m_axes, G->n_m, m), G->b_axes, G->n_b, V(G, v->bz));
-        value = kn_sched_to_buffers(G->ec, value, v->params);
-        s[n++] = kn_s_if(G->ec, and_(G, lt(G, m, G->M), lt(G, nn, I(G, G->N))), kn_s_store(G->ec, out_buf, at, value),
-                         NULL);
+        kn_expr *value = at_element(G, v, kn_e_map_loads(G->ec, G->epi, stage_to_acc, ctx), m, nn);
+        kn_stmt *store = kn_s_store(G->ec, out_buf, at_element(G, v, flat, m, nn),
+                                    kn_sched_to_buffers(G->ec, value, v->params));
+        s[n++] = kn_s_if(G->ec, and_(G, lt(G, m, G->M), lt(G, nn, I(G, G->N))), store, NULL);
       }
   return kn_s_seq(G->ec, s, n);
+}
+
+/* The k loop: STAGES - 1 tiles requested ahead, then per tile: wait,
+ * barrier, request the tile STAGES - 1 ahead, MMAs. */
+static kn_stmt *k_loop(gemm *G, const vars *v, int64_t tm, int64_t tn) {
+  kn_expr_ctx *c = G->ec;
+  bool async = G->a_async || G->b_async;
+  int64_t kt_n = (G->K + BK - 1) / BK;
+  kn_stmt *parts[2 * STAGES + 1];
+  int n = 0;
+  for (int64_t s = 0; s < STAGES - 1; s++) {
+    if (s < kt_n)
+      parts[n++] = kn_s_seq2(c, copy_tile(G, v, true, I(G, s), I(G, s)), copy_tile(G, v, false, I(G, s), I(G, s)));
+    if (async) parts[n++] = kn_s_cp_commit(c);
+  }
+  kn_var *kt = kn_var_new(c, "kt");
+  kn_expr *next = add(G, V(G, kt), I(G, STAGES - 1)), *next_stage = kn_e_mod(c, next, I(G, STAGES));
+  kn_stmt *request = kn_s_if(c, lt(G, next, I(G, kt_n)),
+                             kn_s_seq2(c, copy_tile(G, v, true, next, next_stage),
+                                       copy_tile(G, v, false, next, next_stage)),
+                             NULL);
+  kn_stmt *step[] = {async ? kn_s_cp_wait(c, STAGES - 2) : NULL, kn_s_barrier(c), request,
+                     async ? kn_s_cp_commit(c) : NULL, mma_tile(G, v, kn_e_mod(c, V(G, kt), I(G, STAGES)), tm, tn)};
+  parts[n++] = kn_s_for(c, kt, I(G, 0), I(G, kt_n), KN_FOR_SERIAL, kn_s_seq(c, step, 5));
+  return kn_s_seq(c, parts, n);
 }
 
 kn_stmt *kn_gpu_mma_lower(kn_expr_ctx *ec, kn_te_tensor *out, kn_buffer *out_buf, const kn_lower_params *params,
@@ -323,34 +402,29 @@ kn_stmt *kn_gpu_mma_lower(kn_expr_ctx *ec, kn_te_tensor *out, kn_buffer *out_buf
   gemm G = {.ec = ec, .out = out};
   if (out->kind != KN_TE_COMPUTE || !match(&G)) return NULL;
   check_lane_split();
-  int64_t tm = G.bm / WARPS_M / KN_MMA_M, tn = G.bn / WARPS_N / KN_MMA_N, lda = BK + PAD, ldb = G.bn + PAD;
-  kn_arena *A = ec->arena;
-  vars v = {.params = params};
+  int64_t tm = G.bm / WARPS_M / KN_MMA_M, tn = G.bn / WARPS_N / KN_MMA_N;
+  vars v = {.params = params, .lda = BK + PAD, .ldb = (G.b_nk ? BK : G.bn) + PAD};
+  v.a_tile = G.bm * v.lda;
+  v.b_tile = (G.b_nk ? G.bn : BK) * v.ldb;
   v.bx = kn_var_new(ec, "bx");
   v.by = kn_var_new(ec, "by");
   v.bz = kn_var_new(ec, "bz");
   v.tx = kn_var_new(ec, "tx");
-  v.kt = kn_var_new(ec, "kt");
-  v.e = kn_var_new(ec, "e");
   kn_var *lane = kn_var_new(ec, "lane"), *warp = kn_var_new(ec, "warp");
   v.lane_row = kn_e_div(ec, V(&G, lane), I(&G, 4));
   v.lane_col = mul(&G, I(&G, 2), kn_e_mod(ec, V(&G, lane), I(&G, 4)));
   v.wm = kn_e_div(ec, V(&G, warp), I(&G, WARPS_N));
   v.wn = kn_e_mod(ec, V(&G, warp), I(&G, WARPS_N));
-  v.as = kn_buffer_new(ec, "As", G.ab, KN_BUF_SHARED, G.bm * lda);
-  v.bs = kn_buffer_new(ec, "Bs", G.ab, KN_BUF_SHARED, BK * ldb);
+  v.as = kn_buffer_new(ec, "As", G.ab, KN_BUF_SHARED, STAGES * v.a_tile);
+  v.bs = kn_buffer_new(ec, "Bs", G.ab, KN_BUF_SHARED, STAGES * v.b_tile);
   v.acc = kn_buffer_new(ec, "acc", KN_DT_F32, KN_BUF_LOCAL, tm * tn * KN_MMA_C_REGS);
   v.af = kn_buffer_new(ec, "afrag", G.ab, KN_BUF_LOCAL, tm * KN_MMA_A_REGS);
   v.bf = kn_buffer_new(ec, "bfrag", G.ab, KN_BUF_LOCAL, tn * KN_MMA_B_REGS);
 
-  kn_stmt **zero = KN_NEW_ARRAY(A, kn_stmt *, (size_t)(tm * tn * KN_MMA_C_REGS));
-  for (int64_t i = 0; i < tm * tn * KN_MMA_C_REGS; i++)
-    zero[i] = kn_s_store(ec, v.acc, I(&G, i), kn_e_float(ec, KN_DT_F32, 0));
-  kn_stmt *ktile[] = {copy_tile(&G, &v, v.as, G.bm, BK, lda, true), copy_tile(&G, &v, v.bs, BK, G.bn, ldb, false),
-                      kn_s_barrier(ec), mma_step(&G, &v, tm, tn, lda, ldb), kn_s_barrier(ec)};
-  kn_stmt *kloop = kn_s_for(ec, v.kt, I(&G, 0), I(&G, (G.K + BK - 1) / BK), KN_FOR_SERIAL, kn_s_seq(ec, ktile, 5));
-  kn_stmt *thread_body[] = {kn_s_seq(ec, zero, (int)(tm * tn * KN_MMA_C_REGS)), kloop,
-                            epilogue(&G, &v, out_buf, tm, tn)};
+  int n_acc = (int)(tm * tn * KN_MMA_C_REGS);
+  kn_stmt **zero = KN_NEW_ARRAY(ec->arena, kn_stmt *, (size_t)n_acc);
+  for (int i = 0; i < n_acc; i++) zero[i] = kn_s_store(ec, v.acc, I(&G, i), kn_e_float(ec, KN_DT_F32, 0));
+  kn_stmt *thread_body[] = {kn_s_seq(ec, zero, n_acc), k_loop(&G, &v, tm, tn), epilogue(&G, &v, out_buf, tm, tn)};
   kn_stmt *body = kn_s_seq(ec, thread_body, 3);
   body = kn_s_alloc(ec, v.acc, kn_s_alloc(ec, v.af, kn_s_alloc(ec, v.bf, body)));
   body = kn_s_let(ec, lane, kn_e_mod(ec, V(&G, v.tx), I(&G, 32)),
@@ -361,9 +435,11 @@ kn_stmt *kn_gpu_mma_lower(kn_expr_ctx *ec, kn_te_tensor *out, kn_buffer *out_buf
   body = kn_s_bind(ec, v.bz, kn_simplify(ec, G.B), KN_FOR_BLOCK, 2, body);
   body = kn_s_bind(ec, v.by, kn_simplify(ec, grid_m), KN_FOR_BLOCK, 1, body);
   body = kn_s_bind(ec, v.bx, I(&G, (G.N + G.bn - 1) / G.bn), KN_FOR_BLOCK, 0, body);
-  *schedule = kn_arena_printf(A, "tensorize(mma_m16n8k16.%s, block=%lldx%lldx%d, warps=%dx%d, m_axes=%d, "
-                                 "batch_axes=%d, k=%lld)",
-                              kn_dtype_name(G.ab), (long long)G.bm, (long long)G.bn, BK, WARPS_M, WARPS_N, G.n_m,
-                              G.n_b, (long long)G.K);
+  *schedule = kn_arena_printf(ec->arena,
+                              "tensorize(mma_m16n8k16.%s, block=%lldx%lldx%d, warps=%dx%d, stages=%d, a=%s, b=%s%s, "
+                              "m_axes=%d, batch_axes=%d, k=%lld)",
+                              kn_dtype_name(G.ab), (long long)G.bm, (long long)G.bn, BK, WARPS_M, WARPS_N, STAGES,
+                              G.a_async ? "cp.async" : "copy", G.b_async ? "cp.async" : "copy", G.b_nk ? " n-major" : "",
+                              G.n_m, G.n_b, (long long)G.K);
   return kn_simplify_stmt(ec, body);
 }

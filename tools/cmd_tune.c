@@ -182,6 +182,8 @@ static int check_target(tune_args *t, kn_target *target, kn_diag *d) {
   kn_target host;
   kn_at_measure_opts *m = &t->o.measure;
   if (kn_target_parse(t->target_spec, target, d) < 0 || kn_cg_check_target(target, d) < 0) return -1;
+  if (target->arch == KN_ARCH_CUDA)
+    return kn_diag_error(d, "tune: GPU targets cannot be tuned yet (cuda kernels use their default schedules)");
   if (kn_target_parse("host", &host, d) < 0) return -1;
   if (!m->runner) {
     if (target->arch == host.arch) return 0;

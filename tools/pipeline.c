@@ -384,6 +384,10 @@ int kn_compile(const kn_compile_opts *o, kn_diag *d) {
   int status = -1;
   bool stopped = false;
   if (kn_target_parse(o->target, &p.target, d) < 0 || kn_cg_check_target(&p.target, d) < 0) goto done;
+  if (o->tuning_log && p.target.arch == KN_ARCH_CUDA) {
+    kn_diag_error(d, "--tuning-log: GPU targets have no tuning records yet (cuda kernels use their default schedules)");
+    goto done;
+  }
   if (o->tuning_log) {
     if (kn_tuned_open(&p.tuned, o, &p.target, d) < 0) goto done;
     p.tuning = true;
