@@ -173,7 +173,11 @@ static int plan(kn_pipe *p) {
 
 /* LLVM IR (or C), optimised and emitted, linked with the runtime, the header
  * written, renamed into place. */
-static int package(kn_pipe *p) { return kn_cg_package(&p->plan, &p->target, p->o->output, p->d); }
+static int package(kn_pipe *p) {
+  if (p->target.arch == KN_ARCH_CUDA)
+    return kn_diag_error(p->d, "cuda artifacts cannot be packaged by this build yet");
+  return kn_cg_package(&p->plan, &p->target, p->o->output, p->d);
+}
 
 /* ---- what --dump-after prints ---------------------------------------------------------- */
 
