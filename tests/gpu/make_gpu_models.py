@@ -7,7 +7,8 @@ divide their tiles: the Tensor Core template on a MatMul (f16, m and n
 tails), a Gemm with transB (bf16, a k tail, a batch of rows below one MMA
 tile), attention's two matmuls (both operands activations, batch axes) with
 a softmax between, a 3x3 conv (implicit GEMM over NHWC) and a depthwise
-conv (the scalar schedule). Weights are seeded random values."""
+conv (the scalar schedule), a stem conv over 3 channels (operand copies
+element by element: its rows are not runs of 8). Weights are seeded random values."""
 import sys
 
 import numpy as np
@@ -58,6 +59,9 @@ def main(out):
           helper.make_node("Conv", ["r", "dw"], ["d"], pads=[1, 1, 1, 1], group=24, strides=[2, 2])],
          [vi("x", F16, ["N", 16, 12, 12])], [vi("d", F16, ["N", 24, 6, 6])],
          [const("w", [24, 16, 3, 3], F16), const("b", [24], F16), const("dw", [24, 1, 3, 3], F16)])
+    save(f"{out}/gpu_stem_f16.onnx",
+         [helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1], strides=[2, 2])],
+         [vi("x", F16, ["N", 3, 18, 18])], [vi("y", F16, ["N", 16, 9, 9])], [const("w", [16, 3, 3, 3], F16)])
 
 
 if __name__ == "__main__":
