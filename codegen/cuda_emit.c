@@ -119,7 +119,7 @@ static void emit_bound(kn_cu *c, const kn_stmt *s) {
   int64_t m, e;
   bool zero = kn_e_is_const_int(s->u.loop.min, &m) && m == 0;
   const char *T = fits_int(range) ? "int" : "long long";
-  kn_cu_line(c, &pre, "const %s %s = %s%s%s;", T, v, zero ? "" : min, zero ? "" : " + ", idx);
+  kn_cu_line(c, &pre, "[[maybe_unused]] const %s %s = %s%s%s;", T, v, zero ? "" : min, zero ? "" : " + ", idx);
   bool guard = thread && kn_e_is_const_int(s->u.loop.extent, &e) && e < c->launch.block[dim];
   if (guard) kn_cu_line(c, &pre, "if (%s.%c < %lldu) {", "threadIdx", "xyz"[dim], (long long)e);
   kn_cg_sbuf_append(c->out, pre.s, pre.n);
@@ -151,7 +151,7 @@ static void emit_let(kn_cu *c, const kn_stmt *s) {
   const char *text = kn_cu_expr(c, value);
   kn_range range = value->dtype == KN_DT_I64 ? kn_cu_range(c, value) : kn_range_unknown();
   const char *T = value->dtype == KN_DT_I64 && fits_int(range) ? "int" : kn_cu_reg_type(value->dtype);
-  kn_cu_line(c, &pre, "const %s %s = %s;", T ? T : "int", v, text);
+  kn_cu_line(c, &pre, "[[maybe_unused]] const %s %s = %s;", T ? T : "int", v, text);
   kn_cg_sbuf_append(c->out, pre.s, pre.n);
   kn_cg_sbuf_free(&pre);
   kn_cu_push_name(c, s->u.let.var, v, range);

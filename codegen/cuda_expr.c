@@ -143,7 +143,7 @@ void kn_cu_fail(kn_cu *c, const char *f, ...) {
   va_start(ap, f);
   vsnprintf(msg, sizeof msg, f, ap);
   va_end(ap);
-  kn_diag_error(c->d, "cuda: kernel '%s': %s", c->k->name, msg);
+  kn_diag_error(c->d, "cuda: kernel '%s': %s", c->k->name ? c->k->name : "", msg);
 }
 
 /* ---- types ---- */

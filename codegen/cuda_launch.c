@@ -29,7 +29,8 @@ typedef struct shape {
 } shape;
 
 static int fail(shape *s, const char *what) {
-  if (!s->failed) kn_diag_error(s->d, "cuda: kernel '%s' is not a well-formed GPU kernel: %s", s->k->name, what);
+  if (!s->failed)
+    kn_diag_error(s->d, "cuda: kernel '%s' is not a well-formed GPU kernel: %s", s->k->name ? s->k->name : "", what);
   s->failed = true;
   return -1;
 }
