@@ -358,6 +358,60 @@ static void test_bad_kernels(void **state) {
   assert_null(src);
 }
 
+/* ---- every dtype: casts between each pair, arithmetic, math in f64 ---- */
+
+static const kn_dtype all_types[] = {KN_DT_F32, KN_DT_U8,  KN_DT_I8,   KN_DT_U16, KN_DT_I16, KN_DT_I32, KN_DT_I64,
+                                     KN_DT_BOOL, KN_DT_F16, KN_DT_F64, KN_DT_U32, KN_DT_U64, KN_DT_BF16, KN_DT_I4,
+                                     KN_DT_U2};
+#define N_TYPES ((int)(sizeof all_types / sizeof all_types[0]))
+
+/* The ops of dtype t on a and b (same dtype), folded into one value. */
+static kn_expr *ops_of(kn_expr_ctx *c, kn_dtype t, kn_expr *a, kn_expr *b) {
+  if (t == KN_DT_BOOL)
+    return kn_e_bin(c, KN_E_OR, kn_e_bin(c, KN_E_AND, a, kn_e_not(c, b)), kn_e_bin(c, KN_E_EQ, kn_e_add(c, a, b), a));
+  kn_expr *v = kn_e_add(c, kn_e_mul(c, a, b), kn_e_sub(c, a, b));
+  v = kn_e_add(c, kn_e_div(c, v, b), kn_e_mod(c, v, b));
+  v = kn_e_select(c, kn_e_bin(c, KN_E_LE, a, b), kn_e_min(c, v, a), kn_e_max(c, v, b));
+  v = kn_e_add(c, v, kn_e_call1(c, KN_FN_ABS, a));
+  if (kn_dtype_is_float(t)) {
+    kn_fn fns[] = {KN_FN_EXP, KN_FN_LOG, KN_FN_SQRT, KN_FN_ERF,  KN_FN_TANH, KN_FN_SIGMOID, KN_FN_FLOOR,
+                   KN_FN_CEIL, KN_FN_ROUND, KN_FN_SIN, KN_FN_COS};
+    for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) v = kn_e_add(c, v, kn_e_call1(c, fns[i], v));
+    kn_expr *pw[2] = {v, b}, *fm[3] = {a, b, v};
+    v = kn_e_add(c, kn_e_call(c, KN_FN_POW, pw, 2), kn_e_call(c, KN_FN_FMA, fm, 3));
+  } else {
+    v = kn_e_bin(c, KN_E_OR, kn_e_bin(c, KN_E_AND, v, b), a);
+  }
+  return v;
+}
+
+static void test_all_dtypes(void **state) {
+  fixture *f = *state;
+  kn_expr_ctx *c = &f->c;
+  kn_buffer *bufs[N_TYPES];
+  for (int i = 0; i < N_TYPES; i++) bufs[i] = kn_buffer_new(c, kn_dtype_name(all_types[i]), all_types[i], KN_BUF_PARAM, 0);
+  kn_var *t = kn_var_new(c, "t");
+  kn_stmt *stores[N_TYPES * (N_TYPES + 1)];
+  int n = 0;
+  for (int i = 0; i < N_TYPES; i++) {
+    kn_expr *a = kn_e_load(c, bufs[i], V(f, t)), *b = kn_e_load(c, bufs[i], kn_e_add(c, V(f, t), I(f, 32)));
+    stores[n++] = kn_s_store(c, bufs[i], kn_e_add(c, V(f, t), I(f, 64)), ops_of(c, all_types[i], a, b));
+    for (int j = 0; j < N_TYPES; j++) {
+      kn_expr *at = kn_e_add(c, V(f, t), I(f, 96 + 32 * i));
+      stores[n++] = kn_s_store(c, bufs[j], at, kn_e_cast(c, all_types[j], a));
+    }
+  }
+  kn_stmt *body = kn_s_bind(c, t, I(f, 32), KN_FOR_THREAD, 0, kn_s_seq(c, stores, n));
+  kn_kernel *k = kernel(f, "k_dtypes", N_TYPES, bufs, NULL, body);
+  need_nvrtc();
+  kn_cuda_module m;
+  const char *src = build(f, &k, 1, &m);
+  assert_non_null(strstr(src, "kn_cu_d2h("));
+  assert_non_null(strstr(src, "kn_cu_f2u("));
+  assert_non_null(strstr(src, "erf("));
+  if (getenv("KN_TEST_DUMP")) fputs(src, stdout);
+}
+
 /* ---- (6) the PTX image ---- */
 
 static void test_ptx_image(void **state) {
@@ -389,6 +443,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_nvrtc_error, setup, teardown),
       cmocka_unit_test_setup_teardown(test_bad_kernels, setup, teardown),
       cmocka_unit_test_setup_teardown(test_ptx_image, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_all_dtypes, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
