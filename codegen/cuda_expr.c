@@ -542,7 +542,12 @@ const char *kn_cu_expr(kn_cu *c, const kn_expr *e) {
   const char *text = render(c, e);
   if (uses <= 1) return text;
   int t = c->next_temp++;
-  kn_cu_line(c, c->pre, "const %s t%d = %s;", kn_cu_reg_type(e->dtype), t, text);
+  const char *T = kn_cu_reg_type(e->dtype);
+  if (e->dtype == KN_DT_I64) { /* index math proven to fit: 32-bit registers */
+    kn_range r = kn_cu_range(c, e);
+    if (kn_range_bounded(r) && r.lo >= INT32_MIN && r.hi <= INT32_MAX) T = "int";
+  }
+  kn_cu_line(c, c->pre, "const %s t%d = %s;", T, t, text);
   slot_of(c, e)->temp = t;
   return kn_cu_fmt(c, "t%d", t);
 }

@@ -327,7 +327,7 @@ int kn_nvrtc_compile(const char *source, const char *const *names, int n_kernels
     compiled c;
     int rc = compile_arch(a, source, arch, A, &c, d);
     if (rc < 0 && c.log) report_errors_of(a, c.log, source, names, n_kernels, arch, sm, A, d);
-    if (rc == 0 && !ptx) rc = parse_resources(c.log, names, n_kernels, n_sm, i, sm, res, d);
+    if (rc == 0 && !ptx && c.log) rc = parse_resources(c.log, names, n_kernels, n_sm, i, sm, res, d);
     free(c.log);
     if (rc < 0) return -1;
     images[i] = (kn_cuda_image){.sm = sm, .ptx = ptx, .data = c.data, .size = c.size};

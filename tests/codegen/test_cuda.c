@@ -323,6 +323,44 @@ static void test_nvrtc_error(void **state) {
   assert_true(diag_has(&f->d, "k_third", "no resources", (char *)NULL));
 }
 
+/* ---- golden text of a small kernel ---- */
+
+static void test_golden(void **state) {
+  fixture *f = *state;
+  kn_expr_ctx *c = &f->c;
+  kn_buffer *out = kn_buffer_new(c, "y", KN_DT_BF16, KN_BUF_PARAM, 0);
+  kn_buffer *in = kn_buffer_new(c, "x", KN_DT_F32, KN_BUF_PARAM, 0);
+  kn_var *b = kn_var_new(c, "b"), *t = kn_var_new(c, "t");
+  kn_expr *i = kn_e_add(c, kn_e_mul(c, V(f, b), I(f, 64)), V(f, t));
+  kn_expr *x = kn_e_load(c, in, i);
+  kn_stmt *st = kn_s_store(c, out, kn_e_div(c, i, I(f, 3)), kn_e_cast(c, KN_DT_BF16, kn_e_mul(c, x, x)));
+  st = kn_s_bind(c, b, I(f, 10), KN_FOR_BLOCK, 0, kn_s_bind(c, t, I(f, 64), KN_FOR_THREAD, 0, st));
+  kn_buffer *ps[] = {out, in};
+  kn_kernel *k = kernel(f, "k_golden", 2, ps, NULL, st);
+  k->nodes = "Mul_1";
+  const char *src;
+  assert_int_equal(kn_cuda_emit((const kn_kernel *const *)&k, 1, &f->arena, &src, &f->d), 0);
+  const char *expected =
+      "/* kernel k_golden: Mul_1 */\n"
+      "extern \"C\" __global__ void __launch_bounds__(64) k_golden(unsigned short *__restrict__ p0, "
+      "const float *__restrict__ p1, long long batch) {\n"
+      "  {\n"
+      "    [[maybe_unused]] const int v2_b = (int)blockIdx.x;\n"
+      "    {\n"
+      "      [[maybe_unused]] const int v3_t = (int)threadIdx.x;\n"
+      "      {\n"
+      "        const int t0 = ((v2_b * 64ll) + v3_t);\n"
+      "        const float t1 = p1[t0];\n"
+      "        p0[((long long)((unsigned int)t0 / (unsigned int)3ll))] = kn_cu_f2bf(kn_cu_round_bf16((t1 * t1)));\n"
+      "      }\n"
+      "    }\n"
+      "  }\n"
+      "}\n\n";
+  const char *got = strstr(src, "/* kernel k_golden");
+  assert_non_null(got);
+  assert_string_equal(got, expected);
+}
+
 /* ---- (5) launch-shape and emitter diagnostics ---- */
 
 static void test_bad_kernels(void **state) {
@@ -444,6 +482,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_bad_kernels, setup, teardown),
       cmocka_unit_test_setup_teardown(test_ptx_image, setup, teardown),
       cmocka_unit_test_setup_teardown(test_all_dtypes, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_golden, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
