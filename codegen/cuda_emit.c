@@ -121,12 +121,22 @@ static void emit_bound(kn_cu *c, const kn_stmt *s) {
   const char *T = fits_int(range) ? "int" : "long long";
   kn_cu_line(c, &pre, "[[maybe_unused]] const %s %s = %s%s%s;", T, v, zero ? "" : min, zero ? "" : " + ", idx);
   bool guard = thread && kn_e_is_const_int(s->u.loop.extent, &e) && e < c->launch.block[dim];
-  if (guard) kn_cu_line(c, &pre, "if (%s.%c < %lldu) {", "threadIdx", "xyz"[dim], (long long)e);
+  const char *cond = guard ? kn_cu_fmt(c, "threadIdx.%c < %lldu", "xyz"[dim], (long long)e) : NULL;
+  if (thread && c->thread_depth == 0) { /* a nest's top: launched dims it leaves unbound run on thread 0 */
+    int dims = kn_cu_nest_dims(s);
+    for (int d = 0; d < 3; d++)
+      if (!(dims & 1 << d) && c->launch.block[d] > 1)
+        cond = kn_cu_fmt(c, "%s%sthreadIdx.%c == 0u", cond ? cond : "", cond ? " && " : "", "xyz"[d]);
+  }
+  guard = cond != NULL;
+  if (guard) kn_cu_line(c, &pre, "if (%s) {", cond);
   kn_cg_sbuf_append(c->out, pre.s, pre.n);
   kn_cg_sbuf_free(&pre);
   kn_cu_push_name(c, s->u.loop.var, v, range);
   c->indent += guard;
+  c->thread_depth += thread;
   emit_stmt(c, s->u.loop.body);
+  c->thread_depth -= thread;
   c->indent -= guard;
   c->n_names--;
   if (guard) kn_cu_line(c, c->out, "}");

@@ -43,6 +43,7 @@ typedef struct kn_cu {
   kn_cu_name *names;
   int n_names, cap_names;
   int next_temp, next_local, next_shared, indent;
+  int thread_depth; /* THREAD loops around the current statement */
   kn_cg_sbuf *pre;     /* the current statement's code before it */
   int64_t smem_offset; /* dynamic shared memory carved so far */
 } kn_cu;
@@ -58,6 +59,10 @@ enum { KN_CU_SHARED_ALIGN = 16 };
 /* Is s a C identifier ([A-Za-z_][A-Za-z0-9_]*)? Kernel names must be: they
  * are the symbols the runtime looks up, and the launch shape names them. */
 bool kn_cu_is_identifier(const char *s);
+
+/* The dims (bit d: dim d) a THREAD nest starting at st binds: its directly
+ * nested THREAD loops, through LETs and LOCAL allocations. */
+int kn_cu_nest_dims(const kn_stmt *st);
 
 char *kn_cu_fmt(kn_cu *c, const char *f, ...) __attribute__((format(printf, 2, 3)));
 void kn_cu_line(kn_cu *c, kn_cg_sbuf *b, const char *f, ...) __attribute__((format(printf, 3, 4)));

@@ -5,7 +5,8 @@
  *    of the batch symbol), or a constant 1 when there is none;
  *  - block[d] is the largest extent of the THREAD loops of dim d (so a
  *    kernel with several THREAD nests launches the widest; the emitter
- *    guards the narrower ones), 1 when there is none;
+ *    guards the narrower ones, and runs a nest that leaves a launched
+ *    dimension unbound on its thread 0 only), 1 when there is none;
  *  - shared_bytes is 0 when the SHARED buffers (each starting at a 16-byte
  *    boundary) fit CUDA's 48 KiB of static shared memory, else their whole
  *    size: the emitter then carves them out of one dynamic array.
@@ -58,7 +59,19 @@ bool kn_cu_is_identifier(const char *s) {
   return true;
 }
 
-static int walk_inner(shape *s, const kn_stmt *st, bool bound[3]);
+static int walk_inner(shape *s, const kn_stmt *st);
+static int thread_loop(shape *s, const kn_stmt *st, bool bound[3]);
+
+/* Inside a THREAD loop: more of the nest's THREAD loops (through LETs and
+ * LOCAL allocations, which every thread may run alike), then its body. */
+static int walk_chain(shape *s, const kn_stmt *st, bool bound[3]) {
+  if (!st) return 0;
+  if (st->kind == KN_S_FOR && st->u.loop.kind == KN_FOR_THREAD) return thread_loop(s, st, bound);
+  if (st->kind == KN_S_LET) return walk_chain(s, st->u.let.body, bound);
+  if (st->kind == KN_S_ALLOC && st->u.alloc.buffer->kind == KN_BUF_LOCAL)
+    return walk_chain(s, st->u.alloc.body, bound);
+  return walk_inner(s, st);
+}
 
 static int thread_loop(shape *s, const kn_stmt *st, bool bound[3]) {
   int dim = st->u.loop.dim;
@@ -68,31 +81,40 @@ static int thread_loop(shape *s, const kn_stmt *st, bool bound[3]) {
     return fail(s, "a THREAD loop's extent must be a constant in [1, 1024]");
   if (ext > s->out->block[dim]) s->out->block[dim] = (int)ext;
   bound[dim] = true;
-  int r = walk_inner(s, st->u.loop.body, bound);
+  int r = walk_chain(s, st->u.loop.body, bound);
   bound[dim] = false;
   return r;
 }
 
-/* Inside the THREAD loops: anything but BLOCK loops, SHARED allocations and
- * loops a schedule should have removed. */
-static int walk_inner(shape *s, const kn_stmt *st, bool bound[3]) {
+int kn_cu_nest_dims(const kn_stmt *st) {
+  if (!st) return 0;
+  if (st->kind == KN_S_FOR && st->u.loop.kind == KN_FOR_THREAD) return 1 << st->u.loop.dim | kn_cu_nest_dims(st->u.loop.body);
+  if (st->kind == KN_S_LET) return kn_cu_nest_dims(st->u.let.body);
+  if (st->kind == KN_S_ALLOC && st->u.alloc.buffer->kind == KN_BUF_LOCAL) return kn_cu_nest_dims(st->u.alloc.body);
+  return 0;
+}
+
+/* The body of a THREAD nest: anything but GPU loops, SHARED allocations and
+ * loops a schedule should have removed. A THREAD loop here would leave the
+ * statements before it to every thread of its dimension. */
+static int walk_inner(shape *s, const kn_stmt *st) {
   if (!st) return 0;
   switch (st->kind) {
   case KN_S_FOR:
-    if (st->u.loop.kind == KN_FOR_THREAD) return thread_loop(s, st, bound);
+    if (st->u.loop.kind == KN_FOR_THREAD) return fail(s, "a THREAD nest's loops are not directly nested");
     if (st->u.loop.kind != KN_FOR_SERIAL) return fail(s, "only SERIAL loops may run inside the THREAD loops");
-    return walk_inner(s, st->u.loop.body, bound);
+    return walk_inner(s, st->u.loop.body);
   case KN_S_SEQ:
     for (int i = 0; i < st->u.seq.n; i++)
-      if (walk_inner(s, st->u.seq.stmts[i], bound) < 0) return -1;
+      if (walk_inner(s, st->u.seq.stmts[i]) < 0) return -1;
     return 0;
   case KN_S_ALLOC:
     if (st->u.alloc.buffer->kind != KN_BUF_LOCAL) return fail(s, "a SHARED buffer is allocated inside the THREAD loops");
-    return walk_inner(s, st->u.alloc.body, bound);
+    return walk_inner(s, st->u.alloc.body);
   case KN_S_IF:
-    if (walk_inner(s, st->u.ifs.then_s, bound) < 0) return -1;
-    return walk_inner(s, st->u.ifs.else_s, bound);
-  case KN_S_LET: return walk_inner(s, st->u.let.body, bound);
+    if (walk_inner(s, st->u.ifs.then_s) < 0) return -1;
+    return walk_inner(s, st->u.ifs.else_s);
+  case KN_S_LET: return walk_inner(s, st->u.let.body);
   default: return 0;
   }
 }

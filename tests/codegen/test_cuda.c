@@ -193,7 +193,7 @@ static kn_kernel *reverse(fixture *f, const char *name, int64_t elems) {
 
 static void test_shared(void **state) {
   fixture *f = *state;
-  kn_kernel *ks[2] = {reverse(f, "k_static", 1024), reverse(f, "k_dynamic", 16384)};
+  kn_kernel *ks[3] = {reverse(f, "k_static", 1024), reverse(f, "k_dynamic", 16384), reverse(f, "k_dynamic2", 32768)};
   kn_cuda_launch l;
   assert_int_equal(kn_cuda_launch_info(ks[0], &l, &f->d), 0);
   assert_int_equal(l.shared_bytes, 0); /* 4 KiB + 16 bytes: static */
@@ -204,7 +204,7 @@ static void test_shared(void **state) {
   assert_int_equal(l.shared_bytes, 65536 + 16); /* past 48 KiB: dynamic, each buffer 16-byte aligned */
   need_nvrtc();
   kn_cuda_module m;
-  const char *src = build(f, ks, 2, &m);
+  const char *src = build(f, ks, 3, &m); /* two dynamic kernels share the TU */
   assert_non_null(strstr(src, "__syncthreads();"));
   assert_non_null(strstr(src, "__shared__ __align__(16) float s0[1024]"));
   assert_non_null(strstr(src, "extern __shared__ __align__(16) unsigned char kn_smem[]"));
@@ -213,6 +213,34 @@ static void test_shared(void **state) {
   assert_int_equal(m.resources[0 * 2 + 0].shared_bytes, 4096 + 16);
   assert_int_equal(m.resources[0 * 2 + 1].sm, 90);
   assert_int_equal(m.resources[1 * 2 + 0].shared_bytes, 0);
+}
+
+/* Two nests: (y 2, x 64) fills a tile, then (x 8) reads it: the second one
+ * is narrower in x and leaves y unbound, so it runs on threads x < 8, y 0. */
+static void test_nest_guards(void **state) {
+  fixture *f = *state;
+  kn_expr_ctx *c = &f->c;
+  kn_buffer *out = kn_buffer_new(c, "out", KN_DT_F32, KN_BUF_PARAM, 0);
+  kn_buffer *tile = kn_buffer_new(c, "tile", KN_DT_F32, KN_BUF_SHARED, 128);
+  kn_var *b = kn_var_new(c, "b"), *x = kn_var_new(c, "x"), *y = kn_var_new(c, "y"), *x2 = kn_var_new(c, "x2");
+  kn_expr *at = kn_e_add(c, kn_e_mul(c, V(f, y), I(f, 64)), V(f, x));
+  kn_stmt *fill = kn_s_seq2(c, kn_s_store(c, tile, at, kn_e_cast(c, KN_DT_F32, at)), kn_s_barrier(c));
+  fill = kn_s_bind(c, y, I(f, 2), KN_FOR_THREAD, 1, kn_s_bind(c, x, I(f, 64), KN_FOR_THREAD, 0, fill));
+  kn_stmt *use = kn_s_bind(c, x2, I(f, 8), KN_FOR_THREAD, 0,
+                           kn_s_store(c, out, kn_e_add(c, kn_e_mul(c, V(f, b), I(f, 8)), V(f, x2)),
+                                      kn_e_load(c, tile, kn_e_mul(c, V(f, x2), I(f, 16)))));
+  kn_stmt *body = kn_s_bind(c, b, I(f, 3), KN_FOR_BLOCK, 0, kn_s_alloc(c, tile, kn_s_seq2(c, fill, use)));
+  kn_buffer *ps[] = {out};
+  kn_kernel *k = kernel(f, "k_nests", 1, ps, NULL, body);
+  kn_cuda_launch l;
+  assert_int_equal(kn_cuda_launch_info(k, &l, &f->d), 0);
+  assert_int_equal(l.block[0], 64);
+  assert_int_equal(l.block[1], 2);
+  need_nvrtc();
+  kn_cuda_module m;
+  const char *src = build(f, &k, 1, &m);
+  assert_non_null(strstr(src, "if (threadIdx.x < 8u && threadIdx.y == 0u) {"));
+  assert_non_null(strstr(src, "__launch_bounds__(128) k_nests("));
 }
 
 /* ---- (3) MMA and cp.async, f16 and bf16 ---- */
@@ -381,6 +409,13 @@ static void test_bad_kernels(void **state) {
   k = kernel(f, "k_wide", 1, ps, NULL, kn_s_bind(c, b, I(f, 4), KN_FOR_BLOCK, 0, st));
   assert_int_equal(kn_cuda_launch_info(k, &l, &f->d), -1);
   assert_true(diag_has(&f->d, "k_wide", "1024 threads", (char *)NULL));
+  /* a THREAD loop below a statement of its nest */
+  kn_stmt *two[] = {kn_s_store(c, out, V(f, t), F(f, 1)),
+                    kn_s_bind(c, t2, I(f, 4), KN_FOR_THREAD, 1, kn_s_store(c, out, V(f, t2), F(f, 2)))};
+  st = kn_s_bind(c, t, I(f, 32), KN_FOR_THREAD, 0, kn_s_seq(c, two, 2));
+  k = kernel(f, "k_loose", 1, ps, NULL, st);
+  assert_int_equal(kn_cuda_launch_info(k, &l, &f->d), -1);
+  assert_true(diag_has(&f->d, "k_loose", "not directly nested", (char *)NULL));
   /* a name that is no C identifier */
   st = kn_s_bind(c, t, I(f, 32), KN_FOR_THREAD, 0, kn_s_store(c, out, V(f, t), F(f, 1)));
   k = kernel(f, "conv.0/relu", 1, ps, NULL, st);
@@ -483,6 +518,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_ptx_image, setup, teardown),
       cmocka_unit_test_setup_teardown(test_all_dtypes, setup, teardown),
       cmocka_unit_test_setup_teardown(test_golden, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_nest_guards, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
