@@ -51,6 +51,16 @@ static const char *buffer(kn_cu *c, const kn_buffer *b) {
   return "kn_missing";
 }
 
+/* Is storing `value` into b a copy of 16-bit float bits? Then the bits are
+ * copied, not converted to f32 and back (two cvt per element, where MMA
+ * fragments are filled): the same value, NaN payloads aside, on which the
+ * back ends already differ (LLVM folds the f16 pair away, the interpreter
+ * and bf16 rounding quiet a signalling NaN). */
+static bool is_bit_copy(const kn_buffer *b, const kn_expr *value) {
+  return (b->dtype == KN_DT_F16 || b->dtype == KN_DT_BF16) && value->kind == KN_E_LOAD && value->lanes == 1 &&
+         value->u.load.buffer && value->u.load.buffer->dtype == b->dtype;
+}
+
 static void emit_store(kn_cu *c, const kn_stmt *s) {
   const kn_buffer *b = s->u.store.buffer;
   kn_cg_sbuf pre = {0};
@@ -59,10 +69,15 @@ static void emit_store(kn_cu *c, const kn_stmt *s) {
   kn_cu_stmt_begin(c, &pre, es, 2);
   if (s->u.store.index->lanes != 1 || s->u.store.value->lanes != 1) kn_cu_fail(c, "a vector store (GPU schedules emit scalars)");
   if (!kn_cu_mem_type(b->dtype)) kn_cu_fail(c, "float8 / float4 buffers are not supported on the GPU");
-  const char *v = kn_cu_expr(c, s->u.store.value), *i = kn_cu_expr(c, s->u.store.index);
+  const kn_expr *value = s->u.store.value;
+  const char *v, *i = kn_cu_expr(c, s->u.store.index);
+  if (is_bit_copy(b, value))
+    v = kn_cu_fmt(c, "%s[%s]", buffer(c, value->u.load.buffer), kn_cu_expr(c, value->u.load.index));
+  else
+    v = c->failed ? "0" : kn_cu_to_mem(c, b->dtype, kn_cu_expr(c, value));
   const char *name = buffer(c, b);
   c->indent--;
-  stmt_end(c, &pre, kn_cu_fmt(c, "%s[%s] = %s;", name, i, c->failed ? "0" : kn_cu_to_mem(c, b->dtype, v)));
+  stmt_end(c, &pre, kn_cu_fmt(c, "%s[%s] = %s;", name, i, v));
 }
 
 /* Opens a statement whose header (loop, if, let) reads es[0..n): temporaries

@@ -309,6 +309,9 @@ static void test_mma_cp_async(void **state) {
   assert_non_null(strstr(src, "cp.async.cg.shared.global [%0], [%1], 16, %2;"));
   assert_non_null(strstr(src, "cp.async.ca.shared.global [%0], [%1], 4;"));
   assert_non_null(strstr(src, "cp.async.wait_group 0;"));
+  /* fragments are filled by copying bits, not through f32 */
+  assert_non_null(strstr(src, "l0[v"));
+  assert_null(strstr(src, "kn_cu_f2h(kn_cu_h2f("));
 }
 
 /* ---- (4) NVRTC errors name the kernel and line ---- */
