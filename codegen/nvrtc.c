@@ -208,33 +208,47 @@ static int64_t number_before(const char *line, const char *what) {
   return q == e ? -1 : strtoll(q, NULL, 10);
 }
 
-/* Fills res[kernel * n_sm + sm_i] from ptxas -v's report for one arch. */
+/* Index of the kernel named by the `len` bytes at name, or -1. */
+static int kernel_index(const char *name, size_t len, const char *const *names, int n) {
+  for (int i = 0; i < n; i++)
+    if (strlen(names[i]) == len && !strncmp(name, names[i], len)) return i;
+  return -1;
+}
+
+/* Fills res[kernel * n_sm + sm_i] from ptxas -v's report for one arch:
+ *   Compiling entry function 'K' for 'sm_90'
+ *   Function properties for F
+ *       0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ *   Used 10 registers, used 1 barriers, 1024 bytes smem
+ * Registers and smem belong to the entry being compiled; spills to the
+ * function whose properties they follow, which may be a device function
+ * the kernel calls rather than the kernel. */
 static int parse_resources(const char *log, const char *const *names, int n, int n_sm, int sm_i, int sm,
                            kn_cuda_resources *res, kn_diag *d) {
-  int current = -1;
+  int entry = -1, props = -1;
   for (int i = 0; i < n; i++) res[i * n_sm + sm_i] = (kn_cuda_resources){.sm = sm, .registers = -1};
   for (const char *p = log; *p;) {
     size_t len = strcspn(p, "\n");
     char text[1024];
     snprintf(text, sizeof text, "%.*s", (int)(len < sizeof text ? len : sizeof text - 1), p);
     p += len + (p[len] == '\n');
-    const char *entry = strstr(text, "Compiling entry function '");
-    if (entry) {
-      entry += strlen("Compiling entry function '");
-      size_t name_len = strcspn(entry, "'");
-      current = -1;
-      for (int i = 0; i < n; i++)
-        if (strlen(names[i]) == name_len && !strncmp(entry, names[i], name_len)) current = i;
+    const char *at;
+    if ((at = strstr(text, "Compiling entry function '"))) {
+      at += strlen("Compiling entry function '");
+      entry = props = kernel_index(at, strcspn(at, "'"), names, n);
       continue;
     }
-    if (current < 0) continue;
-    kn_cuda_resources *r = &res[current * n_sm + sm_i];
+    if ((at = strstr(text, "Function properties for "))) {
+      at += strlen("Function properties for ");
+      props = kernel_index(at, strcspn(at, " \r"), names, n);
+      continue;
+    }
     int64_t v;
-    if ((v = number_before(text, "bytes spill stores")) >= 0) r->spill_stores = v;
-    if ((v = number_before(text, "bytes spill loads")) >= 0) r->spill_loads = v;
-    if ((v = number_before(text, "bytes smem")) >= 0) r->shared_bytes = v;
-    const char *used = strstr(text, "Used ");
-    if (used && strstr(used, "registers")) r->registers = atoi(used + 5);
+    if (props >= 0 && (v = number_before(text, "bytes spill stores")) >= 0) res[props * n_sm + sm_i].spill_stores = v;
+    if (props >= 0 && (v = number_before(text, "bytes spill loads")) >= 0) res[props * n_sm + sm_i].spill_loads = v;
+    if (entry < 0) continue;
+    if ((v = number_before(text, "bytes smem")) >= 0) res[entry * n_sm + sm_i].shared_bytes = v;
+    if ((at = strstr(text, "Used ")) && strstr(at, "registers")) res[entry * n_sm + sm_i].registers = atoi(at + 5);
   }
   for (int i = 0; i < n; i++)
     if (res[i * n_sm + sm_i].registers < 0)
