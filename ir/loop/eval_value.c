@@ -116,7 +116,7 @@ static int eval_call(const kn_ev_hooks *h, const kn_expr *x, kn_ev_val *r) {
   if (fn == KN_FN_VREDUCE_ADD || fn == KN_FN_VREDUCE_MAX || fn == KN_FN_VREDUCE_MIN) {
     double acc = a[0].f[0];
     for (int l = 1; l < a[0].lanes; l++)
-      acc = fn == KN_FN_VREDUCE_ADD ? acc + a[0].f[l]
+      acc = fn == KN_FN_VREDUCE_ADD   ? acc + a[0].f[l]
             : fn == KN_FN_VREDUCE_MAX ? kn_max_nan(acc, a[0].f[l])
                                       : kn_min_nan(acc, a[0].f[l]);
     r->f[0] = kn_ev_round(x->dtype, acc);
@@ -124,8 +124,8 @@ static int eval_call(const kn_ev_hooks *h, const kn_expr *x, kn_ev_val *r) {
   }
   for (int l = 0; l < x->lanes; l++) {
     if (r->is_float) {
-      r->f[l] = kn_ev_round(x->dtype, call_fn(fn, a[0].f[l], x->u.call.n > 1 ? a[1].f[l] : 0,
-                                              x->u.call.n > 2 ? a[2].f[l] : 0));
+      r->f[l] = kn_ev_round(x->dtype,
+                            call_fn(fn, a[0].f[l], x->u.call.n > 1 ? a[1].f[l] : 0, x->u.call.n > 2 ? a[2].f[l] : 0));
     } else {
       KN_ASSERT(fn == KN_FN_ABS, "integer intrinsic");
       r->i[l] = a[0].i[l] < 0 ? -a[0].i[l] : a[0].i[l];
@@ -178,8 +178,7 @@ static int eval_lanes(const kn_ev_hooks *h, const kn_expr *x, kn_ev_val *r) {
 
 static int eval_select(const kn_ev_hooks *h, const kn_expr *x, kn_ev_val *r) {
   kn_ev_val c, t, f;
-  if (kn_ev_expr(h, x->u.sel.cond, &c) || kn_ev_expr(h, x->u.sel.t, &t) || kn_ev_expr(h, x->u.sel.f, &f))
-    return -1;
+  if (kn_ev_expr(h, x->u.sel.cond, &c) || kn_ev_expr(h, x->u.sel.t, &t) || kn_ev_expr(h, x->u.sel.f, &f)) return -1;
   for (int l = 0; l < x->lanes; l++) {
     bool k = c.i[c.lanes == 1 ? 0 : l] != 0;
     r->f[l] = k ? t.f[l] : f.f[l];

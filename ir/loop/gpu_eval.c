@@ -15,8 +15,12 @@
  * race, because between two barriers the threads may run in any order. A
  * cp.async destination is poisoned until its thread waits for the group;
  * the wait counts as that thread's write, so other threads need a barrier
- * after it too. Values follow ir/loop/eval_value.h; the MMA multiplies
- * exact f16 / bf16 inputs and accumulates in f32, in k order. */
+ * after it too. Shared memory and registers (LOCAL buffers, per thread)
+ * start as garbage on a GPU: reading an element nobody wrote is an error.
+ * Every index must lie inside its buffer (a parameter's when its size is
+ * known). Values follow ir/loop/eval_value.h; the MMA multiplies exact
+ * f16 / bf16 inputs and accumulates in f32, in k order. Vector lets are not
+ * supported (a diagnostic); vector loads and stores are, lane by lane. */
 #include "ir/loop/gpu_eval.h"
 
 #include <stdarg.h>
@@ -60,13 +64,22 @@ typedef struct scalar {
 } scalar;
 
 typedef struct binding {
-  const void *key;   /* kn_var* or kn_buffer* */
-  bool per_thread;   /* one value (or buffer copy) per thread, else one for all */
-  scalar *vals;      /* variables: [thread] or [0] */
-  char *mem;         /* LOCAL / SHARED buffers */
-  int64_t stride;    /* bytes between the threads' copies of a per-thread buffer */
-  shadow *shadow;    /* SHARED */
+  const void *key; /* kn_var* or kn_buffer* */
+  bool per_thread; /* one value (or buffer copy) per thread, else one for all */
+  scalar *vals;    /* variables: [thread] or [0] */
+  char *mem;       /* LOCAL / SHARED buffers */
+  int64_t stride;  /* bytes between the threads' copies of a per-thread buffer */
+  shadow *shadow;  /* SHARED */
+  uint8_t *init;   /* LOCAL: which elements each thread has written */
 } binding;
+
+/* A buffer as the current thread sees it. */
+typedef struct view {
+  const kn_buffer *buf;
+  char *mem;
+  shadow *shadow; /* SHARED, else NULL */
+  uint8_t *init;  /* LOCAL, else NULL */
+} view;
 
 /* The threads running a statement, in thread order. */
 typedef struct tset {
@@ -81,13 +94,13 @@ typedef struct gpu_ev {
   kn_diag *d;
   binding *b;
   int n, cap;
-  int nthreads;          /* threads of a block; 0 outside the THREAD loops */
-  int thread;            /* the thread evaluating now */
-  uint32_t epoch;        /* barrier epoch, never reused in a run */
-  cp_groups *cp;         /* [thread] */
+  int nthreads;   /* threads of a block; 0 outside the THREAD loops */
+  int thread;     /* the thread evaluating now */
+  uint32_t epoch; /* barrier epoch, never reused in a run */
+  cp_groups *cp;  /* [thread] */
   pending_copy *pend;
   int npend, cap_pend;
-  const kn_stmt *stmt;   /* the statement running, for diagnostics */
+  const kn_stmt *stmt; /* the statement running, for diagnostics */
 } gpu_ev;
 
 static void *xcalloc(size_t n, size_t size) {
@@ -156,24 +169,27 @@ static void pop_to(gpu_ev *e, int mark) {
     free(b->vals);
     free(b->mem);
     free(b->shadow);
+    free(b->init);
   }
 }
 
 /* ---- memory ---- */
 
-/* The memory of buf as the current thread sees it, and its shadow (SHARED). */
-static int buffer_of(gpu_ev *e, const kn_buffer *buf, char **mem, shadow **sh) {
-  *sh = NULL;
+/* The memory of buf as the current thread sees it, with its checks. */
+static int buffer_of(gpu_ev *e, const kn_buffer *buf, view *v) {
+  *v = (view){.buf = buf};
   for (int p = 0; p < e->k->n_params; p++)
     if (e->k->params[p] == buf) {
-      *mem = e->args[p];
+      v->mem = e->args[p];
       return 0;
     }
   int i = lookup(e, buf);
   if (i < 0) return fail(e, "buffer '%s' used outside its allocation", buf->name);
   binding *b = &e->b[i];
-  *mem = b->mem + (b->per_thread ? (int64_t)e->thread * b->stride : 0);
-  *sh = b->shadow;
+  int64_t t = b->per_thread ? e->thread : 0;
+  v->mem = b->mem + t * b->stride;
+  v->shadow = b->shadow;
+  v->init = b->init ? b->init + t * buf->size : NULL;
   return 0;
 }
 
@@ -219,8 +235,8 @@ static int shared_write(gpu_ev *e, const kn_buffer *buf, shadow *sh, int64_t i, 
     return fail(e, "shared '%s'[%lld] written by thread %d while thread %d's cp.async to it is in flight", buf->name,
                 (long long)i, e->thread, x->writer - 1);
   if (x->written && x->writer != self && x->write_epoch == e->epoch)
-    return fail(e, "race on shared '%s'[%lld]: thread %d writes what thread %d wrote since the last barrier",
-                buf->name, (long long)i, e->thread, x->writer - 1);
+    return fail(e, "race on shared '%s'[%lld]: thread %d writes what thread %d wrote since the last barrier", buf->name,
+                (long long)i, e->thread, x->writer - 1);
   if (x->read_epoch == e->epoch && (x->reader != self || x->many_readers)) {
     if (x->reader != self)
       return fail(e, "race on shared '%s'[%lld]: thread %d writes what thread %d read since the last barrier",
@@ -233,6 +249,25 @@ static int shared_write(gpu_ev *e, const kn_buffer *buf, shadow *sh, int64_t i, 
   x->written = true;
   x->async = async;
   x->pending = async;
+  return 0;
+}
+
+/* The current thread is about to read element i of v. Registers (LOCAL)
+ * and shared memory start as garbage on a GPU, so reading an element
+ * nobody wrote is an error too. */
+static int elem_read(gpu_ev *e, const view *v, int64_t i) {
+  if (check_index(e, v->buf, i)) return -1;
+  if (v->shadow) return shared_read(e, v->buf, v->shadow, i);
+  if (v->init && !v->init[i])
+    return fail(e, "read of uninitialised local '%s'[%lld] by thread %d", v->buf->name, (long long)i, e->thread);
+  return 0;
+}
+
+/* The current thread is about to write element i of v. */
+static int elem_write(gpu_ev *e, const view *v, int64_t i, bool async) {
+  if (check_index(e, v->buf, i)) return -1;
+  if (v->shadow) return shared_write(e, v->buf, v->shadow, i, async);
+  if (v->init) v->init[i] = 1;
   return 0;
 }
 
@@ -255,16 +290,15 @@ static int var_hook(void *ctx, const kn_var *v, kn_ev_val *out) {
 static int load_hook(void *ctx, const kn_expr *x, const kn_ev_val *idx, kn_ev_val *out) {
   gpu_ev *e = ctx;
   const kn_buffer *buf = x->u.load.buffer;
-  char *mem;
-  shadow *sh;
-  if (buffer_of(e, buf, &mem, &sh)) return -1;
+  view v;
+  if (buffer_of(e, buf, &v)) return -1;
   for (int l = 0; l < x->lanes; l++) {
     int64_t i = idx->i[l];
-    if (check_index(e, buf, i) || (sh && shared_read(e, buf, sh, i))) return -1;
+    if (elem_read(e, &v, i)) return -1;
     if (out->is_float)
-      out->f[l] = kn_ev_read_f(x->dtype, mem, i);
+      out->f[l] = kn_ev_read_f(x->dtype, v.mem, i);
     else
-      out->i[l] = kn_ev_read_i(x->dtype, mem, i);
+      out->i[l] = kn_ev_read_i(x->dtype, v.mem, i);
   }
   return 0;
 }
@@ -292,12 +326,11 @@ static int exec_store(gpu_ev *e, const kn_stmt *s, const tset *set) {
   for (int j = 0; j < set->n; j++) {
     e->thread = set->ids[j];
     kn_ev_val idx, v;
-    char *mem;
-    shadow *sh;
-    if (eval(e, s->u.store.index, &idx) || eval(e, s->u.store.value, &v) || buffer_of(e, buf, &mem, &sh)) return -1;
+    view to;
+    if (eval(e, s->u.store.index, &idx) || eval(e, s->u.store.value, &v) || buffer_of(e, buf, &to)) return -1;
     for (int l = 0; l < idx.lanes; l++) {
-      if (check_index(e, buf, idx.i[l]) || (sh && shared_write(e, buf, sh, idx.i[l], false))) return -1;
-      kn_ev_write(buf->dtype, mem, idx.i[l], &v, v.lanes == 1 ? 0 : l);
+      if (elem_write(e, &to, idx.i[l], false)) return -1;
+      kn_ev_write(buf->dtype, to.mem, idx.i[l], &v, v.lanes == 1 ? 0 : l);
     }
   }
   return 0;
@@ -378,6 +411,7 @@ static int exec_alloc(gpu_ev *e, const kn_stmt *s, const tset *set) {
   b->per_thread = true;
   b->stride = buf->size * (int64_t)kn_dtype_size(buf->dtype);
   b->mem = xcalloc((size_t)e->nthreads, (size_t)b->stride);
+  b->init = xcalloc((size_t)e->nthreads, (size_t)buf->size);
   int rc = exec(e, s->u.alloc.body, set);
   pop_to(e, mark);
   return rc;
@@ -394,49 +428,57 @@ static int exec_prefetch(gpu_ev *e, const kn_stmt *s, const tset *set) {
 
 /* ---- GPU statements ---- */
 
+/* Reads n consecutive float elements from [first, first + n) of buf for the
+ * current thread. */
+static int read_frag(gpu_ev *e, const kn_buffer *buf, const kn_expr *first, int n, float *out) {
+  int64_t at;
+  view v;
+  if (eval_int(e, first, &at) || buffer_of(e, buf, &v)) return -1;
+  for (int i = 0; i < n; i++) {
+    if (elem_read(e, &v, at + i)) return -1;
+    out[i] = (float)kn_ev_read_f(buf->dtype, v.mem, at + i);
+  }
+  return 0;
+}
+
 /* One warp's MMA: gather the 32 lanes' fragments into A, B, C by the layouts
  * of mma.h, D = A x B + C in f32, scatter D back into the accumulators. */
 static int mma_warp(gpu_ev *e, const kn_stmt *s, int warp) {
-  const kn_buffer *abuf = s->u.gpu.a, *bbuf = s->u.gpu.b, *cbuf = s->u.gpu.dst;
   float A[KN_MMA_M][KN_MMA_K], B[KN_MMA_K][KN_MMA_N], C[KN_MMA_M][KN_MMA_N];
-  int64_t ci[WARP];
   for (int lane = 0; lane < WARP; lane++) {
+    float a[KN_MMA_A_REGS], b[KN_MMA_B_REGS], c[KN_MMA_C_REGS];
+    int r, col;
     e->thread = warp * WARP + lane;
-    int64_t ai, bi;
-    char *am, *bm, *cm;
-    shadow *sh;
-    if (eval_int(e, s->u.gpu.a_index, &ai) || eval_int(e, s->u.gpu.b_index, &bi) ||
-        eval_int(e, s->u.gpu.dst_index, &ci[lane]) || buffer_of(e, abuf, &am, &sh) || buffer_of(e, bbuf, &bm, &sh) ||
-        buffer_of(e, cbuf, &cm, &sh) || check_index(e, abuf, ai) || check_index(e, abuf, ai + KN_MMA_A_REGS - 1) ||
-        check_index(e, bbuf, bi) || check_index(e, bbuf, bi + KN_MMA_B_REGS - 1) || check_index(e, cbuf, ci[lane]) ||
-        check_index(e, cbuf, ci[lane] + KN_MMA_C_REGS - 1))
+    if (read_frag(e, s->u.gpu.a, s->u.gpu.a_index, KN_MMA_A_REGS, a) ||
+        read_frag(e, s->u.gpu.b, s->u.gpu.b_index, KN_MMA_B_REGS, b) ||
+        read_frag(e, s->u.gpu.dst, s->u.gpu.dst_index, KN_MMA_C_REGS, c))
       return -1;
-    int r, c;
     for (int i = 0; i < KN_MMA_A_REGS; i++) {
-      kn_mma_a_coord(lane, i, &r, &c);
-      A[r][c] = (float)kn_ev_read_f(s->u.gpu.ab, am, ai + i);
+      kn_mma_a_coord(lane, i, &r, &col);
+      A[r][col] = a[i];
     }
     for (int i = 0; i < KN_MMA_B_REGS; i++) {
-      kn_mma_b_coord(lane, i, &r, &c);
-      B[r][c] = (float)kn_ev_read_f(s->u.gpu.ab, bm, bi + i);
+      kn_mma_b_coord(lane, i, &r, &col);
+      B[r][col] = b[i];
     }
     for (int i = 0; i < KN_MMA_C_REGS; i++) {
-      kn_mma_c_coord(lane, i, &r, &c);
-      C[r][c] = ((const float *)cm)[ci[lane] + i];
+      kn_mma_c_coord(lane, i, &r, &col);
+      C[r][col] = c[i];
     }
   }
   for (int m = 0; m < KN_MMA_M; m++)
     for (int n = 0; n < KN_MMA_N; n++)
       for (int k = 0; k < KN_MMA_K; k++) C[m][n] += A[m][k] * B[k][n];
   for (int lane = 0; lane < WARP; lane++) {
+    int64_t at;
+    view v;
     e->thread = warp * WARP + lane;
-    char *cm;
-    shadow *sh;
-    if (buffer_of(e, cbuf, &cm, &sh)) return -1;
+    if (eval_int(e, s->u.gpu.dst_index, &at) || buffer_of(e, s->u.gpu.dst, &v)) return -1;
     for (int i = 0; i < KN_MMA_C_REGS; i++) {
-      int r, c;
-      kn_mma_c_coord(lane, i, &r, &c);
-      ((float *)cm)[ci[lane] + i] = C[r][c];
+      int r, col;
+      kn_mma_c_coord(lane, i, &r, &col);
+      if (elem_write(e, &v, at + i, false)) return -1;
+      ((float *)v.mem)[at + i] = C[r][col];
     }
   }
   return 0;
@@ -444,8 +486,7 @@ static int mma_warp(gpu_ev *e, const kn_stmt *s, int warp) {
 
 /* Every warp that reaches an MMA must reach it whole. */
 static int exec_mma(gpu_ev *e, const kn_stmt *s, const tset *set) {
-  if (e->nthreads % WARP)
-    return fail(e, "mma in a block of %d threads, not whole warps of %d", e->nthreads, WARP);
+  if (e->nthreads % WARP) return fail(e, "mma in a block of %d threads, not whole warps of %d", e->nthreads, WARP);
   int warps = e->nthreads / WARP, rc = 0;
   int *count = xcalloc((size_t)warps, sizeof(int));
   for (int j = 0; j < set->n; j++) count[set->ids[j] / WARP]++;
@@ -464,26 +505,22 @@ static int exec_cp_async(gpu_ev *e, const kn_stmt *s, const tset *set) {
   for (int j = 0; j < set->n; j++) {
     int t = e->thread = set->ids[j];
     int64_t di, si, pred = 1;
-    char *dm, *sm;
-    shadow *dsh, *ssh;
+    view to, from;
     if (eval_int(e, s->u.gpu.dst_index, &di) || eval_int(e, s->u.gpu.a_index, &si) ||
-        (s->u.gpu.pred && eval_int(e, s->u.gpu.pred, &pred)) || buffer_of(e, dst, &dm, &dsh) ||
-        buffer_of(e, src, &sm, &ssh))
+        (s->u.gpu.pred && eval_int(e, s->u.gpu.pred, &pred)) || buffer_of(e, dst, &to) || buffer_of(e, src, &from))
       return -1;
     for (int64_t i = 0; i < s->u.gpu.n; i++) {
-      if (check_index(e, dst, di + i) || (pred && check_index(e, src, si + i)) ||
-          shared_write(e, dst, dsh, di + i, true))
-        return -1;
+      if ((pred && elem_read(e, &from, si + i)) || elem_write(e, &to, di + i, true)) return -1;
       kn_ev_val v = {.lanes = 1};
-      v.f[0] = pred && kn_dtype_is_float(src->dtype) ? kn_ev_read_f(src->dtype, sm, si + i) : 0;
-      v.i[0] = pred && !kn_dtype_is_float(src->dtype) ? kn_ev_read_i(src->dtype, sm, si + i) : 0;
-      kn_ev_write(dst->dtype, dm, di + i, &v, 0);
+      v.f[0] = pred && kn_dtype_is_float(src->dtype) ? kn_ev_read_f(src->dtype, from.mem, si + i) : 0;
+      v.i[0] = pred && !kn_dtype_is_float(src->dtype) ? kn_ev_read_i(src->dtype, from.mem, si + i) : 0;
+      kn_ev_write(dst->dtype, to.mem, di + i, &v, 0);
       if (e->npend == e->cap_pend) {
         e->cap_pend = e->cap_pend ? 2 * e->cap_pend : 256;
         e->pend = realloc(e->pend, sizeof(pending_copy) * (size_t)e->cap_pend);
         KN_ASSERT(e->pend, "out of memory");
       }
-      e->pend[e->npend++] = (pending_copy){&dsh[di + i], t, e->cp[t].open_group};
+      e->pend[e->npend++] = (pending_copy){&to.shadow[di + i], t, e->cp[t].open_group};
     }
   }
   return 0;

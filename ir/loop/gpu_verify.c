@@ -63,7 +63,8 @@ static int misplaced(vctx *v, const kn_stmt *s, const char *expected) {
   if (g) return kn_diag_error(v->d, "kernel '%s': %s outside the THREAD loops", v->k->name, gpu_op_name(g->u.gpu.op));
   const char *found = "nothing";
   if (s) {
-    static const char *const kinds[] = {"a loop", "a store", "an alloc", "a sequence", "an if", "a let", "a prefetch", ""};
+    static const char *const kinds[] = {"a loop", "a store", "an alloc",   "a sequence",
+                                        "an if",  "a let",   "a prefetch", ""};
     found = s->kind == KN_S_FOR ? loop_kinds[s->u.loop.kind] : kinds[s->kind];
   }
   if (s && s->kind == KN_S_FOR)

@@ -1,6 +1,7 @@
 /* gpu_test_util.h — small builders shared by the GPU interpreter and
  * verifier tests: an arena-backed context, GPU kernels assembled by hand, and
- * the check that a must-fail run said what it should. */
+ * the check that a must-fail run said what it should. Include after
+ * cmocka.h. */
 #ifndef KN_GPU_TEST_UTIL_H
 #define KN_GPU_TEST_UTIL_H
 
@@ -44,5 +45,16 @@ static inline bool diag_says(const kn_diag *d, const char *const *words) {
   }
   return false;
 }
+
+/* Some diagnostic line contains every word, else the test fails showing
+ * the lines (cmocka.h must come first). */
+#define expect_diag(d, ...)                                                                                            \
+  do {                                                                                                                 \
+    const char *const words_[] = {__VA_ARGS__, NULL};                                                                  \
+    if (!diag_says((d), words_)) {                                                                                     \
+      kn_diag_print((d), "got");                                                                                       \
+      fail_msg("no diagnostic mentions '%s'", words_[0]);                                                              \
+    }                                                                                                                  \
+  } while (0)
 
 #endif
