@@ -4,12 +4,14 @@
  * The body must be BLOCK loops (each dimension at most once), then SHARED
  * allocs, then THREAD loops (each dimension at most once, constant extents),
  * then the code every thread runs; BLOCK and THREAD loops, SHARED allocs and
- * GPU statements appear nowhere else. Barriers and MMAs must be reached by
- * every thread of the block or warp, so none may sit under a condition or
- * inside a loop whose bounds depend on the thread: on a thread variable, on
- * a variable bound from one, or on a thread-private (LOCAL) value. The
- * check is syntactic, hence conservative: a condition that mentions a
- * thread variable but holds for all threads is rejected all the same. */
+ * GPU statements appear nowhere else, and no PARALLEL loop at all (the
+ * CPU runtime's task split has no meaning on a GPU). Barriers and MMAs must
+ * be reached by every thread of the block or warp, so none may sit under a
+ * condition or inside a loop whose bounds depend on the thread: on a thread
+ * variable, on a variable bound from one, or on a thread-private (LOCAL)
+ * value. The check is syntactic, hence conservative: a condition that
+ * mentions a thread variable but holds for all threads is rejected all the
+ * same. */
 #include "ir/loop/gpu_eval.h"
 
 #include <stdlib.h>
@@ -126,7 +128,7 @@ static int check_thread_body(vctx *v, const kn_stmt *s, const char *divergent) {
   int mark = v->ndeps, rc = 0;
   switch (s->kind) {
   case KN_S_FOR:
-    if (s->u.loop.kind == KN_FOR_BLOCK || s->u.loop.kind == KN_FOR_THREAD)
+    if (s->u.loop.kind == KN_FOR_BLOCK || s->u.loop.kind == KN_FOR_THREAD || s->u.loop.kind == KN_FOR_PARALLEL)
       return kn_diag_error(v->d, "kernel '%s': %s loop '%s' inside the THREAD loops", v->k->name,
                            loop_kinds[s->u.loop.kind], s->u.loop.var->name);
     if (thread_dependent(v, s->u.loop.min) || thread_dependent(v, s->u.loop.extent)) {

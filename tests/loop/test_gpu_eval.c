@@ -258,9 +258,15 @@ static void cp_buffers(gpu_fx *f, cp_kernel *ck) {
   ck->t = kn_var_new(c, "t");
 }
 
-static kn_stmt *cp_copy(gpu_fx *f, cp_kernel *ck, kn_buffer *dst, kn_buffer *src, kn_expr *pred) {
+/* dst[4t .. + 4) <- src[4t + src_shift .. + 4) if pred */
+static kn_stmt *cp_copy_from(gpu_fx *f, cp_kernel *ck, kn_buffer *dst, kn_buffer *src, int64_t src_shift,
+                             kn_expr *pred) {
   kn_expr *at = kn_e_mul(&f->c, V(f, ck->t), I(f, 4));
-  return kn_s_cp_async(&f->c, dst, at, src, at, 4, pred);
+  return kn_s_cp_async(&f->c, dst, at, src, kn_e_add(&f->c, at, I(f, src_shift)), 4, pred);
+}
+
+static kn_stmt *cp_copy(gpu_fx *f, cp_kernel *ck, kn_buffer *dst, kn_buffer *src, kn_expr *pred) {
+  return cp_copy_from(f, ck, dst, src, 0, pred);
 }
 
 /* out[4t + j] = from[(4t + j + shift) % 64] for j in [0, 4): shift 4 reads
@@ -344,7 +350,8 @@ static void test_cp_async_wait_no_barrier(void **state) {
   }
 }
 
-/* pred false writes zeros (after the wait, like any copy). */
+/* pred false writes zeros (after the wait, like any copy) and reads no
+ * source: threads 8.. would read past the end of g. */
 static void test_cp_async_pred(void **state) {
   (void)state;
   gpu_fx f;
@@ -352,11 +359,20 @@ static void test_cp_async_pred(void **state) {
   cp_kernel ck;
   cp_buffers(&f, &ck);
   kn_expr *pred = kn_e_bin(&f.c, KN_E_LT, V(&f, ck.t), I(&f, CP_THREADS / 2));
-  kn_stmt *body[] = {cp_copy(&f, &ck, ck.sh, ck.g, pred), kn_s_cp_commit(&f.c), kn_s_cp_wait(&f.c, 0),
-                     kn_s_barrier(&f.c), cp_read(&f, &ck, ck.sh, 0)};
+  kn_stmt *body[] = {cp_copy_from(&f, &ck, ck.sh, ck.g, CP_ELEMS / 2, pred), kn_s_cp_commit(&f.c),
+                     kn_s_cp_wait(&f.c, 0), kn_s_barrier(&f.c), cp_read(&f, &ck, ck.sh, 0)};
   cp_finish(&f, &ck, body, 5);
   assert_int_equal(cp_run(&f, &ck), 0);
-  for (int i = 0; i < CP_ELEMS; i++) assert_float_equal(cp_out[i], i < CP_ELEMS / 2 ? cp_g[i] : 0, 0);
+  for (int i = 0; i < CP_ELEMS; i++) assert_float_equal(cp_out[i], i < CP_ELEMS / 2 ? cp_g[i + CP_ELEMS / 2] : 0, 0);
+  gpu_fx_free(&f);
+
+  /* with the predicate true everywhere the same copy is out of bounds */
+  gpu_fx_init(&f);
+  cp_buffers(&f, &ck);
+  kn_stmt *all[] = {cp_copy_from(&f, &ck, ck.sh, ck.g, CP_ELEMS / 2, NULL), kn_s_cp_commit(&f.c)};
+  cp_finish(&f, &ck, all, 2);
+  assert_int_equal(cp_run(&f, &ck), -1);
+  expect_diag(&f.d, "index 64 outside param 'g' of 64 elements (thread 8)", "at: cp_async");
   gpu_fx_free(&f);
 }
 

@@ -234,8 +234,8 @@ static void test_misplaced(void **state) {
 
   const char *const want[] = {"two BLOCK loops over dimension x", "BLOCK loop 'b2' inside the THREAD loops",
                               "shared buffer 'tile' allocated inside the THREAD loops", "expected THREAD loops",
-                              "not a GPU kernel"};
-  kn_var *b2 = kn_var_new(c, "b2");
+                              "parallel loop 'p' inside the THREAD loops", "not a GPU kernel"};
+  kn_var *b2 = kn_var_new(c, "b2"), *par = kn_var_new(c, "p");
   kn_stmt *store = kn_s_store(c, p.x, V(&f, p.tx), kn_e_float(c, KN_DT_F32, 0));
   kn_stmt *tx_loop = kn_s_bind(c, p.tx, I(&f, 32), KN_FOR_THREAD, 0, store);
   kn_stmt *bodies[] = {
@@ -243,13 +243,14 @@ static void test_misplaced(void **state) {
       kn_s_bind(c, p.tx, I(&f, 32), KN_FOR_THREAD, 0, kn_s_bind(c, b2, I(&f, 4), KN_FOR_BLOCK, 0, store)),
       kn_s_bind(c, p.tx, I(&f, 32), KN_FOR_THREAD, 0, kn_s_alloc(c, p.tile, store)),
       kn_s_bind(c, p.b, I(&f, 4), KN_FOR_BLOCK, 0, store),
+      kn_s_bind(c, p.tx, I(&f, 32), KN_FOR_THREAD, 0, kn_s_for(c, par, I(&f, 0), I(&f, 2), KN_FOR_PARALLEL, store)),
       tx_loop,
   };
-  for (int i = 0; i < 5; i++) {
+  for (int i = 0; i < 6; i++) {
     kn_diag_free(&f.d);
     kn_diag_init(&f.d);
     k = gpu_kernel(&f, "k", &p.x, 1, bodies[i]);
-    k.gpu = i != 4;
+    k.gpu = i != 5;
     assert_int_equal(kn_loop_verify_gpu(&k, &limits, &f.d), -1);
     expect_diag(&f.d, "kernel 'k'", want[i]);
   }
