@@ -67,6 +67,7 @@ typedef struct binding {
   const void *key; /* kn_var* or kn_buffer* */
   bool per_thread; /* one value (or buffer copy) per thread, else one for all */
   scalar *vals;    /* variables: [thread] or [0] */
+  bool is_float;   /* a let of a float value */
   char *mem;       /* LOCAL / SHARED buffers */
   int64_t stride;  /* bytes between the threads' copies of a per-thread buffer */
   shadow *shadow;  /* SHARED */
@@ -282,6 +283,7 @@ static int var_hook(void *ctx, const kn_var *v, kn_ev_val *out) {
   int i = lookup(e, v);
   if (i < 0) return fail(e, "variable '%s' is not bound", v->name);
   const scalar *s = &e->b[i].vals[e->b[i].per_thread ? e->thread : 0];
+  out->is_float = e->b[i].is_float;
   out->i[0] = s->i;
   out->f[0] = s->f;
   return 0;
@@ -346,6 +348,7 @@ static int exec_let(gpu_ev *e, const kn_stmt *s, const tset *set) {
     rc = eval(e, s->u.let.value, &v);
     if (!rc && v.lanes > 1) rc = fail(e, "vector let '%s' is not supported by the GPU interpreter", s->u.let.var->name);
     if (!rc) vals[e->thread] = (scalar){v.i[0], v.f[0]};
+    e->b[mark].is_float = v.is_float;
   }
   if (!rc) rc = exec(e, s->u.let.body, set);
   pop_to(e, mark);
@@ -674,10 +677,13 @@ static int run_outer(gpu_ev *e, const kn_stmt *s) {
       if (run_outer(e, s->u.seq.stmts[i])) return -1;
     return 0;
   case KN_S_LET: {
-    int64_t v;
-    if (eval_uniform(e, s->u.let.value, &v)) return -1;
+    kn_ev_val v;
+    e->thread = 0;
+    if (eval(e, s->u.let.value, &v)) return -1;
+    if (v.lanes > 1) return fail(e, "vector let '%s' is not supported by the GPU interpreter", s->u.let.var->name);
     int mark = e->n;
-    push_var(e, s->u.let.var)->i = v;
+    *push_var(e, s->u.let.var) = (scalar){v.i[0], v.f[0]};
+    e->b[mark].is_float = v.is_float;
     int rc = run_outer(e, s->u.let.body);
     pop_to(e, mark);
     return rc;
