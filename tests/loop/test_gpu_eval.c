@@ -1,7 +1,8 @@
 /* test_gpu_eval.c — the GPU interpreter (ir/loop/gpu_eval.c) on kernels built
  * by hand: a shared-memory reduction and its missing barrier, warp MMAs
- * against a naive matmul, cp.async groups and their poison, an elementwise
- * SIMT kernel against the CPU interpreter, and out-of-bounds indices. */
+ * against a naive matmul, cp.async groups and their poison, a tiled GEMM
+ * with all three, an elementwise SIMT kernel against the CPU interpreter,
+ * and what must fail: bounds, uninitialised reads, races. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -403,6 +404,91 @@ static void test_cp_async_two_groups(void **state) {
   }
 }
 
+/* ---- cp.async, shared tiles and MMA together ---- */
+
+/* C (16 x 16, f32) = A (16 x 32) x B (32 x 16) in one block of two warps:
+ * per K step of 16, the 64 threads cp.async a 16 x 16 tile of A and of B
+ * into shared memory (4 halves each), wait, barrier, load their fragments
+ * from the tiles (warp w takes B's columns [8w, 8w + 8)), MMA, and barrier
+ * again before the next step overwrites the tiles, unless `last_barrier`
+ * is false. */
+static kn_kernel tiled_gemm(gpu_fx *f, bool last_barrier) {
+  kn_expr_ctx *c = &f->c;
+  kn_buffer *A = kn_buffer_new(c, "A", KN_DT_F16, KN_BUF_PARAM, 16 * 32);
+  kn_buffer *B = kn_buffer_new(c, "B", KN_DT_F16, KN_BUF_PARAM, 32 * 16);
+  kn_buffer *C = kn_buffer_new(c, "C", KN_DT_F32, KN_BUF_PARAM, 16 * 16);
+  kn_buffer *As = kn_buffer_new(c, "As", KN_DT_F16, KN_BUF_SHARED, 256);
+  kn_buffer *Bs = kn_buffer_new(c, "Bs", KN_DT_F16, KN_BUF_SHARED, 256);
+  kn_buffer *af = kn_buffer_new(c, "af", KN_DT_F16, KN_BUF_LOCAL, 8),
+            *bf = kn_buffer_new(c, "bf", KN_DT_F16, KN_BUF_LOCAL, 4);
+  kn_buffer *acc = kn_buffer_new(c, "acc", KN_DT_F32, KN_BUF_LOCAL, 4);
+  kn_var *t = kn_var_new(c, "t"), *lane = kn_var_new(c, "lane"), *warp = kn_var_new(c, "warp"),
+         *kk = kn_var_new(c, "kk");
+  kn_expr *g = kn_e_div(c, V(f, lane), I(f, 4)), *q2 = kn_e_mul(c, kn_e_mod(c, V(f, lane), I(f, 4)), I(f, 2));
+  kn_expr *n0 = kn_e_mul(c, V(f, warp), I(f, 8)), *k0 = kn_e_mul(c, V(f, kk), I(f, 16));
+  /* thread t copies row t / 4, columns [4 (t % 4), + 4) of each tile */
+  kn_expr *trow = kn_e_div(c, V(f, t), I(f, 4)), *tcol = kn_e_mul(c, kn_e_mod(c, V(f, t), I(f, 4)), I(f, 4));
+  kn_expr *mine = kn_e_mul(c, V(f, t), I(f, 4));
+  kn_stmt *step[20], *init[4], *stores[4];
+  int n = 0;
+  step[n++] = kn_s_cp_async(c, As, mine, A, kn_e_add(c, kn_e_add(c, kn_e_mul(c, trow, I(f, 32)), k0), tcol), 4, NULL);
+  step[n++] = kn_s_cp_async(c, Bs, mine, B, kn_e_add(c, kn_e_mul(c, kn_e_add(c, k0, trow), I(f, 16)), tcol), 4, NULL);
+  step[n++] = kn_s_cp_commit(c);
+  step[n++] = kn_s_cp_wait(c, 0);
+  step[n++] = kn_s_barrier(c);
+  for (int i = 0; i < 8; i++) {
+    int m, k;
+    kn_mma_a_coord(0, i, &m, &k);
+    step[n++] = kn_s_store(c, af, I(f, i), kn_e_load(c, As, at(f, g, m, I(f, 0), q2, k, I(f, 0), 16)));
+  }
+  for (int i = 0; i < 4; i++) {
+    int k, col, m;
+    kn_mma_b_coord(0, i, &k, &col);
+    step[n++] = kn_s_store(c, bf, I(f, i), kn_e_load(c, Bs, at(f, q2, k, I(f, 0), g, col, n0, 16)));
+    kn_mma_c_coord(0, i, &m, &col);
+    init[i] = kn_s_store(c, acc, I(f, i), kn_e_float(c, KN_DT_F32, 0));
+    stores[i] = kn_s_store(c, C, at(f, g, m, I(f, 0), q2, col, n0, 16), kn_e_load(c, acc, I(f, i)));
+  }
+  step[n++] = kn_s_mma(c, KN_DT_F16, acc, I(f, 0), af, I(f, 0), bf, I(f, 0));
+  if (last_barrier) step[n++] = kn_s_barrier(c);
+  kn_stmt *parts[] = {seq(f, init, 4), kn_s_for(c, kk, I(f, 0), I(f, 2), KN_FOR_SERIAL, seq(f, step, n)),
+                      seq(f, stores, 4)};
+  kn_stmt *body = kn_s_alloc(c, af, kn_s_alloc(c, bf, kn_s_alloc(c, acc, seq(f, parts, 3))));
+  body = kn_s_let(c, lane, kn_e_mod(c, V(f, t), I(f, 32)), kn_s_let(c, warp, kn_e_div(c, V(f, t), I(f, 32)), body));
+  kn_stmt *threads = kn_s_bind(c, t, I(f, 64), KN_FOR_THREAD, 0, body);
+  kn_buffer *params[] = {A, B, C};
+  return gpu_kernel(f, "gemm", params, 3, kn_s_alloc(c, As, kn_s_alloc(c, Bs, threads)));
+}
+
+static void test_tiled_gemm(void **state) {
+  (void)state;
+  uint16_t A[16 * 32], B[32 * 16];
+  float C[16 * 16];
+  for (int i = 0; i < 16 * 32; i++) A[i] = kn_f32_to_f16((float)((i * 13) % 11 - 5) / 4.0f);
+  for (int i = 0; i < 32 * 16; i++) B[i] = kn_f32_to_f16((float)((i * 7) % 9 - 4) / 2.0f + 0.125f);
+  void *args[] = {A, B, C};
+  for (int last_barrier = 1; last_barrier >= 0; last_barrier--) {
+    gpu_fx f;
+    gpu_fx_init(&f);
+    kn_kernel k = tiled_gemm(&f, last_barrier);
+    int rc = kn_gpu_eval(&k, args, 1, &f.d);
+    if (last_barrier) {
+      if (rc) kn_diag_print(&f.d, "gemm");
+      assert_int_equal(rc, 0);
+      for (int m = 0; m < 16; m++)
+        for (int n = 0; n < 16; n++) {
+          float want = 0;
+          for (int kk = 0; kk < 32; kk++) want += kn_f16_to_f32(A[m * 32 + kk]) * kn_f16_to_f32(B[kk * 16 + n]);
+          assert_float_equal(C[m * 16 + n], want, 1e-5 * (1 + fabs(want)));
+        }
+    } else { /* the second step's copies overwrite tiles the others still read */
+      assert_int_equal(rc, -1);
+      expect_diag(&f.d, "race on shared 'As'", "writes what", "read since the last barrier", "at: cp_async");
+    }
+    gpu_fx_free(&f);
+  }
+}
+
 /* ---- 6. SIMT without shared memory, against the CPU interpreter ---- */
 
 static void test_elementwise_matches_cpu(void **state) {
@@ -565,6 +651,7 @@ int main(void) {
       cmocka_unit_test(test_cp_async_wait_no_barrier),
       cmocka_unit_test(test_cp_async_pred),
       cmocka_unit_test(test_cp_async_two_groups),
+      cmocka_unit_test(test_tiled_gemm),
       cmocka_unit_test(test_elementwise_matches_cpu),
       cmocka_unit_test(test_out_of_bounds),
       cmocka_unit_test(test_uninitialised_shared),

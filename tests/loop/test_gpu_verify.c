@@ -232,9 +232,12 @@ static void test_misplaced(void **state) {
   assert_int_equal(kn_gpu_eval(&k, args, 1, &f.d), -1);
   expect_diag(&f.d, "statement outside the THREAD loops", "at: barrier");
 
-  const char *const want[] = {"two BLOCK loops over dimension x", "BLOCK loop 'b2' inside the THREAD loops",
-                              "shared buffer 'tile' allocated inside the THREAD loops", "expected THREAD loops",
-                              "parallel loop 'p' inside the THREAD loops", "not a GPU kernel"};
+  const char *const want[] = {"two BLOCK loops over dimension x",
+                              "BLOCK loop 'b2' inside the THREAD loops",
+                              "shared buffer 'tile' allocated inside the THREAD loops",
+                              "expected THREAD loops",
+                              "parallel loop 'p' inside the THREAD loops",
+                              "not a GPU kernel"};
   kn_var *b2 = kn_var_new(c, "b2"), *par = kn_var_new(c, "p");
   kn_stmt *store = kn_s_store(c, p.x, V(&f, p.tx), kn_e_float(c, KN_DT_F32, 0));
   kn_stmt *tx_loop = kn_s_bind(c, p.tx, I(&f, 32), KN_FOR_THREAD, 0, store);
