@@ -31,7 +31,13 @@
 #include "ir/loop/eval_value.h"
 #include "ir/loop/mma.h"
 
+/* What CUDA allows a block: threads, and local memory per thread; shared
+ * memory is capped above every GPU's per-block maximum (the verifier holds
+ * kernels to the target's), so that a wrong size is a diagnostic, not a
+ * huge allocation. */
 enum { MAX_THREADS = 1024, WARP = 32 };
+#define MAX_LOCAL_BYTES ((int64_t)512 * 1024)
+#define MAX_SHARED_BYTES ((int64_t)256 * 1024)
 
 /* The access history of one SHARED element. Threads are stored as id + 1
  * so that a zeroed shadow means "never touched". */
@@ -409,6 +415,9 @@ static int exec_alloc(gpu_ev *e, const kn_stmt *s, const tset *set) {
   const kn_buffer *buf = s->u.alloc.buffer;
   if (buf->kind != KN_BUF_LOCAL) return fail(e, "shared buffer '%s' allocated inside the THREAD loops", buf->name);
   if (buf->size <= 0) return fail(e, "local buffer '%s' has no size", buf->name);
+  if (buf->size > MAX_LOCAL_BYTES / (int64_t)kn_dtype_size(buf->dtype))
+    return fail(e, "local buffer '%s' of %lld elements: more than the %lld bytes a thread can have", buf->name,
+                (long long)buf->size, (long long)MAX_LOCAL_BYTES);
   int mark = e->n;
   binding *b = push(e, buf);
   b->per_thread = true;
@@ -654,6 +663,9 @@ static int run_shared_alloc(gpu_ev *e, const kn_stmt *s) {
   const kn_buffer *buf = s->u.alloc.buffer;
   if (buf->kind != KN_BUF_SHARED) return fail(e, "local buffer '%s' allocated outside the THREAD loops", buf->name);
   if (buf->size <= 0) return fail(e, "shared buffer '%s' has no size", buf->name);
+  if (buf->size > MAX_SHARED_BYTES / (int64_t)kn_dtype_size(buf->dtype))
+    return fail(e, "shared buffer '%s' of %lld elements: more than the %lld bytes a block can have", buf->name,
+                (long long)buf->size, (long long)MAX_SHARED_BYTES);
   int mark = e->n;
   binding *b = push(e, buf);
   b->mem = xcalloc((size_t)buf->size, kn_dtype_size(buf->dtype));

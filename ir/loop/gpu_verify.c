@@ -187,10 +187,10 @@ static int check_thread_loops(vctx *v, const kn_stmt **s, const kn_gpu_limits *l
     if (!kn_e_is_const_int((*s)->u.loop.extent, &ext) || ext < 1)
       return kn_diag_error(v->d, "kernel '%s': THREAD loop '%s' needs a constant extent of at least 1", v->k->name,
                            (*s)->u.loop.var->name);
+    if (ext > limits->max_threads || threads * ext > limits->max_threads) /* each factor bounded: no overflow */
+      return kn_diag_error(v->d, "kernel '%s': more than %d threads in a block (THREAD loop '%s')", v->k->name,
+                           limits->max_threads, (*s)->u.loop.var->name);
     threads *= ext;
-    if (threads > limits->max_threads)
-      return kn_diag_error(v->d, "kernel '%s': more than %d threads in a block (%lld so far)", v->k->name,
-                           limits->max_threads, (long long)threads);
     push_dep(v, (*s)->u.loop.var);
   }
   v->nthreads = (int)threads;
@@ -209,6 +209,9 @@ static int verify(vctx *v, const kn_gpu_limits *limits) {
       return kn_diag_error(v->d, "kernel '%s': local buffer '%s' allocated outside the THREAD loops", v->k->name,
                            b->name);
     if (b->size <= 0) return kn_diag_error(v->d, "kernel '%s': shared buffer '%s' has no size", v->k->name, b->name);
+    if (b->size > limits->max_shared_bytes) /* also keeps the sum below from overflowing */
+      return kn_diag_error(v->d, "kernel '%s': shared buffer '%s' alone takes more than the %lld bytes allowed",
+                           v->k->name, b->name, (long long)limits->max_shared_bytes);
     shared_bytes += b->size * (int64_t)kn_dtype_size(b->dtype);
   }
   if (shared_bytes > limits->max_shared_bytes)

@@ -212,6 +212,17 @@ static void test_shared_over_limit(void **state) {
   assert_int_equal(kn_loop_verify_gpu(&k, &limits, &f.d), -1);
   expect_diag(&f.d, "shared buffers take 49156 bytes, more than the 49152 allowed");
   gpu_fx_free(&f);
+  /* the interpreter refuses sizes no GPU has rather than allocate them */
+  gpu_fx_init(&f);
+  p = parts(&f, (int64_t)1 << 40);
+  k = build(&f, &p, 32, 1, reverse_body(&f, &p));
+  float x[128] = {0};
+  void *args[] = {x};
+  assert_int_equal(kn_loop_verify_gpu(&k, &limits, &f.d), -1);
+  expect_diag(&f.d, "shared buffer 'tile' alone takes more than the 49152 bytes allowed");
+  assert_int_equal(kn_gpu_eval(&k, args, 1, &f.d), -1);
+  expect_diag(&f.d, "shared buffer 'tile' of 1099511627776 elements: more than");
+  gpu_fx_free(&f);
 }
 
 static void test_misplaced(void **state) {
