@@ -110,6 +110,7 @@ static void eval_cast(const kn_expr *x, const kn_ev_val *a, kn_ev_val *r) {
 
 static int eval_call(const kn_ev_hooks *h, const kn_expr *x, kn_ev_val *r) {
   kn_ev_val a[3];
+  KN_ASSERT(x->u.call.n >= 1 && x->u.call.n <= 3, "intrinsics take one to three arguments");
   for (int i = 0; i < x->u.call.n; i++)
     if (kn_ev_expr(h, x->u.call.args[i], &a[i])) return -1;
   kn_fn fn = x->u.call.fn;
