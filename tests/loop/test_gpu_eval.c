@@ -364,7 +364,7 @@ static void test_cp_async_pred(void **state) {
                      kn_s_cp_wait(&f.c, 0), kn_s_barrier(&f.c), cp_read(&f, &ck, ck.sh, 0)};
   cp_finish(&f, &ck, body, 5);
   assert_int_equal(cp_run(&f, &ck), 0);
-  for (int i = 0; i < CP_ELEMS; i++) assert_float_equal(cp_out[i], i < CP_ELEMS / 2 ? cp_g[i + CP_ELEMS / 2] : 0, 0);
+  for (int i = 0; i < CP_ELEMS; i++) assert_float_equal(cp_out[i], (i < CP_ELEMS / 2 ? cp_g[i + CP_ELEMS / 2] : 0), 0);
   gpu_fx_free(&f);
 
   /* with the predicate true everywhere the same copy is out of bounds */
@@ -521,6 +521,59 @@ static void test_elementwise_matches_cpu(void **state) {
   gpu_fx_free(&f);
 }
 
+/* Divergent control flow: thread t loops t times (its own trip count),
+ * accumulating in a register, then even threads store the sum and odd ones
+ * its negation. */
+static void test_divergent_loop_and_else(void **state) {
+  (void)state;
+  gpu_fx f;
+  gpu_fx_init(&f);
+  kn_expr_ctx *c = &f.c;
+  kn_buffer *x = kn_buffer_new(c, "x", KN_DT_F32, KN_BUF_PARAM, 48),
+            *y = kn_buffer_new(c, "y", KN_DT_F32, KN_BUF_PARAM, 48);
+  kn_buffer *sum = kn_buffer_new(c, "sum", KN_DT_F32, KN_BUF_LOCAL, 1);
+  kn_var *t = kn_var_new(c, "t"), *i = kn_var_new(c, "i");
+  kn_expr *acc = kn_e_load(c, sum, I(&f, 0));
+  kn_stmt *loop = kn_s_for(c, i, I(&f, 0), V(&f, t), KN_FOR_SERIAL,
+                           kn_s_store(c, sum, I(&f, 0), kn_e_add(c, acc, kn_e_load(c, x, V(&f, i)))));
+  kn_expr *even = kn_e_bin(c, KN_E_EQ, kn_e_mod(c, V(&f, t), I(&f, 2)), I(&f, 0));
+  kn_stmt *out = kn_s_if(c, even, kn_s_store(c, y, V(&f, t), acc),
+                         kn_s_store(c, y, V(&f, t), kn_e_sub(c, kn_e_float(c, KN_DT_F32, 0), acc)));
+  kn_stmt *body[] = {kn_s_store(c, sum, I(&f, 0), kn_e_float(c, KN_DT_F32, 0)), loop, out};
+  kn_buffer *params[] = {x, y};
+  kn_kernel k = gpu_kernel(&f, "div", params, 2,
+                           kn_s_bind(c, t, I(&f, 48), KN_FOR_THREAD, 0, kn_s_alloc(c, sum, seq(&f, body, 3))));
+  float xs[48], ys[48];
+  for (int j = 0; j < 48; j++) xs[j] = (float)(j % 5);
+  void *args[] = {xs, ys};
+  assert_int_equal(kn_gpu_eval(&k, args, 1, &f.d), 0);
+  for (int j = 0; j < 48; j++) {
+    float want = 0;
+    for (int l = 0; l < j; l++) want += xs[l];
+    assert_float_equal(ys[j], (j % 2 ? -want : want), 0);
+  }
+  gpu_fx_free(&f);
+}
+
+/* A vector let is beyond the interpreter: a diagnostic, not a crash. */
+static void test_vector_let_unsupported(void **state) {
+  (void)state;
+  gpu_fx f;
+  gpu_fx_init(&f);
+  kn_expr_ctx *c = &f.c;
+  kn_buffer *y = kn_buffer_new(c, "y", KN_DT_I64, KN_BUF_PARAM, 128);
+  kn_var *t = kn_var_new(c, "t"), *v = kn_var_new(c, "v");
+  kn_expr *lanes = kn_e_ramp(c, kn_e_mul(c, V(&f, t), I(&f, 4)), I(&f, 1), 4);
+  kn_stmt *body = kn_s_let(c, v, lanes, kn_s_store(c, y, V(&f, t), I(&f, 1)));
+  kn_buffer *params[] = {y};
+  kn_kernel k = gpu_kernel(&f, "vlet", params, 1, kn_s_bind(c, t, I(&f, 32), KN_FOR_THREAD, 0, body));
+  int64_t ys[128];
+  void *args[] = {ys};
+  assert_int_equal(kn_gpu_eval(&k, args, 1, &f.d), -1);
+  expect_diag(&f.d, "vector let 'v' is not supported");
+  gpu_fx_free(&f);
+}
+
 /* ---- bounds and misuse ---- */
 
 static void test_out_of_bounds(void **state) {
@@ -653,6 +706,8 @@ int main(void) {
       cmocka_unit_test(test_cp_async_two_groups),
       cmocka_unit_test(test_tiled_gemm),
       cmocka_unit_test(test_elementwise_matches_cpu),
+      cmocka_unit_test(test_divergent_loop_and_else),
+      cmocka_unit_test(test_vector_let_unsupported),
       cmocka_unit_test(test_out_of_bounds),
       cmocka_unit_test(test_uninitialised_shared),
       cmocka_unit_test(test_write_races),
