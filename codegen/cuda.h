@@ -25,6 +25,10 @@ typedef struct kn_cuda_launch {
  * or -1 with a diagnostic when k is not a well-formed GPU kernel. */
 int kn_cuda_launch_info(const kn_kernel *k, kn_cuda_launch *out, kn_diag *d);
 
+/* Shared memory one block may use on every architecture of t (bytes, with
+ * the opt-in above 48 KiB): the least of their limits. */
+int64_t kn_cuda_max_shared(const kn_target *t);
+
 /* ptxas's report for one kernel on one architecture. */
 typedef struct kn_cuda_resources {
   int sm;

@@ -148,6 +148,19 @@ static int walk_block(shape *s, const kn_stmt *st) {
   }
 }
 
+int64_t kn_cuda_max_shared(const kn_target *t) {
+  int64_t least = 0;
+  for (int i = 0; i < t->n_sm; i++) {
+    int sm = t->sm[i];
+    /* per block, opt-in: 163 KiB on sm_80 / sm_87, 99 KiB on the other 8.x
+     * and on 12.x, 227 KiB on 9.0 and 10.0 (CUDA programming guide,
+     * "Technical Specifications per Compute Capability") */
+    int64_t limit = sm == 80 || sm == 87 ? 163 * 1024 : sm == 90 || sm == 100 ? 227 * 1024 : 99 * 1024;
+    if (i == 0 || limit < least) least = limit;
+  }
+  return least;
+}
+
 int kn_cuda_launch_info(const kn_kernel *k, kn_cuda_launch *out, kn_diag *d) {
   shape s = {.k = k, .out = out, .d = d};
   *out = (kn_cuda_launch){.name = k->name, .block = {1, 1, 1}};

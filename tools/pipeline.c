@@ -16,7 +16,9 @@
 #include <time.h>
 
 #include "codegen/codegen.h"
+#include "codegen/cuda.h"
 #include "frontend/onnx_load.h"
+#include "ir/loop/gpu_eval.h"
 #include "ir/passes/passes.h"
 #include "ir/shape/shape_infer.h"
 #include "schedule/schedule.h"
@@ -41,6 +43,10 @@ typedef struct kn_pipe {
   kn_kernel_build *kernels;
   int *first_var; /* per kernel: the expression context's next_var_id when it was built */
   kn_plan plan;
+  /* GPU targets: the plan's kernels as CUDA C, compiled */
+  const char *cuda_source;
+  kn_cuda_launch *launches;
+  kn_cuda_module cuda_module;
 } kn_pipe;
 
 typedef int (*step_fn)(kn_pipe *p);
@@ -171,6 +177,43 @@ static int plan(kn_pipe *p) {
   return 0;
 }
 
+/* GPU targets: every kernel checked (kn_loop_verify_gpu), emitted as one
+ * CUDA C translation unit and compiled by NVRTC for each architecture;
+ * `-v` prints each kernel's launch and ptxas's registers, spills and
+ * shared memory. Nothing to do for CPU targets. */
+static int cuda(kn_pipe *p) {
+  if (p->target.arch != KN_ARCH_CUDA) return 0;
+  int n = p->plan.n_steps, failures = 0;
+  const kn_kernel **ks = KN_NEW_ARRAY(p->arena, const kn_kernel *, n + 1);
+  const char **names = KN_NEW_ARRAY(p->arena, const char *, n + 1);
+  p->launches = KN_NEW_ARRAY(p->arena, kn_cuda_launch, n + 1);
+  kn_gpu_limits limits = {.max_threads = 1024, .max_shared_bytes = kn_cuda_max_shared(&p->target)};
+  for (int i = 0; i < n; i++) {
+    ks[i] = p->plan.steps[i].kernel;
+    names[i] = ks[i]->name;
+    if (kn_loop_verify_gpu(ks[i], &limits, p->d) < 0 || kn_cuda_launch_info(ks[i], &p->launches[i], p->d) < 0)
+      failures++;
+  }
+  if (failures || kn_cuda_emit(ks, n, p->arena, &p->cuda_source, p->d) < 0) return -1;
+  if (p->o->stop_after && !strcmp(p->o->stop_after, "cuda") && !p->o->verbose) return 0; /* the text is enough */
+  if (!kn_nvrtc_available(p->d) ||
+      kn_nvrtc_compile(p->cuda_source, names, n, &p->target, p->arena, &p->cuda_module, p->d) < 0)
+    return -1;
+  if (p->o->verbose)
+    for (int i = 0; i < n; i++) {
+      const kn_cuda_launch *l = &p->launches[i];
+      fprintf(stderr, "kiln: %s: block %dx%dx%d, dynamic shared %lld bytes", l->name, l->block[0], l->block[1],
+              l->block[2], (long long)l->shared_bytes);
+      for (int s = 0; s < p->target.n_sm; s++) {
+        const kn_cuda_resources *r = &p->cuda_module.resources[i * p->target.n_sm + s];
+        fprintf(stderr, "; sm_%d: %d registers, %lld bytes spill stores, %lld spill loads, %lld bytes shared", r->sm,
+                r->registers, (long long)r->spill_stores, (long long)r->spill_loads, (long long)r->shared_bytes);
+      }
+      fputc('\n', stderr);
+    }
+  return 0;
+}
+
 /* LLVM IR (or C), optimised and emitted, linked with the runtime, the header
  * written, renamed into place. */
 static int package(kn_pipe *p) {
@@ -210,6 +253,9 @@ static void dump_kernels(kn_pipe *p, FILE *te, FILE *loops) {
   }
 }
 static void dump_te(kn_pipe *p, FILE *out) { dump_kernels(p, out, NULL); }
+static void dump_cuda(kn_pipe *p, FILE *out) {
+  if (p->cuda_source) fputs(p->cuda_source, out);
+}
 static void dump_loops(kn_pipe *p, FILE *out) { dump_kernels(p, NULL, out); }
 
 /* ---- the table ------------------------------------------------------------------------- */
@@ -249,6 +295,7 @@ static const step steps[] = {
     {"loops", NULL, 0, dump_loops}, /* lowered by the step above, kernel by kernel: a stage to print */
     /* plan, emit, package */
     {"plan", plan, 0, NULL},
+    {"cuda", cuda, 0, dump_cuda}, /* GPU targets: CUDA C through NVRTC */
     {"package", package, 0, NULL},
 };
 enum { N_STEPS = sizeof steps / sizeof steps[0] };
