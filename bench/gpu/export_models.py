@@ -1,0 +1,31 @@
+"""export_models.py — runs models/export.py with the exporter it was written for.
+
+    python3 bench/gpu/export_models.py --out models [--only resnet50,bert]
+
+models/export.py is written for the TorchScript-based torch.onnx.export of
+Debian's torch 1.13. Newer torch (2.9 and later) defaults to the dynamo-based
+exporter, which writes other graphs (and wants opset 18 or more); the GPU
+machine has such a torch and no network, so the model set is exported there.
+This passes dynamo=False wherever torch.onnx.export accepts the keyword, then
+calls export.py's own main with the same arguments.
+"""
+import functools
+import inspect
+import os
+import sys
+
+import torch
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, os.path.join(REPO, "models"))
+
+
+def main(argv=None):
+    if "dynamo" in inspect.signature(torch.onnx.export).parameters:
+        torch.onnx.export = functools.partial(torch.onnx.export, dynamo=False)
+    import export  # models/export.py, after the patch (it calls torch.onnx.export at run time)
+    return export.main(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
