@@ -8,13 +8,15 @@
 #
 # Steps, each with its own time limit; a failure is recorded and the run goes on:
 #   1. nvidia-smi; the target is "cuda -arch=sm_XY" from its compute_cap.
-#   2. Build Kiln (cmake Release into $KILN_BUILD_DIR, default build/), then
+#   2. Unpack $KILN_GPU_DEPS (default build-gpu-deps/deps.tar.xz, made by
+#      scripts/gpu-deps.sh: LLVM 14, protobuf-c, cmocka) when it is there;
+#      build Kiln (cmake Release into $KILN_BUILD_DIR, default build/), then
 #      ctest -L gpu (the GPU execution tests). A kiln binary that runs is used
 #      even when the build fails ($KILN names another one); --no-build skips
 #      the build and the tests.
-#   3. Export the models missing from $KILN_MODELS_DIR (bench/gpu/export_models.py)
-#      and write the GEMM models matmulN.onnx (bench/gpu/make_gemm.py); build
-#      bench/gpu/cublas_gemm.c with nvcc.
+#   3. While Kiln builds: export the models missing from $KILN_MODELS_DIR
+#      (bench/gpu/export_models.py), write the GEMM models matmulN.onnx
+#      (bench/gpu/make_gemm.py), build bench/gpu/cublas_gemm.c with nvcc.
 #   4. Compile every model at each precision (fp32 plain, others with
 #      --precision P), --max-batch 64, in parallel; matmulN at fp16 only.
 #      $KILN_GPU_ARTIFACTS/NAME-PREC.so, when present, is used instead.
@@ -36,9 +38,9 @@
 # summary is still written. --cpu: the same steps on a machine without a GPU
 # (target host, torch on the CPU): tests this script's control flow for real.
 # Environment: PYTHON (onnx, onnxruntime, numpy; default python3), TORCH_PYTHON
-# (default $PYTHON), KILN, KILN_BUILD_DIR, KILN_MODELS_DIR, KILN_LIB_DIR (put
-# first on LD_LIBRARY_PATH, for a carried kiln's libraries), KILN_GPU_ARTIFACTS,
-# CUDA_HOME (default /usr/local/cuda), JOBS (default: the CPU count).
+# (default $PYTHON), KILN, KILN_BUILD_DIR, KILN_MODELS_DIR, KILN_GPU_DEPS,
+# KILN_GPU_ARTIFACTS, CUDA_HOME (default /usr/local/cuda), JOBS (default: the
+# CPU count).
 # Exit status: 0 when no step failed or ran out of time, else 1; 2 on usage.
 set -u
 
@@ -80,7 +82,11 @@ CUDA_HOME="${CUDA_HOME:-/usr/local/cuda}"
 JOBS="${JOBS:-$(nproc)}"
 MAX_BATCH=64
 export PATH="$PATH:$CUDA_HOME/bin"
-export LD_LIBRARY_PATH="${KILN_LIB_DIR:+$KILN_LIB_DIR:}$CUDA_HOME/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+DEPS="${KILN_GPU_DEPS:-build-gpu-deps/deps.tar.xz}"
+export LD_LIBRARY_PATH="$CUDA_HOME/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# Prefix of the commands that load Kiln's libraries: the unpacked deps' lib/
+# goes first on their LD_LIBRARY_PATH (not on the torch steps': theirs are newer).
+KILN_ENV=()
 export PYTHONUNBUFFERED=1
 mkdir -p "$OUTDIR" || exit 2
 OUTDIR="$(cd "$OUTDIR" && pwd)"
@@ -94,7 +100,8 @@ elapsed() { echo $((SECONDS - T0)); }
 # record STEP STATUS SECONDS NOTE: one line of steps.jsonl (short, so that
 # parallel steps' appends do not interleave).
 record() {
-  local note="${4//[\"\\]/}"
+  local note
+  note="$(printf '%s' "$4" | tr -d '"\134' | tr '[:cntrl:]' ' ')"
   printf '{"step": "%s", "status": "%s", "seconds": %s, "note": "%s"}\n' "$1" "$2" "$3" "${note:0:200}" \
     >>"$WORK/steps.jsonl"
   echo "--- [$(elapsed)s] $1: $2${4:+ ($note)}"
@@ -151,6 +158,11 @@ in_budget() {
   return 1
 }
 
+# throttle N: waits until fewer than N background steps run.
+throttle() {
+  while [ "$(jobs -rp | wc -l)" -ge "$1" ]; do wait -n; done
+}
+
 # has_artifact STEP NAME: is art/NAME.so there (or is this a dry run)? Records
 # STEP as skipped when it is not.
 has_artifact() {
@@ -193,7 +205,7 @@ compile_one() {
   fi
   local args=(compile "$onnx" -o "$out" --target "$TARGET" --max-batch "$MAX_BATCH")
   [ "$prec" = fp32 ] || args+=(--precision "$prec")
-  STEP_QUIET=1 step "compile-$name-$prec" 300 "$KILN" "${args[@]}"
+  STEP_QUIET=1 step "compile-$name-$prec" 300 "${KILN_ENV[@]}" "$KILN" "${args[@]}"
 }
 
 main() {
@@ -215,23 +227,7 @@ main() {
   fi
   echo "gpu-check: target '$TARGET', torch device $DEVICE"
 
-  # ---- 2. build, GPU tests -------------------------------------------------------------
-  local built=0 have_kiln=0
-  if [ "$BUILD_KILN" = 1 ]; then
-    STEP_QUIET=1 step build 300 bash -c "cmake -S . -B '$BUILD' -DCMAKE_BUILD_TYPE=Release \
-      -DKILN_PYTHON='$(command -v "$PY")' && cmake --build '$BUILD' -j'$JOBS'" && built=1
-  else
-    record build skipped 0 "--no-build"
-  fi
-  STEP_NOTE=. step kiln-version 20 "$KILN" --version && have_kiln=1
-  if [ "$built" = 1 ]; then
-    STEP_NOTE='tests passed|No tests were found' step ctest-gpu 180 \
-      ctest --test-dir "$BUILD" -L gpu --output-on-failure --no-tests=ignore -j4
-  else
-    record ctest-gpu skipped 0 "no build"
-  fi
-
-  # ---- 3. models, GEMM models, the cuBLAS peer ------------------------------------------
+  # ---- 2. while Kiln builds: models, GEMM models, the cuBLAS peer ----------------------
   local models=() m missing=()
   if [ -n "$MODELS" ]; then
     IFS=, read -r -a models <<<"$MODELS"
@@ -244,17 +240,43 @@ import export; print(",".join(export.DEFAULT_SET))' 2>/dev/null)"
   fi
   for m in "${models[@]}"; do [ -f "$MODELS_DIR/$m.onnx" ] || missing+=("$m"); done
   if [ "${#missing[@]}" -gt 0 ]; then
-    step export-models 240 "$TORCH_PY" bench/gpu/export_models.py --out "$MODELS_DIR" \
-      --only "$(IFS=,; echo "${missing[*]}")"
+    STEP_QUIET=1 step export-models 240 "$TORCH_PY" bench/gpu/export_models.py --out "$MODELS_DIR" \
+      --only "$(IFS=,; echo "${missing[*]}")" &
   fi
   local sizes=()
   IFS=, read -r -a sizes <<<"$GEMM_SIZES"
-  [ "${#sizes[@]}" -gt 0 ] && step make-gemm 120 "$PY" bench/gpu/make_gemm.py "$WORK/gemm" "${sizes[@]}"
+  if [ "${#sizes[@]}" -gt 0 ]; then
+    STEP_QUIET=1 step make-gemm 120 "$PY" bench/gpu/make_gemm.py "$WORK/gemm" "${sizes[@]}" &
+  fi
   if [ "$CPU" = 1 ]; then
     record build-cublas skipped 0 "--cpu"
   else
-    step build-cublas 120 nvcc -O2 bench/gpu/cublas_gemm.c -lcublas -o "$WORK/bin/cublas_gemm"
+    STEP_QUIET=1 step build-cublas 120 nvcc -O2 bench/gpu/cublas_gemm.c -lcublas -o "$WORK/bin/cublas_gemm" &
   fi
+
+  # ---- 3. build, GPU tests -------------------------------------------------------------
+  local built=0 have_kiln=0 cmake_args=(-DCMAKE_BUILD_TYPE=Release "-DKILN_PYTHON=$(command -v "$PY")")
+  if [ -f "$DEPS" ]; then
+    step unpack-deps 120 tar -xJf "$DEPS" -C "$WORK"
+    KILN_ENV=(env "LD_LIBRARY_PATH=$WORK/kiln-deps/lib:$LD_LIBRARY_PATH")
+    cmake_args+=("-DCMAKE_PREFIX_PATH=$WORK/kiln-deps" "-DLLVM_CONFIG=$WORK/kiln-deps/bin/llvm-config-14")
+  fi
+  if [ "$BUILD_KILN" = 1 ]; then
+    # shellcheck disable=SC2016  # $1.. are the inner bash's arguments
+    STEP_QUIET=1 step build 300 "${KILN_ENV[@]}" bash -c 'cmake -S . -B "$1" "${@:3}" && cmake --build "$1" -j"$2"' \
+      build "$BUILD" "$JOBS" "${cmake_args[@]}" && built=1
+  else
+    record build skipped 0 "--no-build"
+  fi
+  STEP_NOTE=. step kiln-version 20 "${KILN_ENV[@]}" "$KILN" --version && have_kiln=1
+  if [ "$built" = 1 ]; then
+    STEP_NOTE='tests passed|No tests were found' step ctest-gpu 180 \
+      "${KILN_ENV[@]}" ctest --test-dir "$BUILD" -L gpu --output-on-failure --no-tests=ignore -j4
+  else
+    record ctest-gpu skipped 0 "no build"
+  fi
+
+  wait  # for step 2
 
   # ---- 4. compile everything, in parallel ------------------------------------------------
   local precs=() p n
@@ -266,7 +288,7 @@ import export; print(",".join(export.DEFAULT_SET))' 2>/dev/null)"
     done
     for m in "${models[@]}"; do
       for p in "${precs[@]}"; do
-        while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n; done
+        throttle "$JOBS"
         compile_one "$m" "$MODELS_DIR/$m.onnx" "$p" &
       done
     done
@@ -275,23 +297,26 @@ import export; print(",".join(export.DEFAULT_SET))' 2>/dev/null)"
     record compile skipped 0 "no kiln binary that runs"
   fi
 
-  # ---- 5. check against ONNX Runtime --------------------------------------------------------
+  # ---- 5. check against ONNX Runtime, 4 at a time ------------------------------------
   for m in "${models[@]}"; do
     for p in "${precs[@]}"; do
       if has_artifact "check-$m-$p" "$m-$p"; then
-        STEP_JSON=checks step "check-$m-$p" 120 "$PY" bench/gpu/compare.py "$WORK/art/$m-$p.so" \
-          "$MODELS_DIR/$m.onnx" --precision "$p"
+        throttle 4
+        STEP_QUIET=1 STEP_JSON=checks step "check-$m-$p" 120 "$PY" bench/gpu/compare.py \
+          "$WORK/art/$m-$p.so" "$MODELS_DIR/$m.onnx" --precision "$p" &
       fi
     done
   done
   for n in "${sizes[@]}"; do  # the GEMM's numbers too, where ORT's CPU product is quick
     if [ "$n" -le 4096 ] && has_artifact "check-matmul$n-fp16" "matmul$n-fp16"; then
-      STEP_JSON=checks step "check-matmul$n-fp16" 120 "$PY" bench/gpu/compare.py \
-        "$WORK/art/matmul$n-fp16.so" "$WORK/gemm/matmul$n.onnx" --precision fp16
+      throttle 4
+      STEP_QUIET=1 STEP_JSON=checks step "check-matmul$n-fp16" 120 "$PY" bench/gpu/compare.py \
+        "$WORK/art/matmul$n-fp16.so" "$WORK/gemm/matmul$n.onnx" --precision fp16 &
     fi
   done
+  wait
 
-  # ---- 6. benchmarks --------------------------------------------------------------------------
+  # ---- 6. benchmarks ---------------------------------------------------------------------
   local out
   for n in "${sizes[@]}"; do
     for out in f16 f32; do
@@ -300,7 +325,7 @@ import export; print(",".join(export.DEFAULT_SET))' 2>/dev/null)"
       fi
     done
     if has_artifact "kiln-gemm-$n" "matmul$n-fp16" && in_budget "kiln-gemm-$n"; then
-      STEP_JSON=kiln step "kiln-gemm-$n" 120 "$PY" bench/gpu/kiln_time.py "$WORK/art/matmul$n-fp16.so" \
+      STEP_JSON=kiln step "kiln-gemm-$n" 120 "${KILN_ENV[@]}" "$PY" bench/gpu/kiln_time.py "$WORK/art/matmul$n-fp16.so" \
         "$WORK/gemm/matmul$n.onnx" --precision fp16 --kiln "$KILN" --bench 20
     fi
   done
@@ -313,7 +338,7 @@ import export; print(",".join(export.DEFAULT_SET))' 2>/dev/null)"
       eager_cases+=("$m:$b:$p")
       [ "$p" = fp16 ] && compile_cases+=("$m:$b:$p")
       if has_artifact "kiln-$m-b$b-$p" "$m-$p" && in_budget "kiln-$m-b$b-$p"; then
-        STEP_JSON=kiln step "kiln-$m-b$b-$p" 120 "$PY" bench/gpu/kiln_time.py "$WORK/art/$m-$p.so" \
+        STEP_JSON=kiln step "kiln-$m-b$b-$p" 120 "${KILN_ENV[@]}" "$PY" bench/gpu/kiln_time.py "$WORK/art/$m-$p.so" \
           "$MODELS_DIR/$m.onnx" --precision "$p" --batch "$b" --kiln "$KILN" --bench 20
       fi
     done

@@ -18,7 +18,7 @@ import sys
 def read_jsonl(path):
     rows = []
     if os.path.exists(path):
-        with open(path) as f:
+        with open(path, errors="replace") as f:  # a note cut inside a UTF-8 character
             for line in f:
                 line = line.strip()
                 if line.startswith("{"):
@@ -138,6 +138,8 @@ def main(argv):
     kiln = read_jsonl(os.path.join(work, "kiln.jsonl"))
     torch_rows = read_jsonl(os.path.join(work, "torch.jsonl"))
     cublas = read_jsonl(os.path.join(work, "cublas.jsonl"))
+    order = {"fp32": 0, "fp16": 1, "bf16": 2}  # the checks ran in parallel: sort them
+    checks.sort(key=lambda r: (str(r.get("model")), order.get(r.get("precision"), 3)))
     s = {"env": env, "failures": sum(r.get("status") in ("fail", "timeout") for r in steps),
          "checks_passed": sum(bool(r.get("pass")) for r in checks), "steps": steps, "checks": checks,
          "speed": speed_rows(kiln, torch_rows), "gemm": gemm_rows(kiln, cublas),
