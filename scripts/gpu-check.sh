@@ -255,7 +255,8 @@ import export; print(",".join(export.DEFAULT_SET))' 2>/dev/null)"
   fi
 
   # ---- 3. build, GPU tests -------------------------------------------------------------
-  local built=0 have_kiln=0 cmake_args=(-DCMAKE_BUILD_TYPE=Release "-DKILN_PYTHON=$(command -v "$PY")")
+  local built=0 have_kiln=0 cmake_args=(-DCMAKE_BUILD_TYPE=Release
+    "-DKILN_PYTHON=$(command -v "$PY")" "-DKILN_TORCH_PYTHON=$(command -v "$TORCH_PY")")
   if [ -f "$DEPS" ]; then
     step unpack-deps 120 tar -xJf "$DEPS" -C "$WORK"
     KILN_ENV=(env "LD_LIBRARY_PATH=$WORK/kiln-deps/lib:$LD_LIBRARY_PATH")
@@ -269,14 +270,13 @@ import export; print(",".join(export.DEFAULT_SET))' 2>/dev/null)"
     record build skipped 0 "--no-build"
   fi
   STEP_NOTE=. step kiln-version 20 "${KILN_ENV[@]}" "$KILN" --version && have_kiln=1
+  wait  # for step 2: the tests' model fixture must find the exported models
   if [ "$built" = 1 ]; then
     STEP_NOTE='tests passed|No tests were found' step ctest-gpu 180 \
       "${KILN_ENV[@]}" ctest --test-dir "$BUILD" -L gpu --output-on-failure --no-tests=ignore -j4
   else
     record ctest-gpu skipped 0 "no build"
   fi
-
-  wait  # for step 2
 
   # ---- 4. compile everything, in parallel ------------------------------------------------
   local precs=() p n
