@@ -102,7 +102,7 @@ def run(args):
     art = kiln_artifact.Artifact(args.artifact)
     row["target"] = art.target
     feeds = make_inputs(model_inputs(args.model), args.batch, args.seed)
-    by_name = {t.name: (t, args_i) for args_i, t in enumerate(art.inputs)}
+    by_name = {t.name: (t, i) for i, t in enumerate(art.inputs)}
     missing = [n for n in feeds if n not in by_name]
     if missing or len(feeds) != len(art.inputs):
         raise ValueError(f"inputs differ: model {list(feeds)}, artifact {[t.name for t in art.inputs]}")
