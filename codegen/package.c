@@ -466,8 +466,18 @@ int kn_cg_package_cuda(const kn_plan *plan, const kn_target *t, const kn_cuda_mo
   if (strcmp(ext_of(out_path), ".so"))
     return kn_diag_error(d, "output '%s': a GPU artifact is a shared library: name it .so", out_path);
   if (kn_cg_check_plan(plan, d) || kn_cg_check_cuda(plan, module, launches, d)) return -1;
+  /* the host side for the build machine's architecture with no CPU
+   * features: the GPU machine's CPU is not known here, and the host code is
+   * only tables, entry points and the grid function */
+#if defined(__x86_64__)
+  const char *host_spec = "x86_64-linux-gnu";
+#elif defined(__aarch64__)
+  const char *host_spec = "aarch64-linux-gnu";
+#else
+  const char *host_spec = "host";
+#endif
   kn_target host;
-  if (kn_target_parse("host", &host, d)) return -1;
+  if (kn_target_parse(host_spec, &host, d)) return -1;
   gpu_parts gpu = {.cuda = t, .module = module, .launches = launches, .grid = kn_cg_cuda_grid_kernel(plan, launches)};
   return package_object(plan, &host, t, &gpu, kn_rt_object_cuda, kn_rt_object_cuda_size, out_path, true, d);
 }

@@ -11,7 +11,7 @@
  * An image is text, "MOCK <what>: name:nargs name:nargs ..."; a module is
  * the image, a function one of its names. $MOCK_CUDA_SM sets the compute
  * capability (default 80), $MOCK_CUDA_INIT the status cuInit returns
- * (default 0). The test reads mock_cuda_stats() through dlsym. */
+ * (default 0), $MOCK_CUDA_LOAD_FAIL=1 makes loading fail as a JIT would. The test reads mock_cuda_stats() through dlsym. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,7 +84,7 @@ EXPORT int cuCtxPopCurrent_v2(void **ctx) {
 
 EXPORT int cuModuleLoadDataEx(void **module, const void *image, unsigned n, int *options, void **values) {
   const char *text = image;
-  if (strncmp(text, "MOCK ", 5)) {
+  if (strncmp(text, "MOCK ", 5) || env_int("MOCK_CUDA_LOAD_FAIL", 0)) {
     for (unsigned i = 0; i < n; i++)
       if (options[i] == 5) snprintf(values[i], 64, "mock: not a mock image\nsecond line");
     return 218;

@@ -274,6 +274,18 @@ static void test_mock(void **state) {
   assert_int_equal(run_on(a, x, y, 1), KILN_ERR_DEVICE); /* every run says so */
   kn_loader_close(&l);
 
+  /* an image the driver rejects: its JIT log's first line, one line in all */
+  setenv("MOCK_CUDA_SM", "100", 1);
+  setenv("MOCK_CUDA_LOAD_FAIL", "1", 1);
+  a = open_copy(&t, &l, "badptx");
+  assert_int_equal(run_on(a, x, y, 1), KILN_ERR_DEVICE);
+  expect_contains(a->last_error(), "loading the compute_90 image on sm_100 failed: CUDA_ERROR_INVALID_PTX: mock: not");
+  assert_null(strchr(a->last_error(), '\n'));
+  unsetenv("MOCK_CUDA_LOAD_FAIL");
+  assert_int_equal(run_on(a, x, y, 1), KILN_OK); /* a failed setup is tried again */
+  assert_int_equal(m->ctx_depth, 0);
+  kn_loader_close(&l);
+
   /* cuInit failing */
   setenv("MOCK_CUDA_SM", "80", 1);
   setenv("MOCK_CUDA_INIT", "100", 1);
