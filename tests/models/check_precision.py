@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+"""check_precision.py — `kiln compile --precision fp16|bf16` against ONNX Runtime
+in float32, and `--precision fp32` changing nothing.
+
+    check_precision.py MODEL.onnx [--precision fp16,bf16] [--threads T] [--seed S]
+                       [--min-cosine C] [--kiln PATH] [--keep DIR]
+
+Per model: the artifact compiled with `--precision fp32` must be byte for byte
+the one compiled without the option (fp32 is no change at all) and pass
+check_model.py's criterion against ORT. Then, per 16-bit precision, the
+artifact compiled with `--precision P` must keep the model's float32 inputs
+and outputs (the ABI), and on the same random inputs as ORT (float32, graph
+optimizations off) each float output must have
+  cosine(kiln, ort) >= --min-cosine (default 0.999), over the flattened output;
+the line also gives the worst relative error, max|kiln - ort| / max|ort|,
+and the compile time. Exits 0 only if every check passes.
+"""
+import argparse
+import hashlib
+import os
+import re
+import sys
+import time
+
+import numpy as np
+
+from common import (TempDir, compare, default_kiln, describe_failure, make_inputs, model_inputs,
+                    ort_reference, run, sanitizer_report)
+
+
+def sha256(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def cosine(a, b):
+    a = a.astype(np.float64).ravel()
+    b = b.astype(np.float64).ravel()
+    na, nb = np.linalg.norm(a), np.linalg.norm(b)
+    if na == 0 or nb == 0:
+        return 1.0 if na == nb else 0.0
+    return float(np.dot(a, b) / (na * nb))
+
+
+class Checker:
+    def __init__(self, args, tmp):
+        self.args, self.tmp = args, tmp
+        self.name = os.path.basename(args.model)
+        self.ok = True
+
+    def fail(self, what):
+        print(f"FAIL {self.name} {what}")
+        self.ok = False
+
+    def compile(self, tag, extra):
+        out = os.path.join(self.tmp, f"{tag}.so")
+        t0 = time.perf_counter()
+        proc = run([self.args.kiln, "compile", self.args.model, "-o", out, *extra])
+        secs = time.perf_counter() - t0
+        if proc.returncode != 0 or sanitizer_report(proc.stderr):
+            self.fail(f"{tag}: kiln compile: {describe_failure(proc)}")
+            return None, secs
+        return out, secs
+
+    def run(self, tag, artifact, inputs):
+        outdir = os.path.join(self.tmp, f"out_{tag}")
+        os.makedirs(outdir, exist_ok=True)
+        proc = run([self.args.kiln, "run", artifact, *inputs, "--output-dir", outdir,
+                    "--threads", str(self.args.threads)])
+        if proc.returncode != 0 or sanitizer_report(proc.stderr):
+            self.fail(f"{tag}: kiln run: {describe_failure(proc)}")
+            return None
+        return outdir
+
+    def outputs(self, tag, outdir, want):
+        """(name, got, ref) per output, or None after a failure."""
+        got = []
+        for oname, ref in want.items():
+            path = os.path.join(outdir, re.sub(r"[^A-Za-z0-9._-]", "_", oname) + ".npy")
+            if not os.path.isfile(path):
+                self.fail(f"{tag}: no output file {oname}.npy")
+                return None
+            arr = np.load(path)
+            if arr.dtype != ref.dtype or arr.shape != ref.shape:
+                self.fail(f"{tag}: output '{oname}' is {arr.dtype}{list(arr.shape)}, ORT's "
+                          f"{ref.dtype}{list(ref.shape)}: the ABI changed")
+                return None
+            got.append((oname, arr, ref))
+        return got
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="kiln compile --precision vs ONNX Runtime in float32.")
+    ap.add_argument("model")
+    ap.add_argument("--kiln", default=default_kiln())
+    ap.add_argument("--precision", default="fp16,bf16", help="16-bit precisions to check (comma-separated)")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--min-cosine", type=float, default=0.999)
+    ap.add_argument("--keep", default=None, help="work in this folder and keep it")
+    args = ap.parse_args(argv)
+    if not os.path.exists(args.model):
+        print(f"check_precision: {args.model}: no such model (run models/export.py)", file=sys.stderr)
+        return 1
+    with TempDir(args.keep) as tmp:
+        c = Checker(args, tmp)
+        feeds = make_inputs(model_inputs(args.model), 1, args.seed)
+        want = ort_reference(args.model, feeds)
+        inputs = []
+        for iname, arr in feeds.items():
+            path = os.path.join(tmp, f"in{len(inputs)}.npy")
+            np.save(path, arr)
+            inputs += ["--input", f"{iname}={path}"]
+
+        default, secs0 = c.compile("default", [])
+        fp32, secs32 = c.compile("fp32", ["--precision", "fp32"])
+        if default and fp32:
+            same = sha256(default) == sha256(fp32)
+            print(f"{'PASS' if same else 'FAIL'} {c.name} fp32: artifact {'identical to' if same else 'differs from'} "
+                  f"the default one (compiled in {secs32:.2f} s, default {secs0:.2f} s)")
+            c.ok = c.ok and same
+            outdir = c.run("fp32", fp32, inputs)
+            for oname, got, ref in (c.outputs("fp32", outdir, want) or []) if outdir else []:
+                passed, err, tol, why = compare(got, ref)
+                print(f"{'PASS' if passed else 'FAIL'} {c.name} fp32 output '{oname}': max|kiln-ort| = {err:.3g}, "
+                      f"tol = {tol:.3g}" + (f": {why}" if why else ""))
+                c.ok = c.ok and passed
+
+        for prec in [p for p in args.precision.split(",") if p]:
+            art, secs = c.compile(prec, ["--precision", prec])
+            if not art:
+                continue
+            outdir = c.run(prec, art, inputs)
+            for oname, got, ref in (c.outputs(prec, outdir, want) or []) if outdir else []:
+                if not np.issubdtype(ref.dtype, np.floating):
+                    same = np.array_equal(got, ref)
+                    print(f"{'PASS' if same else 'FAIL'} {c.name} {prec} output '{oname}' ({ref.dtype}): "
+                          f"{'equal' if same else 'differs'}")
+                    c.ok = c.ok and same
+                    continue
+                finite = bool(np.all(np.isfinite(got)))
+                cos = cosine(got, ref)
+                scale = float(np.max(np.abs(ref))) if ref.size else 0.0
+                rel = float(np.max(np.abs(got.astype(np.float64) - ref))) / scale if scale > 0 else 0.0
+                passed = finite and cos >= args.min_cosine
+                print(f"{'PASS' if passed else 'FAIL'} {c.name} {prec} output '{oname}' {list(ref.shape)}: "
+                      f"cosine {cos:.6f} (min {args.min_cosine}), worst relative error {rel:.3g} "
+                      f"(max|kiln-ort| / max|ort|, max|ort| = {scale:.3g}), compiled in {secs:.2f} s"
+                      + ("" if finite else ": non-finite values"))
+                c.ok = c.ok and passed
+        print(f"{c.name}: {'PASS' if c.ok else 'FAIL'}")
+        return 0 if c.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
