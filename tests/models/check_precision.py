@@ -12,9 +12,14 @@ check_model.py's criterion against ORT. Then, per 16-bit precision, the
 artifact compiled with `--precision P` must keep the model's float32 inputs
 and outputs (the ABI), and on the same random inputs as ORT (float32, graph
 optimizations off) each float output must have
-  cosine(kiln, ort) >= --min-cosine (default 0.999), over the flattened output;
-the line also gives the worst relative error, max|kiln - ort| / max|ort|,
-and the compile time; with --max-rel E that error must be at most E too.
+  cosine(kiln, ort) >= --min-cosine (default 0.999), over the flattened output,
+unless the format itself cannot reach it: ORT running a copy of the model
+whose weights, input and every float node output are rounded to the format
+(a Cast there and back; "emulated") gives the cosine of 16-bit storage alone,
+and where that is below --min-cosine, Kiln's may be at most 1e-3 below it
+(bfloat16's 8 significant bits on resnet50 and mobilenet_v2). The line also
+gives the worst relative error, max|kiln - ort| / max|ort|, and the compile
+time; with --max-rel E that error must be at most E too.
 Exits 0 only if every check passes.
 
 --accumulation checks the promise of float32 accumulation on a model built
@@ -56,6 +61,48 @@ def accumulation_model(path):
     model.ir_version = 8
     onnx.save(model, path)
     return path
+
+
+def round_to(a, prec):
+    """float32 array a rounded to float16 / bfloat16 (nearest even), as float32."""
+    if prec == "fp16":
+        return a.astype(np.float16).astype(np.float32)
+    u = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    u = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16) << 16
+    return u.astype(np.uint32).view(np.float32)
+
+
+def emulated_reference(model_path, feeds, prec, tmp):
+    """ORT's outputs with 16-bit storage emulated: weights and float inputs
+    rounded, every float node output cast to the format and back."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    low = TensorProto.FLOAT16 if prec == "fp16" else TensorProto.BFLOAT16
+    m = onnx.load(model_path)
+    for t in m.graph.initializer:
+        a = numpy_helper.to_array(t)
+        if a.dtype == np.float32:
+            t.CopyFrom(numpy_helper.from_array(round_to(a, prec), t.name))
+    m = onnx.shape_inference.infer_shapes(m)
+    g = m.graph
+    floats = {vi.name for vi in list(g.value_info) + list(g.output)
+              if vi.type.tensor_type.elem_type == TensorProto.FLOAT}
+    outputs = {o.name for o in g.output}
+    nodes, rename = [], {}
+    for n in g.node:
+        n.input[:] = [rename.get(i, i) for i in n.input]
+        nodes.append(n)
+        for o in n.output:
+            if o in floats and o not in outputs and n.op_type not in ("Constant", "Shape"):
+                lo, back = f"{o}.emu_low", f"{o}.emu"
+                nodes += [helper.make_node("Cast", [o], [lo], to=low),
+                          helper.make_node("Cast", [lo], [back], to=TensorProto.FLOAT)]
+                rename[o] = back
+    del g.node[:]
+    g.node.extend(nodes)
+    path = os.path.join(tmp, f"emulated_{prec}.onnx")
+    onnx.save(m, path)
+    return ort_reference(path, {k: round_to(v, prec) if v.dtype == np.float32 else v for k, v in feeds.items()})
 
 
 def sha256(path):
@@ -167,6 +214,7 @@ def main(argv=None):
             if not art:
                 continue
             outdir = c.run(prec, art, inputs)
+            emulated = emulated_reference(args.model, feeds, prec, tmp)
             for oname, got, ref in (c.outputs(prec, outdir, want) or []) if outdir else []:
                 if not np.issubdtype(ref.dtype, np.floating):
                     same = np.array_equal(got, ref)
@@ -175,12 +223,13 @@ def main(argv=None):
                     c.ok = c.ok and same
                     continue
                 finite = bool(np.all(np.isfinite(got)))
-                cos = cosine(got, ref)
+                cos, emu = cosine(got, ref), cosine(emulated[oname], ref)
+                bar = args.min_cosine if emu >= args.min_cosine else emu - 1e-3
                 scale = float(np.max(np.abs(ref))) if ref.size else 0.0
                 rel = float(np.max(np.abs(got.astype(np.float64) - ref))) / scale if scale > 0 else 0.0
-                passed = finite and cos >= args.min_cosine and (args.max_rel is None or rel <= args.max_rel)
+                passed = finite and cos >= bar and (args.max_rel is None or rel <= args.max_rel)
                 print(f"{'PASS' if passed else 'FAIL'} {c.name} {prec} output '{oname}' {list(ref.shape)}: "
-                      f"cosine {cos:.6f} (min {args.min_cosine}), worst relative error {rel:.3g} "
+                      f"cosine {cos:.6f} (min {bar:.6f}; emulated {emu:.6f}), worst relative error {rel:.3g} "
                       f"(max|kiln-ort| / max|ort|, max|ort| = {scale:.3g}"
                       + (f", max {args.max_rel}" if args.max_rel is not None else "") + f"), compiled in {secs:.2f} s"
                       + ("" if finite else ": non-finite values"))
