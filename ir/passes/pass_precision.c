@@ -54,14 +54,14 @@ static double low_max(kn_dtype low) { return low == KN_DT_F16 ? 65504.0 : (doubl
 
 static const char *flag_of(kn_dtype low) { return low == KN_DT_F16 ? "fp16" : "bf16"; }
 
-/* Appends a diagnostic when constant v has finite values that overflow low;
- * returns whether it did. */
-static bool check_overflow(kn_graph *g, int v, int reader, kn_dtype low, kn_diag *d) {
+/* Appends a diagnostic when float32 constant v has finite values that its
+ * conversion `conv` holds as infinities; returns whether it did. */
+static bool check_overflow(kn_graph *g, int v, const uint16_t *conv, int reader, kn_dtype low, kn_diag *d) {
   const kn_value *val = &g->values[v];
   const float *x = val->data;
   int64_t n = kn_shape_numel_max(&val->shape, 1), count = 0, worst = -1;
   for (int64_t i = 0; i < n; i++)
-    if (isfinite(x[i]) && isinf(from_low(low, to_low(low, x[i])))) {
+    if (isinf(from_low(low, conv[i])) && isfinite(x[i])) {
       if (worst < 0 || fabsf(x[i]) > fabsf(x[worst])) worst = i;
       count++;
     }
@@ -83,6 +83,16 @@ static uint16_t *converted(kn_graph *g, int v, kn_dtype low) {
   const float *x = val->data;
   for (int64_t i = 0; i < n; i++) out[i] = to_low(low, x[i]);
   return out;
+}
+
+/* Makes the live nodes among the first nn that read v as data (not as a
+ * float32 parameter) read `to` instead. */
+static void redirect_data_reads(kn_graph *g, int nn, int v, int to) {
+  for (int i = 0; i < nn; i++) {
+    kn_node *n = &g->nodes[i];
+    for (int k = 0; !n->dead && k < n->n_in; k++)
+      if (n->in[k] == v && !reads_f32_param(n, k)) n->in[k] = to;
+  }
 }
 
 /* A value like v (shape) of dtype t named v's name + suffix, written by
@@ -114,7 +124,8 @@ int kn_pass_precision(kn_graph *g, kn_dtype low, kn_diag *d) {
   int *data_reader = malloc(sizeof(int) * (size_t)nv); /* a node reading v as data, or -1 */
   bool *kept = calloc((size_t)nv, sizeof(bool));       /* v also read as float32 (parameter, graph output) */
   int *maker_out = malloc(sizeof(int) * (size_t)(nn > 0 ? nn : 1)); /* makes_f32's output, or -1 */
-  KN_ASSERT(data_reader && kept && maker_out, "out of memory");
+  uint16_t **conv = calloc((size_t)nv, sizeof(uint16_t *)); /* constants' data converted (g's arena) */
+  KN_ASSERT(data_reader && kept && maker_out && conv, "out of memory");
   for (int v = 0; v < nv; v++) data_reader[v] = -1;
   for (int i = 0; i < nn; i++) {
     const kn_node *n = &g->nodes[i];
@@ -131,42 +142,32 @@ int kn_pass_precision(kn_graph *g, kn_dtype low, kn_diag *d) {
   }
   for (int i = 0; i < g->n_outputs; i++) kept[g->outputs[i]] = true;
 
-  /* every overflow at once, before anything changes */
+  /* every constant converted once, every overflow reported, before anything changes */
   int failures = 0;
   for (int v = 0; v < nv; v++)
-    if (g->values[v].data && data_reader[v] >= 0 && check_overflow(g, v, data_reader[v], low, d)) failures++;
+    if (g->values[v].data && data_reader[v] >= 0) {
+      conv[v] = converted(g, v, low);
+      failures += check_overflow(g, v, conv[v], data_reader[v], low, d);
+    }
   if (failures) goto done;
 
   const char *suffix = low == KN_DT_F16 ? ".fp16" : ".bf16";
   /* constants */
   for (int v = 0; v < nv; v++) {
     kn_value *val = &g->values[v];
-    if (!val->data || data_reader[v] < 0) continue;
-    uint16_t *data = converted(g, v, low);
+    if (!conv[v]) continue;
     if (!kept[v]) {
-      val->data = data;
+      val->data = conv[v];
       val->dtype = low;
       continue;
     }
-    int copy = kn_pass_new_const(g, val->name, suffix, low, &val->shape, data);
-    for (int i = 0; i < nn; i++) {
-      kn_node *n = &g->nodes[i];
-      for (int k = 0; !n->dead && k < n->n_in; k++)
-        if (n->in[k] == v && !reads_f32_param(n, k)) n->in[k] = copy;
-    }
+    redirect_data_reads(g, nn, v, kn_pass_new_const(g, val->name, suffix, low, &val->shape, conv[v]));
   }
   /* graph inputs: read through a Cast to low */
   for (int i = 0; i < g->n_inputs; i++) {
     int v = g->inputs[i];
-    if (g->values[v].dtype != KN_DT_F32 || data_reader[v] < 0) continue;
-    int cast = kn_pass_new_value(g, g->values[v].name, suffix, low, &g->values[v].shape);
-    for (int j = 0; j < nn; j++) {
-      kn_node *n = &g->nodes[j];
-      for (int k = 0; !n->dead && k < n->n_in; k++)
-        if (n->in[k] == v && !reads_f32_param(n, k)) n->in[k] = cast;
-    }
-    kn_graph_add_node(g, KN_OP_CAST, g->values[cast].name, &v, 1, &cast, 1);
-    kn_node_add_attr(g, &g->nodes[g->n_nodes - 1], kn_pass_attr_int("to", kn_dtype_to_onnx(low)));
+    if (g->values[v].dtype == KN_DT_F32 && data_reader[v] >= 0)
+      redirect_data_reads(g, nn, v, add_cast(g, v, v, suffix, low));
   }
   /* float32 made from nothing float32 becomes low */
   for (int i = 0; i < nn; i++) {
@@ -177,12 +178,7 @@ int kn_pass_precision(kn_graph *g, kn_dtype low, kn_diag *d) {
       to->i = kn_dtype_to_onnx(low); /* shape inference retypes its output */
     } else if (maker_out[i] >= 0) {
       int v = n->out[maker_out[i]];
-      int cast = add_cast(g, v, v, suffix, low);
-      for (int j = 0; j < nn; j++) {
-        kn_node *m = &g->nodes[j];
-        for (int k = 0; !m->dead && k < m->n_in; k++)
-          if (m->in[k] == v && !reads_f32_param(m, k)) m->in[k] = cast;
-      }
+      redirect_data_reads(g, nn, v, add_cast(g, v, v, suffix, low));
     }
   }
   /* graph outputs computed in low: written by a Cast back to float32 (a
@@ -205,5 +201,6 @@ done:
   free(data_reader);
   free(kept);
   free(maker_out);
+  free(conv);
   return status;
 }
