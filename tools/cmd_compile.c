@@ -43,6 +43,8 @@ static void dump_after_stages(const char **stages, char *buf, size_t cap) {
 static int parse_args(int argc, char **argv, kn_compile_opts *o, const char **bind_args, int *n_bind_args) {
   const char *conv_algos[KN_CONV_ALGOS + 2] = {[KN_CONV_ALGOS] = "auto"};
   memcpy(conv_algos, kn_conv_algo_name, sizeof kn_conv_algo_name);
+  const char *precisions[KN_PRECISIONS + 1] = {0};
+  memcpy(precisions, kn_precision_name, sizeof kn_precision_name);
   const char *stages[MAX_STAGES + 1];
   char dump_help[1024];
   dump_after_stages(stages, dump_help, sizeof dump_help);
@@ -69,6 +71,10 @@ static int parse_args(int argc, char **argv, kn_compile_opts *o, const char **bi
        "or auto\n(default: F(2x2,3x3) for >= 32 channels; with --tuning-log,\nper conv the algorithm whose kernels "
        "measured fastest)",
        .str = &o->conv_algo, .choices = conv_algos},
+      {"--precision", NULL, "P",
+       "fp32 (default), fp16 or bf16: float32 weights converted at\ncompile time, activations stored in 16 bits, "
+       "sums in\nfloat32; the artifact's inputs and outputs stay float32",
+       .str = &o->precision, .choices = precisions},
       {"--dump-after", NULL, "=STAGE", dump_help, .str = &o->dump_after, .choices = stages},
       {"--verbose", "-v", NULL, "print a summary line", .flag = &o->verbose},
   };

@@ -135,6 +135,10 @@ static int cleanup(kn_pipe *p) {
   return kn_pass_fold_constants(p->g, p->d) < 0 || kn_pass_dce(p->g, p->d) < 0 ? -1 : 0;
 }
 
+/* --precision: float32 stored in 16 bits from here on; constants convert
+ * after every fold computed them in float32. */
+static int precision(kn_pipe *p) { return kn_pass_precision(p->g, kn_precision_of(p->o->precision), p->d); }
+
 static int split_topk(kn_pipe *p) { return kn_pass_split_topk(p->g, p->d); }
 
 /* Every output gets storage of its own; the graph leaves typed, sorted and
@@ -287,6 +291,7 @@ static const step steps[] = {
     {"scale_weights", scale_weights, RETYPE, dump_graph},
     {"split_pool", split_pool, RETYPE, dump_graph},
     {"cleanup", cleanup, 0, dump_graph},
+    {"precision", precision, RETYPE, dump_graph},
     {"split_topk", split_topk, 0, dump_graph},
     {"outputs", outputs, 0, dump_graph},
     /* fuse, schedule, lower */
@@ -423,10 +428,23 @@ int kn_conv_algo_of(const char *s) {
 
 bool kn_pipeline_conv_algo_valid(const char *s) { return kn_conv_algo_of(s) >= 0 || !strcmp(s, "auto"); }
 
+const char *const kn_precision_name[KN_PRECISIONS] = {"fp32", "fp16", "bf16"};
+
+kn_dtype kn_precision_of(const char *s) {
+  static const kn_dtype dtype[KN_PRECISIONS] = {KN_DT_F32, KN_DT_F16, KN_DT_BF16};
+  if (!s) return KN_DT_F32;
+  for (int i = 0; i < KN_PRECISIONS; i++)
+    if (!strcmp(s, kn_precision_name[i])) return dtype[i];
+  return KN_DT_INVALID;
+}
+
 int kn_compile(const kn_compile_opts *o, kn_diag *d) {
   clock_t start = clock();
   if (o->stop_after && !kn_pipeline_step_valid(o->stop_after))
     return kn_diag_error(d, "unknown pipeline step '%s' to stop after", o->stop_after);
+  if (kn_precision_of(o->precision) == KN_DT_INVALID)
+    return kn_diag_error(d, "--precision: '%s' is not %s, %s or %s", o->precision, kn_precision_name[0],
+                         kn_precision_name[1], kn_precision_name[2]);
   kn_graph g;
   kn_graph_init(&g);
   kn_arena arena;

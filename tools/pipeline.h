@@ -38,6 +38,10 @@ typedef struct kn_compile_opts {
   const char *conv_algo;
   /* per-conv decisions measured from a tuning log (conv_algo.c), or NULL */
   const struct kn_conv_algo_choice *conv_algo_choice;
+  /* --precision: "fp32" or NULL (nothing changes), "fp16" or "bf16": float32
+   * tensors stored in that format, accumulation in float32, the artifact's
+   * inputs and outputs still float32 (ir/passes/pass_precision.c) */
+  const char *precision;
   /* for `kiln tune`'s model check (model_check.c): with tuning_log, every
    * kernel keeps its default schedule (the log still decides the convs'
    * algorithms, so the kernels are the tuned build's) */
@@ -89,6 +93,13 @@ int kn_conv_algo_of(const char *s);
 #define KN_CONV_ALGOS 3
 extern const char *const kn_conv_algo_name[KN_CONV_ALGOS];
 extern const int kn_conv_algo_tile[KN_CONV_ALGOS];
+
+/* The names --precision takes, in order, and the dtype each stores float32
+ * tensors in; kn_precision_of(s): that dtype (KN_DT_F32 for NULL), or
+ * KN_DT_INVALID for a name not among them. */
+#define KN_PRECISIONS 3
+extern const char *const kn_precision_name[KN_PRECISIONS];
+kn_dtype kn_precision_of(const char *s);
 
 /* A graph input Kiln needs the value of at compile time: its name and its
  * position among the model's graph inputs (initializers excluded). */

@@ -71,6 +71,13 @@ int kn_pass_split_pool(kn_graph *g, kn_diag *d);
  * movement); runs first, so later passes never see them. */
 int kn_pass_decompose_attention(kn_graph *g, kn_diag *d);
 
+/* `kiln compile --precision`: float32 constants, graph inputs and
+ * intermediates stored as `low` (KN_DT_F16 or KN_DT_BF16), the graph's inputs
+ * and outputs still float32; a constant value that overflows `low` is an
+ * error naming the constant (pass_precision.c). Returns 1 (nothing changed)
+ * for KN_DT_F32. Runs after constant folding. */
+int kn_pass_precision(kn_graph *g, kn_dtype low, kn_diag *d);
+
 /* Gives every graph output storage of its own, written by a kernel: an
  * output that is an input, a constant or another output gets an Identity copy. */
 int kn_pass_materialize_outputs(kn_graph *g, kn_diag *d);

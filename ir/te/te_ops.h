@@ -63,6 +63,17 @@ kn_expr *kn_te_ix_in_range(kn_te_ctx *c, kn_expr *i, kn_expr *extent);
 kn_expr *kn_te_and(kn_te_ctx *c, kn_expr *a, kn_expr *b);
 bool kn_te_ix_const(const kn_expr *e, int64_t *v);
 
+/* The dtype sums over elements of dtype t accumulate in: float32 for the
+ * 16-bit floats (float16, bfloat16), whose 8 or 11 significant bits would
+ * drop the small addends of a long sum (the precision `kiln compile
+ * --precision` promises: f32 accumulation, one rounding at the end); t
+ * itself for every other dtype, so their definitions stay as they were.
+ * Contractions, sum-like reductions, average pools, softmax's sum and
+ * layer normalisation's statistics use it; max / min stay in t (exact). */
+static inline kn_dtype kn_te_acc_dtype(kn_dtype t) {
+  return t == KN_DT_F16 || t == KN_DT_BF16 ? KN_DT_F32 : t;
+}
+
 /* A numeric constant of dtype t (float or integer/bool). */
 kn_expr *kn_te_num(kn_te_ctx *c, kn_dtype t, double v);
 /* Float v clamped to [lo, hi] with kn_e_max_num / kn_e_min_num: a NaN gives lo. For

@@ -214,8 +214,12 @@ static kn_te_tensor *einsum_def(kn_te_ctx *c, const kn_node *n, kn_te_tensor **i
   kn_einsum e;
   char err[128];
   if (kn_einsum_parse(eq, n->n_in, ranks, &e, err, sizeof err) < 0) return kn_te_unsupported(d, n, "%s", err);
-  kn_te_tensor *o = kn_te_out_compute(c, n, 0, NULL);
+  /* 16-bit floats: a sum in f32, rounded once by an epilogue */
+  kn_dtype acc_t = e.n_sum ? kn_te_acc_dtype(in[0]->dtype) : in[0]->dtype;
+  bool widen = acc_t != in[0]->dtype;
+  kn_te_tensor *o = kn_te_out_compute(c, n, 0, widen ? "acc" : NULL);
   if (o->rank != e.out_rank || o->dtype != in[0]->dtype) return kn_te_unsupported(d, n, "output shape/dtype");
+  o->dtype = acc_t;
   kn_expr *at[KN_EINSUM_LABELS] = {0}, *ext[KN_EINSUM_LABELS] = {0};
   for (int i = 0; i < n->n_in; i++)
     for (int a = 0; a < e.rank[i]; a++) {
@@ -237,11 +241,16 @@ static kn_te_tensor *einsum_def(kn_te_ctx *c, const kn_node *n, kn_te_tensor **i
       int64_t v;
       xi[a] = kn_te_ix_const(in[i]->shape[a], &v) && v == 1 ? kn_te_ix(c, 0) : at[e.label[i][a]];
     }
-    kn_expr *ld = kn_te_at(c, in[i], xi);
+    kn_expr *ld = kn_e_cast(ec, acc_t, kn_te_at(c, in[i], xi));
     prod = prod ? kn_e_mul(ec, prod, ld) : ld;
   }
   o->body = e.n_sum ? kn_e_reduce(ec, KN_RED_SUM, vars, extents, e.n_sum, prod) : prod;
-  return o;
+  if (!widen) return o;
+  kn_te_tensor *out = kn_te_out_compute(c, n, 0, NULL);
+  kn_expr *oi[KN_TE_MAX_RANK];
+  kn_te_axis_exprs(c, out, oi);
+  out->body = kn_e_cast(ec, in[0]->dtype, kn_te_at(c, o, oi));
+  return out;
 }
 
 /* ---- TopK ---- */

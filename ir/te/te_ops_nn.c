@@ -116,8 +116,12 @@ static kn_te_tensor *conv_def(kn_te_ctx *c, const kn_node *n, kn_te_tensor **in,
     return kn_te_unsupported(d, n, "input/weight rank %d/%d", r, wt->rank);
   if (!kn_dtype_is_float(x->dtype) || wt->dtype != x->dtype || (bias && bias->dtype != x->dtype))
     return kn_te_unsupported(d, n, "dtype %s", kn_dtype_name(x->dtype));
-  kn_te_tensor *o = kn_te_out_compute(c, n, 0, bias ? "acc" : NULL);
+  /* 16-bit floats: the sum in f32 (kn_te_acc_dtype), rounded once by the epilogue */
+  kn_dtype acc_t = kn_te_acc_dtype(x->dtype);
+  bool widen = acc_t != x->dtype;
+  kn_te_tensor *o = kn_te_out_compute(c, n, 0, bias || widen ? "acc" : NULL);
   if (o->rank != r || o->dtype != x->dtype) return kn_te_unsupported(d, n, "output shape");
+  o->dtype = acc_t;
   int ch_axis = nhwc ? r - 1 : 1;
   int sp[MAX_SP], wsp[MAX_SP]; /* spatial axes of x/out and of the weights */
   for (int i = 0; i < nsp; i++) {
@@ -188,13 +192,15 @@ static kn_te_tensor *conv_def(kn_te_ctx *c, const kn_node *n, kn_te_tensor **in,
                              kn_te_ix_mul(c, tap, kn_te_ix(c, w.dl[i])));
     wi[wsp[i]] = tap;
   }
-  kn_expr *prod = kn_e_mul(ec, kn_te_at(c, xp, xi), kn_te_at(c, wt, wi));
+  kn_expr *prod = kn_e_mul(ec, kn_e_cast(ec, acc_t, kn_te_at(c, xp, xi)), kn_e_cast(ec, acc_t, kn_te_at(c, wt, wi)));
   o->body = kn_e_reduce(ec, KN_RED_SUM, rv, rext, nr, prod);
-  if (!bias) return o;
+  if (!bias && !widen) return o;
   kn_te_tensor *out = kn_te_out_compute(c, n, 0, NULL);
   kn_expr *oi[KN_TE_MAX_RANK];
   kn_te_axis_exprs(c, out, oi);
-  out->body = kn_e_add(ec, kn_te_at(c, o, oi), kn_te_at(c, bias, &oi[ch_axis]));
+  kn_expr *v = kn_te_at(c, o, oi);
+  if (bias) v = kn_e_add(ec, v, kn_e_cast(ec, acc_t, kn_te_at(c, bias, &oi[ch_axis])));
+  out->body = kn_e_cast(ec, x->dtype, v);
   return out;
 }
 
@@ -210,7 +216,9 @@ static kn_te_tensor *matmul_def(kn_te_ctx *c, const kn_node *n, kn_te_tensor *a,
   if (a->dtype != b->dtype || a->dtype == KN_DT_BOOL)
     return kn_te_unsupported(d, n, "dtypes %s x %s", kn_dtype_name(a->dtype),
                              kn_dtype_name(b->dtype));
-  kn_te_tensor *o = kn_te_out_compute(c, n, 0, NULL);
+  kn_dtype acc_t = kn_te_acc_dtype(a->dtype); /* 16-bit floats: the sum in f32, rounded once */
+  bool widen = acc_t != a->dtype;
+  kn_te_tensor *o = kn_te_out_compute(c, n, 0, widen ? "acc" : NULL);
   int ro = o->rank;
   int batch = ro - (ra > 1) - (rb > 1); /* leading (broadcast) dims of the output */
   if (batch < 0 || ra - 2 > batch || rb - 2 > batch || o->dtype != a->dtype)
@@ -242,9 +250,15 @@ static kn_te_tensor *matmul_def(kn_te_ctx *c, const kn_node *n, kn_te_tensor *a,
   } else {
     bi[0] = k;
   }
-  kn_expr *prod = kn_e_mul(ec, kn_te_at(c, a, ai), kn_te_at(c, b, bi));
+  kn_expr *prod = kn_e_mul(ec, kn_e_cast(ec, acc_t, kn_te_at(c, a, ai)), kn_e_cast(ec, acc_t, kn_te_at(c, b, bi)));
+  o->dtype = acc_t;
   o->body = kn_e_reduce(ec, KN_RED_SUM, &kv, &K, 1, prod);
-  return o;
+  if (!widen) return o;
+  kn_te_tensor *out = kn_te_out_compute(c, n, 0, NULL);
+  kn_expr *oi[KN_TE_MAX_RANK];
+  kn_te_axis_exprs(c, out, oi);
+  out->body = kn_e_cast(ec, a->dtype, kn_te_at(c, o, oi));
+  return out;
 }
 
 static kn_te_tensor *gemm_def(kn_te_ctx *c, const kn_node *n, kn_te_tensor **in, kn_diag *d) {
@@ -257,9 +271,11 @@ static kn_te_tensor *gemm_def(kn_te_ctx *c, const kn_node *n, kn_te_tensor **in,
   float alpha = kn_node_attr_float(n, "alpha", 1.0f), beta = kn_node_attr_float(n, "beta", 1.0f);
   if (cc && beta == 0) cc = NULL;
   if (cc && cc->rank > 2) return kn_te_unsupported(d, n, "C of rank > 2");
-  bool epilogue = cc || alpha != 1.0f;
+  kn_dtype acc_t = kn_te_acc_dtype(a->dtype); /* 16-bit floats: the sum in f32, rounded once */
+  bool epilogue = cc || alpha != 1.0f || acc_t != a->dtype;
   kn_te_tensor *acc = kn_te_out_compute(c, n, 0, epilogue ? "acc" : NULL);
   if (acc->rank != 2 || acc->dtype != a->dtype) return kn_te_unsupported(d, n, "output shape");
+  acc->dtype = acc_t;
   kn_expr *K = a->shape[ta ? 0 : 1];
   if (!kn_e_equal(K, b->shape[tb ? 1 : 0]))
     return kn_te_unsupported(d, n, "inner dims that differ");
@@ -269,20 +285,20 @@ static kn_te_tensor *gemm_def(kn_te_ctx *c, const kn_node *n, kn_te_tensor **in,
   kn_expr *k = kn_e_var(ec, kv);
   kn_expr *ai[2] = {ta ? k : idx[0], ta ? idx[0] : k};
   kn_expr *bi[2] = {tb ? idx[1] : k, tb ? k : idx[1]};
-  acc->body =
-      kn_e_reduce(ec, KN_RED_SUM, &kv, &K, 1, kn_e_mul(ec, kn_te_at(c, a, ai), kn_te_at(c, b, bi)));
+  kn_expr *prod = kn_e_mul(ec, kn_e_cast(ec, acc_t, kn_te_at(c, a, ai)), kn_e_cast(ec, acc_t, kn_te_at(c, b, bi)));
+  acc->body = kn_e_reduce(ec, KN_RED_SUM, &kv, &K, 1, prod);
   if (!epilogue) return acc;
   kn_te_tensor *o = kn_te_out_compute(c, n, 0, NULL);
   kn_expr *oi[2];
   kn_te_axis_exprs(c, o, oi);
   kn_expr *v = kn_te_at(c, acc, oi);
-  if (alpha != 1.0f) v = kn_e_mul(ec, kn_te_num(c, o->dtype, alpha), v);
+  if (alpha != 1.0f) v = kn_e_mul(ec, kn_te_num(c, acc_t, alpha), v);
   if (cc) {
-    kn_expr *cv = kn_te_bcast_at(c, cc, oi, 2);
-    if (beta != 1.0f) cv = kn_e_mul(ec, kn_te_num(c, o->dtype, beta), cv);
+    kn_expr *cv = kn_e_cast(ec, acc_t, kn_te_bcast_at(c, cc, oi, 2));
+    if (beta != 1.0f) cv = kn_e_mul(ec, kn_te_num(c, acc_t, beta), cv);
     v = kn_e_add(ec, v, cv);
   }
-  o->body = v;
+  o->body = kn_e_cast(ec, o->dtype, v);
   return o;
 }
 
@@ -347,6 +363,8 @@ static kn_te_tensor *pool_def(kn_te_ctx *c, const kn_node *n, kn_te_tensor *x, k
   bool include_pad = kn_node_attr_int(n, "count_include_pad", 0) != 0;
   kn_te_tensor *o = kn_te_out_compute(c, n, 0, is_max ? NULL : "sum");
   if (o->rank != r || o->dtype != x->dtype) return kn_te_unsupported(d, n, "output shape");
+  kn_dtype acc_t = is_max ? x->dtype : kn_te_acc_dtype(x->dtype); /* an average's sum in f32 */
+  o->dtype = acc_t;
   int sp[MAX_SP];
   window w = {.nsp = nsp};
   kn_expr *in_dims[MAX_SP], *out_dims[MAX_SP];
@@ -372,7 +390,7 @@ static kn_te_tensor *pool_def(kn_te_ctx *c, const kn_node *n, kn_te_tensor *x, k
     xi[sp[i]] = kn_te_ix_add(c, kn_te_ix_mul(c, idx[sp[i]], kn_te_ix(c, w.s[i])),
                              kn_te_ix_mul(c, kn_e_var(ec, rv[i]), kn_te_ix(c, w.dl[i])));
   }
-  o->body = kn_e_reduce(ec, is_max ? KN_RED_MAX : KN_RED_SUM, rv, rext, nsp, kn_te_at(c, xp, xi));
+  o->body = kn_e_reduce(ec, is_max ? KN_RED_MAX : KN_RED_SUM, rv, rext, nsp, kn_e_cast(ec, acc_t, kn_te_at(c, xp, xi)));
   if (is_max) return o;
 
   /* average: divide by the taps counted (in bounds, or in the padded
@@ -394,7 +412,7 @@ static kn_te_tensor *pool_def(kn_te_ctx *c, const kn_node *n, kn_te_tensor *x, k
       taps = taps_in(c, &w, i, oi[sp[i]], lo, hi);
     count = kn_te_ix_mul(c, count, taps);
   }
-  out->body = kn_e_div(ec, kn_te_at(c, o, oi), kn_e_cast(ec, x->dtype, count));
+  out->body = kn_e_cast(ec, x->dtype, kn_e_div(ec, kn_te_at(c, o, oi), kn_e_cast(ec, acc_t, count)));
   return out;
 }
 
@@ -414,12 +432,13 @@ static kn_te_tensor *global_pool_def(kn_te_ctx *c, const kn_node *n, kn_te_tenso
   bool red[KN_TE_MAX_RANK] = {0};
   for (int i = 1; i < r; i++) red[i] = nhwc ? i < r - 1 : i > 1;
   kn_te_red rs;
-  kn_te_red_begin(c, n, is_max ? "max" : "sum", x->dtype, r, x->shape, red, &rs);
-  kn_te_red_end(c, &rs, is_max ? KN_RED_MAX : KN_RED_SUM, kn_te_at(c, x, rs.src));
+  kn_dtype acc_t = is_max ? x->dtype : kn_te_acc_dtype(x->dtype); /* an average's sum in f32 */
+  kn_te_red_begin(c, n, is_max ? "max" : "sum", acc_t, r, x->shape, red, &rs);
+  kn_te_red_end(c, &rs, is_max ? KN_RED_MAX : KN_RED_SUM, kn_e_cast(ec, acc_t, kn_te_at(c, x, rs.src)));
   kn_expr *idx[KN_TE_MAX_RANK];
   kn_te_axis_exprs(c, o, idx);
   kn_expr *v = kn_te_red_at(c, &rs, idx);
-  o->body = is_max ? v : kn_e_div(ec, v, kn_e_cast(ec, x->dtype, kn_te_red_count(c, &rs)));
+  o->body = is_max ? v : kn_e_cast(ec, x->dtype, kn_e_div(ec, v, kn_e_cast(ec, acc_t, kn_te_red_count(c, &rs))));
   return o;
 }
 

@@ -110,17 +110,17 @@ static kn_te_tensor *reduce_def(kn_te_ctx *c, const kn_node *n, kn_te_tensor *x,
   bool bool_mm = x->dtype == KN_DT_BOOL && (op == KN_RED_MAX || op == KN_RED_MIN);
   if ((x->dtype == KN_DT_BOOL && !bool_mm) || (float_only && !kn_dtype_is_float(x->dtype)))
     return kn_te_unsupported(d, n, "dtype %s", kn_dtype_name(x->dtype));
-  kn_dtype rt = bool_mm ? KN_DT_U8 : x->dtype;
+  /* sums and products of 16-bit floats accumulate in f32 (kn_te_acc_dtype) */
+  kn_dtype rt = bool_mm ? KN_DT_U8 : op == KN_RED_MAX || op == KN_RED_MIN ? x->dtype : kn_te_acc_dtype(x->dtype);
   kn_expr_ctx *ec = c->ec;
   kn_te_red mx = {0}, rs;
   if (lse) { /* log(sum(exp(x - max))) + max, without overflow */
     kn_te_red_begin(c, n, "max", x->dtype, r, x->shape, red, &mx);
     kn_te_red_end(c, &mx, KN_RED_MAX, kn_te_at(c, x, mx.src));
   }
-  bool direct = !keep && !post && !bool_mm;
+  bool direct = !keep && !post && !bool_mm && rt == x->dtype;
   kn_te_red_begin(c, n, direct ? NULL : "red", rt, r, x->shape, red, &rs);
-  kn_expr *v = kn_te_at(c, x, rs.src);
-  if (bool_mm) v = kn_e_cast(ec, rt, v);
+  kn_expr *v = kn_e_cast(ec, rt, kn_te_at(c, x, rs.src));
   switch (op_kind) {
   case KN_OP_REDUCE_L1:
     v = kn_dtype_is_float(v->dtype) ? kn_e_call1(ec, KN_FN_ABS, v)
@@ -132,7 +132,7 @@ static kn_te_tensor *reduce_def(kn_te_ctx *c, const kn_node *n, kn_te_tensor *x,
   case KN_OP_REDUCE_L2:
   case KN_OP_REDUCE_SUM_SQUARE: v = kn_e_mul(ec, v, v); break;
   case KN_OP_REDUCE_LOG_SUM_EXP:
-    v = kn_e_call1(ec, KN_FN_EXP, kn_e_sub(ec, v, kn_te_red_at(c, &mx, rs.src)));
+    v = kn_e_call1(ec, KN_FN_EXP, kn_e_sub(ec, v, kn_e_cast(ec, rt, kn_te_red_at(c, &mx, rs.src))));
     break;
   default: break;
   }
@@ -143,15 +143,15 @@ static kn_te_tensor *reduce_def(kn_te_ctx *c, const kn_node *n, kn_te_tensor *x,
   for (int i = 0, k = 0; i < r; i++) full[i] = keep ? idx[i] : red[i] ? kn_te_ix(c, 0) : idx[k++];
   v = kn_te_red_at(c, &rs, full);
   switch (op_kind) {
-  case KN_OP_REDUCE_MEAN: v = kn_e_div(ec, v, count_f(c, &rs, x->dtype)); break;
+  case KN_OP_REDUCE_MEAN: v = kn_e_div(ec, v, count_f(c, &rs, rt)); break;
   case KN_OP_REDUCE_L2: v = kn_e_call1(ec, KN_FN_SQRT, v); break;
   case KN_OP_REDUCE_LOG_SUM: v = kn_e_call1(ec, KN_FN_LOG, v); break;
   case KN_OP_REDUCE_LOG_SUM_EXP:
-    v = kn_e_add(ec, kn_e_call1(ec, KN_FN_LOG, v), kn_te_red_at(c, &mx, full));
+    v = kn_e_add(ec, kn_e_call1(ec, KN_FN_LOG, v), kn_e_cast(ec, rt, kn_te_red_at(c, &mx, full)));
     break;
   default: break;
   }
-  o->body = bool_mm ? kn_e_cast(ec, KN_DT_BOOL, v) : v;
+  o->body = kn_e_cast(ec, x->dtype, v); /* bool_mm: back to bool; 16-bit floats: rounded once */
   return o;
 }
 
@@ -205,22 +205,26 @@ static kn_te_tensor *softmax_def(kn_te_ctx *c, const kn_node *n, kn_te_tensor *x
     return kn_te_unsupported(d, n, "dtype %s", kn_dtype_name(x->dtype));
   bool red[KN_TE_MAX_RANK] = {0};
   for (int i = axis; i < (v13 ? axis + 1 : r); i++) red[i] = true;
+  /* 16-bit floats: exp, its sum and the division in f32, rounded once */
+  kn_dtype t = kn_te_acc_dtype(x->dtype);
   kn_te_red mx, sm;
   kn_te_red_begin(c, n, "max", x->dtype, r, x->shape, red, &mx);
   kn_te_red_end(c, &mx, KN_RED_MAX, kn_te_at(c, x, mx.src));
-  kn_te_red_begin(c, n, "sum", x->dtype, r, x->shape, red, &sm);
-  kn_expr *shifted = kn_e_sub(ec, kn_te_at(c, x, sm.src), kn_te_red_at(c, &mx, sm.src));
+  kn_te_red_begin(c, n, "sum", t, r, x->shape, red, &sm);
+  kn_expr *shifted =
+      kn_e_sub(ec, kn_e_cast(ec, t, kn_te_at(c, x, sm.src)), kn_e_cast(ec, t, kn_te_red_at(c, &mx, sm.src)));
   kn_te_red_end(c, &sm, KN_RED_SUM, kn_e_call1(ec, KN_FN_EXP, shifted));
   kn_te_tensor *o = kn_te_out_compute(c, n, 0, NULL);
   if (o->rank != r || o->dtype != x->dtype) return kn_te_unsupported(d, n, "output shape/dtype");
   kn_expr *idx[KN_TE_MAX_RANK];
   kn_te_axis_exprs(c, o, idx);
-  kn_expr *z = kn_e_sub(ec, kn_te_at(c, x, idx), kn_te_red_at(c, &mx, idx));
+  kn_expr *z = kn_e_sub(ec, kn_e_cast(ec, t, kn_te_at(c, x, idx)), kn_e_cast(ec, t, kn_te_red_at(c, &mx, idx)));
   kn_expr *s = kn_te_red_at(c, &sm, idx);
   if (n->op == KN_OP_LOG_SOFTMAX)
     o->body = kn_e_sub(ec, z, kn_e_call1(ec, KN_FN_LOG, s));
   else
     o->body = kn_e_div(ec, kn_e_call1(ec, KN_FN_EXP, z), s);
+  o->body = kn_e_cast(ec, x->dtype, o->body);
   return o;
 }
 
@@ -261,27 +265,31 @@ static kn_te_tensor *layer_norm_def(kn_te_ctx *c, const kn_node *n, int out, kn_
   int r = x->rank;
   int axis = kn_te_norm_axis(kn_node_attr_int(n, "axis", -1), r);
   if (axis < 0) return kn_te_unsupported(d, n, "axis");
-  kn_dtype t = x->dtype;
-  if (!kn_dtype_is_float(t)) return kn_te_unsupported(d, n, "dtype %s", kn_dtype_name(t));
+  kn_dtype xt = x->dtype;
+  if (!kn_dtype_is_float(xt)) return kn_te_unsupported(d, n, "dtype %s", kn_dtype_name(xt));
   kn_te_tensor *scale = n->n_in > 1 ? in[1] : NULL;
   kn_te_tensor *bias = n->n_in > 2 ? in[2] : NULL;
   if (!scale) return kn_te_unsupported(d, n, "missing scale");
-  if (scale->rank > r || (bias && bias->rank > r) || scale->dtype != t ||
-      (bias && bias->dtype != t))
+  if (scale->rank > r || (bias && bias->rank > r) || scale->dtype != xt ||
+      (bias && bias->dtype != xt))
     return kn_te_unsupported(d, n, "scale/bias of this shape/dtype");
   bool red[KN_TE_MAX_RANK] = {0};
   for (int i = axis; i < r; i++) red[i] = true;
+  /* 16-bit floats: the statistics and the normalisation in f32, rounded once */
+  kn_dtype t = kn_te_acc_dtype(xt);
   kn_te_red s1, s2;
   kn_te_red_begin(c, n, "sum", t, r, x->shape, red, &s1);
-  kn_te_red_end(c, &s1, KN_RED_SUM, kn_te_at(c, x, s1.src));
+  kn_te_red_end(c, &s1, KN_RED_SUM, kn_e_cast(ec, t, kn_te_at(c, x, s1.src)));
   kn_expr *count = count_f(c, &s1, t);
   kn_te_red_begin(c, n, "sqsum", t, r, x->shape, red, &s2);
   kn_expr *dev =
-      kn_e_sub(ec, kn_te_at(c, x, s2.src), kn_e_div(ec, kn_te_red_at(c, &s1, s2.src), count));
+      kn_e_sub(ec, kn_e_cast(ec, t, kn_te_at(c, x, s2.src)), kn_e_div(ec, kn_te_red_at(c, &s1, s2.src), count));
   kn_te_red_end(c, &s2, KN_RED_SUM, kn_e_mul(ec, dev, dev));
 
   kn_te_tensor *o = kn_te_out_compute(c, n, out, out == 0 ? NULL : out == 1 ? "mean" : "invstd");
-  if (o->rank != r || o->dtype != t) return kn_te_unsupported(d, n, "output %d shape/dtype", out);
+  /* Mean and InvStdDev are float32 (stash_type) for 16-bit inputs */
+  if (o->rank != r || (o->dtype != xt && !(out > 0 && o->dtype == t)))
+    return kn_te_unsupported(d, n, "output %d shape/dtype", out);
   kn_expr *idx[KN_TE_MAX_RANK];
   kn_te_axis_exprs(c, o, idx);
   kn_expr *mean = kn_e_div(ec, kn_te_red_at(c, &s1, idx), count);
@@ -293,11 +301,12 @@ static kn_te_tensor *layer_norm_def(kn_te_ctx *c, const kn_node *n, int out, kn_
   } else if (out == 2) {
     o->body = kn_e_div(ec, kn_te_num(c, t, 1), stddev);
   } else {
-    kn_expr *y = kn_e_div(ec, kn_e_sub(ec, kn_te_at(c, x, idx), mean), stddev);
-    y = kn_e_mul(ec, y, kn_te_bcast_at(c, scale, idx, r));
-    if (bias) y = kn_e_add(ec, y, kn_te_bcast_at(c, bias, idx, r));
+    kn_expr *y = kn_e_div(ec, kn_e_sub(ec, kn_e_cast(ec, t, kn_te_at(c, x, idx)), mean), stddev);
+    y = kn_e_mul(ec, y, kn_e_cast(ec, t, kn_te_bcast_at(c, scale, idx, r)));
+    if (bias) y = kn_e_add(ec, y, kn_e_cast(ec, t, kn_te_bcast_at(c, bias, idx, r)));
     o->body = y;
   }
+  o->body = kn_e_cast(ec, o->dtype, o->body);
   return o;
 }
 

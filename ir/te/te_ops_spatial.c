@@ -297,7 +297,10 @@ static kn_te_tensor *convt_def(kn_te_ctx *c, const kn_node *n, kn_te_tensor **in
   if (kn_convt_resolve(n, &c->g->values[n->in[0]].shape, &c->g->values[n->in[1]].shape, &g, d) < 0) return NULL;
   int nsp = g.n_spatial;
   int64_t Cg = g.in_channels / g.group, Mg = g.out_channels / g.group;
-  kn_te_tensor *acc = kn_te_out_compute(c, n, 0, b ? "acc" : NULL);
+  kn_dtype acc_t = kn_te_acc_dtype(x->dtype); /* 16-bit floats: the sum in f32, rounded once */
+  bool widen = acc_t != x->dtype;
+  kn_te_tensor *acc = kn_te_out_compute(c, n, 0, b || widen ? "acc" : NULL);
+  acc->dtype = acc_t;
   kn_expr *oi[KN_TE_MAX_RANK];
   kn_te_axis_exprs(c, acc, oi);
   static const char *tap_names[3] = {"kd", "kh", "kw"};
@@ -325,12 +328,15 @@ static kn_te_tensor *convt_def(kn_te_ctx *c, const kn_node *n, kn_te_tensor **in
   }
   kn_expr *xv = kn_te_at(c, x, xi);
   if (valid) xv = kn_e_select(ec, valid, xv, kn_te_num(c, x->dtype, 0));
-  acc->body = kn_e_reduce(ec, KN_RED_SUM, rv, rext, nr, kn_e_mul(ec, xv, kn_te_at(c, w, wi)));
-  if (!b) return acc;
+  acc->body = kn_e_reduce(ec, KN_RED_SUM, rv, rext, nr,
+                          kn_e_mul(ec, kn_e_cast(ec, acc_t, xv), kn_e_cast(ec, acc_t, kn_te_at(c, w, wi))));
+  if (!b && !widen) return acc;
   kn_te_tensor *o = kn_te_out_compute(c, n, 0, NULL);
   kn_expr *idx[KN_TE_MAX_RANK];
   kn_te_axis_exprs(c, o, idx);
-  o->body = kn_e_add(ec, kn_te_at(c, acc, idx), kn_te_at(c, b, &idx[1]));
+  kn_expr *v = kn_te_at(c, acc, idx);
+  if (b) v = kn_e_add(ec, v, kn_e_cast(ec, acc_t, kn_te_at(c, b, &idx[1])));
+  o->body = kn_e_cast(ec, x->dtype, v);
   return o;
 }
 

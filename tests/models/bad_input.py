@@ -297,6 +297,28 @@ def case_compile_bad_conv_algo(c):
     compile_case(c, c.model("tiny_mlp"), ["--conv-algo", "fastest"], "--conv-algo", "fastest")
 
 
+def case_compile_bad_precision(c):
+    # one line listing the valid ones
+    compile_case(c, c.model("tiny_mlp"), ["--precision", "'fp8'", "fp32", "fp16", "bf16"], "--precision", "fp8")
+
+
+def case_precision_overflow(c):
+    # every constant float16 cannot hold, named in one run: an initializer and
+    # one that constant folding computes (300 * 300); bfloat16 holds both
+    p = save_model(c.path("overflow.onnx"),
+                   [helper.make_node("Mul", ["x", "big"], ["a"], name="scale"),
+                    helper.make_node("Mul", ["c", "c"], ["sq"], name="square"),
+                    helper.make_node("Add", ["a", "sq"], ["y"], name="shift")],
+                   [f32("x", [1, 4])], [f32("y", [1, 4])],
+                   [const("big", [4], 1e5), const("c", [], 300.0)])
+    compile_case(c, p, ["--precision fp16", "constant 'big'", "node 'scale' (Mul)", "constant 'sq'",
+                        "node 'shift' (Add)", "65504"], "--precision", "fp16", extra_lines=1)
+    out = c.path("overflow_bf16.so")
+    proc = run([c.kiln, "compile", p, "-o", out, "--precision", "bf16"])
+    if proc.returncode != 0:
+        raise CaseFailure(f"--precision bf16 of the same model failed: {describe_failure(proc)}")
+
+
 def case_compile_bad_target(c):
     compile_case(c, c.model("tiny_mlp"), ["nonsense-arch"], "--target", "nonsense-arch-linux")
 
