@@ -11,7 +11,8 @@ conv (the scalar schedule), a stem conv over 3 channels (operand copies
 element by element: its rows are not runs of 8); and the cooperative row
 template: softmax over rows of 1000 and of 37 (a row shorter than the
 block's threads), layer norm over 768 in f32 and f16, a log softmax in
-bf16, ReduceMean / Max / Min / Prod over the last axis. Weights are seeded random values."""
+bf16, ReduceMean / Max / Min / Prod and ArgMax (an int64 stage reading a
+float one) over the last axis. Weights are seeded random values."""
 import sys
 
 import numpy as np
@@ -91,9 +92,11 @@ def rows(out):
           helper.make_node("ReduceMax", ["x"], ["max"], axes=[-1], keepdims=0),
           helper.make_node("ReduceMin", ["x"], ["min"], axes=[-1], keepdims=0),
           helper.make_node("Mul", ["x", "half"], ["xh"]), helper.make_node("Add", ["xh", "one"], ["p"]),
-          helper.make_node("ReduceProd", ["p"], ["prod"], axes=[-1], keepdims=0)],
+          helper.make_node("ReduceProd", ["p"], ["prod"], axes=[-1], keepdims=0),
+          helper.make_node("ArgMax", ["x"], ["arg"], axis=-1, keepdims=0)],
          [vi("x", F32, ["N", 6, 200])],
-         [vi("mean", F32, ["N", 6, 1]), vi("max", F32, ["N", 6]), vi("min", F32, ["N", 6]), vi("prod", F32, ["N", 6])],
+         [vi("mean", F32, ["N", 6, 1]), vi("max", F32, ["N", 6]), vi("min", F32, ["N", 6]), vi("prod", F32, ["N", 6]),
+          vi("arg", TensorProto.INT64, ["N", 6])],
          [one, half])
 
 
