@@ -12,7 +12,9 @@ element by element: its rows are not runs of 8); and the cooperative row
 template: softmax over rows of 1000 and of 37 (a row shorter than the
 block's threads), layer norm over 768 in f32 and f16, a log softmax in
 bf16, ReduceMean / Max / Min / Prod and ArgMax (an int64 stage reading a
-float one) over the last axis. Weights are seeded random values."""
+float one) over the last axis, and over a static shape a sum of every
+element (one row: a rank-0 output) and a log-sum-exp and an L2 norm over
+the last axis. Weights are seeded random values."""
 import sys
 
 import numpy as np
@@ -98,6 +100,11 @@ def rows(out):
          [vi("mean", F32, ["N", 6, 1]), vi("max", F32, ["N", 6]), vi("min", F32, ["N", 6]), vi("prod", F32, ["N", 6]),
           vi("arg", TensorProto.INT64, ["N", 6])],
          [one, half])
+    save(f"{out}/gpu_reduce_static.onnx",
+         [helper.make_node("ReduceSum", ["x"], ["all"], keepdims=0),
+          helper.make_node("ReduceLogSumExp", ["x"], ["lse"], axes=[-1], keepdims=1),
+          helper.make_node("ReduceL2", ["x"], ["l2"], axes=[-1], keepdims=0)],
+         [vi("x", F32, [4, 300])], [vi("all", F32, []), vi("lse", F32, [4, 1]), vi("l2", F32, [4])], [])
 
 
 if __name__ == "__main__":
