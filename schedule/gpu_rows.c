@@ -29,8 +29,6 @@
  * another thread in the step before) safe to read, and the final one makes
  * red_s[0] visible to every thread. The tree reassociates the fold, as every
  * parallel reduction does. */
-#include <string.h>
-
 #include "schedule/gpu.h"
 
 #define MAX_THREADS 256
@@ -80,8 +78,10 @@ static kn_expr *check_stage_load(kn_expr_ctx *c, kn_expr *load, void *ctx) {
     const kn_expr *ix = load->u.load.indices[a];
     int m = k->R->st[s].map[a];
     int64_t v;
-    bool at_row = m >= 0 ? ix->kind == KN_E_VAR && ix->u.var == k->R->out->axes[m] : kn_e_is_const_int(ix, &v) && v == 0;
-    k->ok &= at_row;
+    if (m >= 0)
+      k->ok &= ix->kind == KN_E_VAR && ix->u.var == k->R->out->axes[m];
+    else
+      k->ok &= kn_e_is_const_int(ix, &v) && v == 0;
   }
   return load;
 }
