@@ -1,6 +1,6 @@
 """kiln_artifact.py — a thin ctypes wrapper over a Kiln .so artifact.
 
-It mirrors include/kiln/artifact.h (ABI version 1.3): dlopen the .so, read the
+It mirrors include/kiln/artifact.h (ABI version 1.4): dlopen the .so, read the
 well-known `kiln_artifact_v1` descriptor, and call its `run` / `set_threads`
 entry points with numpy buffers. Nothing else of Kiln is needed. Used by
 bench/bench.py so that timings exclude process start and .npy I/O; usable by
@@ -21,7 +21,7 @@ import numpy as np
 
 ABI_VERSION = 1
 STATUS = {0: "KILN_OK", 1: "KILN_ERR_BATCH", 2: "KILN_ERR_ARG", 3: "KILN_ERR_THREADS",
-          4: "KILN_ERR_CAPACITY", 5: "KILN_ERR_VALUE"}
+          4: "KILN_ERR_CAPACITY", 5: "KILN_ERR_VALUE", 6: "KILN_ERR_DEVICE"}
 ONNX_TO_NP = {1: np.float32, 2: np.uint8, 3: np.int8, 4: np.uint16, 5: np.int16, 6: np.int32,
               7: np.int64, 9: np.bool_, 10: np.float16, 11: np.float64, 12: np.uint32,
               13: np.uint64}
@@ -63,7 +63,9 @@ class Descriptor(ctypes.Structure):
                 ("steps", ctypes.POINTER(Step)), ("args", ctypes.c_void_p),
                 ("consts", ctypes.c_void_p),
                 ("run", RUN_FN), ("set_threads", SET_THREADS_FN), ("run_profiled", ctypes.c_void_p),
-                ("n_pipes", ctypes.c_int32), ("pipes", ctypes.POINTER(Pipe))]
+                ("n_pipes", ctypes.c_int32), ("pipes", ctypes.POINTER(Pipe)),
+                # ABI 1.4 (GPU artifacts; CPU artifacts end before these: read only when abi_minor >= 4)
+                ("last_error", ctypes.CFUNCTYPE(ctypes.c_char_p)), ("gpu", ctypes.c_void_p)]
 
 
 class Tensor:
@@ -117,6 +119,15 @@ class Artifact:
         self._out_batch = None
         self._threads = None
 
+    def reason(self, status):
+        """The artifact's one-line reason for a failed call (ABI 1.4), else the status name."""
+        d = self.desc
+        if d.abi_minor >= 4 and d.last_error:
+            msg = d.last_error()
+            if msg:
+                return f"{msg.decode(errors='replace')} ({STATUS.get(status, status)})"
+        return STATUS.get(status, status)
+
     def set_threads(self, n):
         if n != self._threads:
             status = self.desc.set_threads(n)
@@ -156,7 +167,7 @@ class Artifact:
         def call():
             status = run(in_ptrs, out_ptrs, ws, batch)
             if status != 0:
-                raise RuntimeError(f"{self.prefix}_run failed: {STATUS.get(status, status)}")
+                raise RuntimeError(f"{self.prefix}_run failed: {self.reason(status)}")
 
         call.keep = (ins, outs, in_ptrs, out_ptrs)  # keep the buffers alive with the closure
         return call, outs

@@ -211,7 +211,8 @@ static int write_c(const kn_plan *plan, const kn_target *t, const char *path, co
           "}\n\n",
           p, p, p, p, p, p, p, p);
   fprintf(fp, "const kiln_artifact %s_artifact = {\n", p);
-  fprintf(fp, "    .abi_version = KILN_ABI_VERSION,\n    .abi_minor = KILN_ABI_MINOR,\n");
+  /* CPU artifacts stay at ABI 1.3: the 1.4 fields are for GPU artifacts */
+  fprintf(fp, "    .abi_version = KILN_ABI_VERSION,\n    .abi_minor = 3,\n");
   fprintf(fp, "    .prefix = ");
   put_cstring(fp, p);
   fprintf(fp, ",\n    .kiln_version = \"%s\",\n    .target = ", KILN_VERSION);

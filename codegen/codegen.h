@@ -21,6 +21,19 @@
  * neither file is created or replaced. Returns 0, or -1 with a diagnostic. */
 int kn_cg_package(const kn_plan *plan, const kn_target *t, const char *out_path, kn_diag *d);
 
+/* A GPU artifact (t->arch == KN_ARCH_CUDA) from a plan of GPU kernels,
+ * the module compiled from them (codegen/cuda.h: cubins and PTX) and each
+ * step's launch shape (launches[s] for plan step s): a host .so whose
+ * runtime (rt/runtime_cuda.c) opens the driver with dlopen on the first
+ * run; it needs no CUDA library to load. The kernels' parameters are the
+ * step's arguments as device pointers, then the batch as a long long
+ * (docs/abi.md, "GPU artifacts"). Writes `out_path` (.so only) and its
+ * header atomically. Returns 0, or -1 with a diagnostic. */
+struct kn_cuda_module;
+struct kn_cuda_launch;
+int kn_cg_package_cuda(const kn_plan *plan, const kn_target *t, const struct kn_cuda_module *module,
+                       const struct kn_cuda_launch *launches, const char *out_path, kn_diag *d);
+
 /* 0 if this kiln can package artifacts for `t` (it carries a runtime for the
  * target's architecture: the host's, and aarch64's when it was built with the
  * cross compiler); else -1 with a one-line diagnostic saying what to

@@ -9,7 +9,15 @@
  * many kernel arguments, bad indices) are reported as diagnostics.
  * Guarantees: the descriptor layout is exactly include/kiln/artifact.h on
  * LP64 targets (every pointer field is emitted as i8*); only PREFIX_* (and
- * kiln_artifact_v1 in a .so) are exported. */
+ * kiln_artifact_v1 in a .so) are exported.
+ *
+ * GPU plans (kn_cg_package_cuda) take the same path on the host's target,
+ * with these differences: no CPU kernel is emitted (steps' fn is NULL); the
+ * module images are constants; kiln_gpu holds them with the launch shapes,
+ * the grid function (package_cuda.c) and the sizes the runtime needs; the
+ * descriptor has the ABI 1.4 fields; the entry points call the GPU runtime
+ * (rt/runtime_cuda.c), which is linked in place of rt/runtime.c. CPU
+ * artifacts keep abi_minor 3 and the 1.3 layout, byte for byte. */
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
@@ -20,12 +28,20 @@
 
 #include "rt/runtime.h"
 #include "codegen/cg_llvm.h"
+#include "codegen/cuda.h"
 #include "codegen/package.h"
+#include "rt/runtime_cuda.h"
 
 extern const unsigned char kn_rt_object_host[]; /* rt/kn_rt_blob.c (generated) */
 extern const size_t kn_rt_object_host_size;
 extern const unsigned char kn_rt_object_aarch64[]; /* rt/kn_rt_blob_aarch64.c (generated; */
 extern const size_t kn_rt_object_aarch64_size;     /* size 0 without a cross compiler) */
+extern const unsigned char kn_rt_object_cuda[];    /* rt/kn_rt_cuda_blob.c (generated) */
+extern const size_t kn_rt_object_cuda_size;
+
+/* The descriptor's abi_minor in CPU artifacts: they carry none of the 1.4
+ * additions (GPU fields, last_error), and their bytes stay as they were. */
+#define KN_CPU_ABI_MINOR 3
 
 #if defined(__x86_64__)
 #define KN_BUILD_ARCH KN_ARCH_X86_64
@@ -53,7 +69,7 @@ static const unsigned char *runtime_object(const kn_target *t, size_t *size) {
 int kn_cg_check_target(const kn_target *t, kn_diag *d) {
   size_t size;
   if (t->arch == KN_ARCH_C) return 0; /* the runtime goes in as source text */
-  if (t->arch == KN_ARCH_CUDA && KN_BUILD_ARCH >= 0) return 0; /* a host .so carries the GPU code */
+  if (t->arch == KN_ARCH_CUDA) return 0; /* rt/runtime_cuda.c, built for the host */
   if (runtime_object(t, &size)) return 0;
   if (t->arch == KN_ARCH_AARCH64)
     return kn_diag_error(d,
@@ -156,6 +172,14 @@ typedef struct tables {
   LLVMTypeRef desc_ty, arg_ty, step_ty, pipe_ty, art_ty;
 } tables;
 
+/* What a GPU plan adds to packaging (NULL for a CPU plan). */
+typedef struct gpu_parts {
+  const kn_target *cuda; /* the target the images are for */
+  const kn_cuda_module *module;
+  const kn_cuda_launch *launches; /* per step */
+  kn_kernel *grid;                /* package_cuda.c */
+} gpu_parts;
+
 static LLVMValueRef i32c(tables *t, int64_t v) { return LLVMConstInt(t->i32, (unsigned long long)v, 1); }
 static LLVMValueRef i64c(tables *t, int64_t v) { return LLVMConstInt(t->i64, (unsigned long long)v, 1); }
 
@@ -256,8 +280,56 @@ static LLVMValueRef define_wrapper(tables *t, const char *name, LLVMTypeRef ret,
   return fn;
 }
 
-/* Emits kernels, constants, tables, descriptor and entry points. */
-static void build_module(tables *t, const kn_plan *p, bool shared) {
+/* The kiln_gpu table of a GPU artifact (ABI 1.4), as i8*. */
+static LLVMValueRef gpu_table(tables *t, const kn_plan *p, const gpu_parts *gpu, LLVMValueRef set_stream) {
+  LLVMContextRef c = t->m->ctx;
+  const kn_cuda_module *mod = gpu->module;
+  LLVMTypeRef image_ty = LLVMStructCreateNamed(c, "kiln_gpu_image");
+  LLVMTypeRef image_f[4] = {t->i32, t->i32, t->i8p, t->i64};
+  LLVMStructSetBody(image_ty, image_f, 4, 0);
+  LLVMTypeRef launch_ty = LLVMStructCreateNamed(c, "kiln_gpu_launch");
+  LLVMTypeRef launch_f[4] = {t->i32, t->i32, t->i32, t->i32};
+  LLVMStructSetBody(launch_ty, launch_f, 4, 0);
+  LLVMTypeRef gpu_ty = LLVMStructCreateNamed(c, "kiln_gpu");
+  LLVMTypeRef gpu_f[8] = {t->i32, t->i8p, t->i8p, t->i8p, t->i64, t->i8p, t->i8p, t->i8p};
+  LLVMStructSetBody(gpu_ty, gpu_f, 8, 0);
+  int n = mod->n_images > p->n_steps ? mod->n_images : p->n_steps;
+  n = n > p->n_inputs + p->n_outputs ? n : p->n_inputs + p->n_outputs;
+  n = n > p->n_consts ? n : p->n_consts;
+  LLVMValueRef *vals = calloc((size_t)n + 1, sizeof *vals);
+  KN_ASSERT(vals, "out of memory");
+  for (int i = 0; i < mod->n_images; i++) {
+    const kn_cuda_image *im = &mod->images[i];
+    /* PTX gets its NUL: the driver reads it as a C string */
+    LLVMValueRef bytes = LLVMConstStringInContext(c, (const char *)im->data, (unsigned)im->size, im->ptx ? 0 : 1);
+    LLVMValueRef f[4] = {i32c(t, im->sm), i32c(t, im->ptx ? 1 : 0), private_const(t, bytes, "cuda_image", 64),
+                         i64c(t, (int64_t)im->size)};
+    vals[i] = LLVMConstNamedStruct(image_ty, f, 4);
+  }
+  LLVMValueRef images = array_or_null(t, image_ty, vals, mod->n_images, "cuda_images", 8);
+  for (int s = 0; s < p->n_steps; s++) {
+    const kn_cuda_launch *l = &gpu->launches[s];
+    LLVMValueRef f[4] = {i32c(t, l->block[0]), i32c(t, l->block[1]), i32c(t, l->block[2]), i32c(t, l->shared_bytes)};
+    vals[s] = LLVMConstNamedStruct(launch_ty, f, 4);
+  }
+  LLVMValueRef launches = array_or_null(t, launch_ty, vals, p->n_steps, "cuda_launches", 8);
+  for (int i = 0; i < p->n_inputs + p->n_outputs; i++) {
+    const kn_plan_tensor *x = i < p->n_inputs ? &p->inputs[i] : &p->outputs[i - p->n_inputs];
+    vals[i] = i32c(t, (int64_t)kn_dtype_size(x->dtype));
+  }
+  LLVMValueRef elem_bytes = array_or_null(t, t->i32, vals, p->n_inputs + p->n_outputs, "elem_bytes", 8);
+  for (int i = 0; i < p->n_consts; i++) vals[i] = i64c(t, p->consts[i].bytes);
+  LLVMValueRef const_bytes = array_or_null(t, t->i64, vals, p->n_consts, "const_bytes", 8);
+  free(vals);
+  LLVMValueRef grid = kn_cg_emit_kernel(t->m, gpu->grid);
+  LLVMValueRef f[8] = {i32c(t, mod->n_images), images,      launches,    LLVMConstBitCast(grid, t->i8p),
+                       i64c(t, p->workspace_bytes), elem_bytes, const_bytes, LLVMConstBitCast(set_stream, t->i8p)};
+  return private_const(t, LLVMConstNamedStruct(gpu_ty, f, 8), "cuda_gpu", 8);
+}
+
+/* Emits kernels, constants, tables, descriptor and entry points; with gpu,
+ * the GPU artifact's instead (see the top). */
+static void build_module(tables *t, const kn_plan *p, bool shared, const gpu_parts *gpu) {
   kn_cg_module *m = t->m;
   define_types(t);
   /* kernels: one function per distinct kernel */
@@ -266,7 +338,7 @@ static void build_module(tables *t, const kn_plan *p, bool shared) {
   for (int s = 0; s < p->n_steps; s++) {
     for (int o = 0; o < s && !fns[s]; o++)
       if (p->steps[o].kernel == p->steps[s].kernel) fns[s] = fns[o];
-    if (!fns[s]) fns[s] = kn_cg_emit_kernel(m, p->steps[s].kernel);
+    if (!fns[s] && !gpu) fns[s] = kn_cg_emit_kernel(m, p->steps[s].kernel);
   }
   /* constants */
   LLVMValueRef *consts = calloc((size_t)(p->n_consts > 0 ? p->n_consts : 1), sizeof *consts);
@@ -291,7 +363,8 @@ static void build_module(tables *t, const kn_plan *p, bool shared) {
       args[first + a] = LLVMConstNamedStruct(t->arg_ty, f, 3);
     }
     LLVMValueRef f[8] = {
-        LLVMConstBitCast(fns[s], t->i8p), cstr(t, st->kernel->name), cstr(t, st->kernel->nodes),
+        gpu ? LLVMConstPointerNull(t->i8p) : LLVMConstBitCast(fns[s], t->i8p),
+        cstr(t, gpu ? gpu->launches[s].name : st->kernel->name), cstr(t, st->kernel->nodes),
         i32c(t, st->n_args), i32c(t, first), i32c(t, st->kernel->parallel ? 1 : 0), i32c(t, st->check ? 1 : 0),
         LLVMConstReal(t->f64, st->kernel->flops),
     };
@@ -307,26 +380,37 @@ static void build_module(tables *t, const kn_plan *p, bool shared) {
     pipes[i] = LLVMConstNamedStruct(t->pipe_ty, f, 8);
   }
   char target[768];
-  kn_cg_target_string(m->target, target, sizeof target);
+  kn_cg_target_string(gpu ? gpu->cuda : m->target, target, sizeof target);
   /* entry points */
   char name[512];
   snprintf(name, sizeof name, "%s_artifact", p->prefix);
-  LLVMValueRef art = LLVMAddGlobal(m->mod, t->art_ty, name);
+  LLVMTypeRef art_ty = t->art_ty;
+  if (gpu) { /* the 1.3 layout, then last_error and gpu */
+    art_ty = LLVMStructCreateNamed(m->ctx, "kiln_artifact_1_4");
+    LLVMTypeRef f[24];
+    LLVMGetStructElementTypes(t->art_ty, f);
+    f[22] = f[23] = t->i8p;
+    LLVMStructSetBody(art_ty, f, 24, 0);
+  }
+  LLVMValueRef art = LLVMAddGlobal(m->mod, art_ty, name);
   LLVMValueRef art_p = LLVMConstBitCast(art, t->i8p);
   LLVMTypeRef run_params[4] = {LLVMPointerType(t->i8p, 0), LLVMPointerType(t->i8p, 0), t->i8p, t->i64};
   snprintf(name, sizeof name, "%s_run", p->prefix);
-  LLVMValueRef run = define_wrapper(t, name, t->i32, run_params, 4, "kn_rt_execute", art_p);
+  LLVMValueRef run =
+      define_wrapper(t, name, t->i32, run_params, 4, gpu ? "kn_rt_cuda_execute" : "kn_rt_execute", art_p);
   snprintf(name, sizeof name, "%s_set_threads", p->prefix);
-  LLVMValueRef set_threads = define_wrapper(t, name, t->i32, &t->i32, 1, "kn_rt_set_threads", NULL);
+  LLVMValueRef set_threads =
+      define_wrapper(t, name, t->i32, &t->i32, 1, gpu ? "kn_rt_cuda_set_threads" : "kn_rt_set_threads", NULL);
   /* PREFIX_run_profiled(inputs, outputs, workspace, batch, events, capacity, n_events) */
   LLVMTypeRef prof_params[7] = {run_params[0], run_params[1], run_params[2], t->i64,
                                 t->i8p,        t->i64,        LLVMPointerType(t->i64, 0)};
   snprintf(name, sizeof name, "%s_run_profiled", p->prefix);
   LLVMValueRef run_profiled =
-      define_wrapper(t, name, t->i32, prof_params, 7, "kn_rt_execute_profiled", art_p);
-  LLVMValueRef fields[22] = {
+      define_wrapper(t, name, t->i32, prof_params, 7, gpu ? "kn_rt_cuda_execute_profiled" : "kn_rt_execute_profiled",
+                     art_p);
+  LLVMValueRef fields[24] = {
       i32c(t, KILN_ABI_VERSION),
-      i32c(t, KILN_ABI_MINOR),
+      i32c(t, gpu ? KILN_ABI_MINOR : KN_CPU_ABI_MINOR),
       cstr(t, p->prefix),
       cstr(t, KILN_VERSION),
       cstr(t, target),
@@ -334,7 +418,7 @@ static void build_module(tables *t, const kn_plan *p, bool shared) {
       i32c(t, p->n_outputs),
       tensor_descs(t, p->inputs, p->n_inputs, "inputs"),
       tensor_descs(t, p->outputs, p->n_outputs, "outputs"),
-      i64c(t, p->workspace_bytes),
+      i64c(t, gpu ? 0 : p->workspace_bytes), /* a GPU artifact's workspace is on the device */
       i64c(t, 64),
       i64c(t, p->max_batch),
       i32c(t, p->n_steps),
@@ -348,10 +432,17 @@ static void build_module(tables *t, const kn_plan *p, bool shared) {
       i32c(t, p->n_pipes),
       array_or_null(t, t->pipe_ty, pipes, p->n_pipes, "pipes", 4),
   };
-  LLVMSetInitializer(art, LLVMConstNamedStruct(t->art_ty, fields, 22));
+  if (gpu) {
+    snprintf(name, sizeof name, "%s_last_error", p->prefix);
+    fields[22] = LLVMConstBitCast(define_wrapper(t, name, t->i8p, NULL, 0, "kn_rt_cuda_last_error", NULL), t->i8p);
+    snprintf(name, sizeof name, "%s_set_stream", p->prefix);
+    LLVMValueRef set_stream = define_wrapper(t, name, t->i32, &t->i8p, 1, "kn_rt_cuda_set_stream", NULL);
+    fields[23] = gpu_table(t, p, gpu, set_stream);
+  }
+  LLVMSetInitializer(art, LLVMConstNamedStruct(art_ty, fields, gpu ? 24 : 22));
   LLVMSetGlobalConstant(art, 1);
   LLVMSetAlignment(art, 8);
-  if (shared) LLVMAddAlias2(m->mod, t->art_ty, 0, art, "kiln_artifact_v1");
+  if (shared) LLVMAddAlias2(m->mod, art_ty, 0, art, "kiln_artifact_v1");
   free(fns);
   free(consts);
   free(args);
@@ -364,6 +455,32 @@ static const char *ext_of(const char *path) {
   return dot && (!slash || dot > slash) ? dot : "";
 }
 
+static int package_object(const kn_plan *plan, const kn_target *code, const kn_target *header,
+                          const gpu_parts *gpu, const unsigned char *rt_object, size_t rt_size,
+                          const char *out_path, bool shared, kn_diag *d);
+
+int kn_cg_package_cuda(const kn_plan *plan, const kn_target *t, const kn_cuda_module *module,
+                       const kn_cuda_launch *launches, const char *out_path, kn_diag *d) {
+  if (t->arch != KN_ARCH_CUDA) return kn_diag_error(d, "kn_cg_package_cuda: the target is not cuda");
+  if (strcmp(ext_of(out_path), ".so"))
+    return kn_diag_error(d, "output '%s': a GPU artifact is a shared library: name it .so", out_path);
+  if (kn_cg_check_plan(plan, d) || kn_cg_check_cuda(plan, module, launches, d)) return -1;
+  /* the host side for the build machine's architecture with no CPU
+   * features: the GPU machine's CPU is not known here, and the host code is
+   * only tables, entry points and the grid function */
+#if defined(__x86_64__)
+  const char *host_spec = "x86_64-linux-gnu";
+#elif defined(__aarch64__)
+  const char *host_spec = "aarch64-linux-gnu";
+#else
+  const char *host_spec = "host";
+#endif
+  kn_target host;
+  if (kn_target_parse(host_spec, &host, d)) return -1;
+  gpu_parts gpu = {.cuda = t, .module = module, .launches = launches, .grid = kn_cg_cuda_grid_kernel(plan, launches)};
+  return package_object(plan, &host, t, &gpu, kn_rt_object_cuda, kn_rt_object_cuda_size, out_path, true, d);
+}
+
 int kn_cg_package(const kn_plan *plan, const kn_target *t, const char *out_path, kn_diag *d) {
   const char *ext = ext_of(out_path);
   if (t->arch == KN_ARCH_C) return kn_cg_package_c(plan, t, out_path, d);
@@ -372,10 +489,24 @@ int kn_cg_package(const kn_plan *plan, const kn_target *t, const char *out_path,
   bool shared = !strcmp(ext, ".so");
   if (!shared && strcmp(ext, ".o"))
     return kn_diag_error(d, "output '%s' must end in .so (shared library) or .o (object)", out_path);
+  if (t->arch == KN_ARCH_CUDA)
+    return kn_diag_error(d, "output '%s': a GPU plan is packaged with its CUDA module (kn_cg_package_cuda)",
+                         out_path);
   size_t rt_size;
   const unsigned char *rt_object = runtime_object(t, &rt_size);
   if (!rt_object) return kn_cg_check_target(t, d);
   if (kn_cg_check_plan(plan, d)) return -1;
+  return package_object(plan, t, t, NULL, rt_object, rt_size, out_path, shared, d);
+}
+
+/* Writes the artifact (and its header) from the module built for `code`
+ * (the LLVM target), linked with `rt_object`; `header` names the target in
+ * the header. Atomic: both files or neither. */
+static int package_object(const kn_plan *plan, const kn_target *code, const kn_target *header,
+                          const gpu_parts *gpu, const unsigned char *rt_object, size_t rt_size,
+                          const char *out_path, bool shared, kn_diag *d) {
+  const kn_target *t = code;
+  const char *ext = ext_of(out_path);
   /* header path: same stem, .h */
   size_t stem = strlen(out_path) - strlen(ext);
   char *header_path = malloc(stem + 3);
@@ -393,7 +524,7 @@ int kn_cg_package(const kn_plan *plan, const kn_target *t, const char *out_path,
   }
   if (kn_cg_module_init(&m, t, plan->prefix, d)) goto fail_tmp;
   tables tb = {.m = &m};
-  build_module(&tb, plan, shared);
+  build_module(&tb, plan, shared, gpu);
   if (kn_cg_optimize(&m, d)) goto fail_module;
   if (kn_cg_emit_object(&m, kn_cg_tmpdir_file(&tmp, "kernels.o", kobj, sizeof kobj), d))
     goto fail_module;
@@ -404,7 +535,7 @@ int kn_cg_package(const kn_plan *plan, const kn_target *t, const char *out_path,
   if (kn_cg_link(&tmp, kobj, robj, out_tmp, shared, t->arch != KN_BUILD_ARCH, d))
     goto fail_module;
   const char *base = strrchr(out_path, '/');
-  if (kn_cg_write_header(plan, t, kn_cg_tmpdir_file(&tmp, "artifact.h", hdr_tmp, sizeof hdr_tmp),
+  if (kn_cg_write_header(plan, header, kn_cg_tmpdir_file(&tmp, "artifact.h", hdr_tmp, sizeof hdr_tmp),
                          base ? base + 1 : out_path, d))
     goto fail_module;
   if (rename(out_tmp, out_path) != 0) {

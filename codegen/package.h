@@ -34,6 +34,15 @@ int kn_cg_write_header(const kn_plan *plan, const kn_target *t, const char *path
 /* Bad plans (indices, ABI bounds, names) as diagnostics. */
 int kn_cg_check_plan(const kn_plan *plan, kn_diag *d);
 
+/* GPU plans (package_cuda.c): the plan against its module and launch
+ * shapes, as diagnostics; the host kernel that writes every step's grid
+ * for a batch (kiln_gpu.grid), in the plan's arena. */
+struct kn_cuda_module;
+struct kn_cuda_launch;
+int kn_cg_check_cuda(const kn_plan *plan, const struct kn_cuda_module *module,
+                     const struct kn_cuda_launch *launches, kn_diag *d);
+kn_kernel *kn_cg_cuda_grid_kernel(const kn_plan *plan, const struct kn_cuda_launch *launches);
+
 /* The portable C artifact (c_package.c): OUT.c + OUT.h, for --target c. */
 int kn_cg_package_c(const kn_plan *plan, const kn_target *t, const char *out_path, kn_diag *d);
 

@@ -121,6 +121,16 @@ int kn_cg_write_header(const kn_plan *plan, const kn_target *t, const char *path
   fprintf(fp, "#ifndef KILN_MODEL_%s_H\n#define KILN_MODEL_%s_H\n\n#include <stdint.h>\n\n", P, P);
   fputs((const char *)kn_artifact_h_text, fp);
   fprintf(fp, "\n#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n");
+  if (t->arch == KN_ARCH_CUDA)
+    fprintf(fp,
+            "/* A GPU artifact (docs/abi.md, \"GPU artifacts\"): %s_run ignores its workspace\n"
+            " * argument (the workspace lives on the device; NULL is fine), takes host or\n"
+            " * device pointers, and returns KILN_ERR_DEVICE when there is no usable GPU.\n"
+            " * The one-line reason of this thread's last failed call (\"\" if none): */\n"
+            "const char *%s_last_error(void);\n"
+            "/* The CUstream later runs use (NULL: the default stream). */\n"
+            "int %s_set_stream(void *stream);\n\n",
+            p, p, p);
   fprintf(fp, "#define %s_WORKSPACE_SIZE %lld /* bytes, for N = %s_MAX_BATCH */\n", P,
           (long long)plan->workspace_bytes, P);
   fprintf(fp, "#define %s_WORKSPACE_ALIGN 64\n", P);

@@ -156,16 +156,22 @@ const char *kn_loader_status_name(int status) {
   case KILN_ERR_THREADS: return "thread count outside [1, 256] or threads failed to start";
   case KILN_ERR_CAPACITY: return "the profile event buffer is too small";
   case KILN_ERR_VALUE: return "an input value contradicts the shapes the model declares (see docs/abi.md)";
+  case KILN_ERR_DEVICE: return "no usable GPU";
   default: return "unknown error";
   }
+}
+
+/* The artifact's own one-line reason (ABI 1.4), else the status's name. */
+static const char *reason(const kiln_artifact *a, int status) {
+  const char *msg = a->abi_minor >= 4 && a->last_error ? a->last_error() : NULL;
+  return msg && *msg ? msg : kn_loader_status_name(status);
 }
 
 int kn_loader_run(const kn_loader *l, const void *const *inputs, void *const *outputs,
                   void *workspace, int64_t batch, kn_diag *d) {
   int st = l->art->run(inputs, outputs, workspace, batch);
   if (st != KILN_OK)
-    return kn_diag_error(d, "%s_run failed: %s (status %d)", l->art->prefix,
-                         kn_loader_status_name(st), st);
+    return kn_diag_error(d, "%s_run failed: %s (status %d)", l->art->prefix, reason(l->art, st), st);
   return 0;
 }
 
@@ -191,7 +197,6 @@ int kn_loader_run_profiled(const kn_loader *l, const void *const *inputs, void *
     return kn_diag_error(d, "%s_run_profiled: %lld events needed, the buffer holds %lld", a->prefix,
                          (long long)*n_events, (long long)capacity);
   if (st != KILN_OK)
-    return kn_diag_error(d, "%s_run_profiled failed: %s (status %d)", a->prefix,
-                         kn_loader_status_name(st), st);
+    return kn_diag_error(d, "%s_run_profiled failed: %s (status %d)", a->prefix, reason(a, st), st);
   return 0;
 }

@@ -1,5 +1,6 @@
 /* cmd_inspect.c — `kiln inspect`: what is in an ONNX model, and what Kiln
- * cannot compile yet (every unsupported op, in one run). */
+ * cannot compile yet (every unsupported op, in one run); given a .so, what
+ * is in a compiled artifact (tools/inspect_artifact.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +9,7 @@
 #include "ir/passes/passes.h"
 #include "ir/shape/shape_infer.h"
 #include "tools/cmds.h"
+#include "tools/inspect_artifact.h"
 #include "tools/options.h"
 #include "tools/pipeline.h"
 
@@ -35,12 +37,22 @@ static void print_unsupported(const kn_node *n, const char *where, void *ctx) {
 
 int kn_cmd_inspect(int argc, char **argv) {
   const kn_cmd_spec spec = {"inspect",
-                            "usage: kiln inspect MODEL.onnx\n"
-                            "  prints the op census, parameter count, FLOPs (batch 1) and every unsupported op",
+                            "usage: kiln inspect MODEL.onnx | ARTIFACT.so\n"
+                            "  prints the op census, parameter count, FLOPs (batch 1) and every unsupported op;\n"
+                            "  for an artifact: its target, tensors, sizes and kernels (GPU: images, launch shapes)",
                             "model", NULL, 0, NULL};
   const char *model = NULL;
   int parsed = kn_opts_parse(&spec, argc, argv, &model);
   if (parsed != KN_OPTS_GO_ON) return parsed;
+  size_t len = strlen(model);
+  if (len > 3 && !strcmp(model + len - 3, ".so")) {
+    kn_diag ad;
+    kn_diag_init(&ad);
+    int r = kn_inspect_artifact(model, &ad);
+    if (r) kn_diag_print(&ad, "kiln");
+    kn_diag_free(&ad);
+    return r ? 1 : 0;
+  }
   kn_graph g;
   kn_graph_init(&g);
   kn_diag d;

@@ -218,7 +218,7 @@ static int cuda(kn_pipe *p) {
  * written, renamed into place. */
 static int package(kn_pipe *p) {
   if (p->target.arch == KN_ARCH_CUDA)
-    return kn_diag_error(p->d, "cuda artifacts cannot be packaged by this build yet");
+    return kn_cg_package_cuda(&p->plan, &p->target, &p->cuda_module, p->launches, p->o->output, p->d);
   return kn_cg_package(&p->plan, &p->target, p->o->output, p->d);
 }
 

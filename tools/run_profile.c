@@ -176,8 +176,11 @@ static void print_table(FILE *out, const kiln_artifact *a, step_stat *stats, dou
           "profile: %s, %d kernel calls, batch %lld, %d threads, %ld runs after %ld warm-up; "
           "time = median over the runs\n",
           a->prefix, a->n_steps, (long long)batch, o->threads, o->runs, o->warmup);
-  fprintf(out, "peak: %.1f GFLOP/s fp32 on %d threads (%s)\n", peak, o->threads,
-          peak_measured ? "measured now: FMA loop, bench/peak.c" : "--peak");
+  if (peak > 0)
+    fprintf(out, "peak: %.1f GFLOP/s fp32 on %d threads (%s)\n", peak, o->threads,
+            peak_measured ? "measured now: FMA loop, bench/peak.c" : "--peak");
+  else /* a GPU artifact: the CPU's FMA loop says nothing of the GPU */
+    fprintf(out, "peak: unknown for a GPU artifact (give --peak GFLOPS); times from CUDA events\n");
   fprintf(out, "%4s  %-*s %10s %7s %9s %6s %6s  %s\n", "step", name_w, "kernel", "time ms", "share",
           "GFLOP/s", "%peak", "idle", "onnx nodes");
   for (int i = 0; i < a->n_steps; i++) {
@@ -186,13 +189,17 @@ static void print_table(FILE *out, const kiln_artifact *a, step_stat *stats, dou
     double gflops = ms > 0 ? stats[i].flops / (ms * 1e6) : 0;
     char idle[16] = "-";
     if (stats[i].idle >= 0) snprintf(idle, sizeof idle, "%.1f%%", 100 * stats[i].idle);
-    fprintf(out, "%4d  %-*s %10.4f %6.2f%% %9.2f %5.1f%% %6s  %s\n", stats[i].step, name_w, st->name, ms,
-            total_ms > 0 ? 100 * ms / total_ms : 0, gflops, 100 * gflops / peak, idle,
+    char pct[16] = "-";
+    if (peak > 0) snprintf(pct, sizeof pct, "%.1f%%", 100 * gflops / peak);
+    fprintf(out, "%4d  %-*s %10.4f %6.2f%% %9.2f %6s %6s  %s\n", stats[i].step, name_w, st->name, ms,
+            total_ms > 0 ? 100 * ms / total_ms : 0, gflops, pct, idle,
             st->nodes && *st->nodes ? st->nodes : "-");
   }
   double gflops = total_ms > 0 ? total_flops / (total_ms * 1e6) : 0;
-  fprintf(out, "%4s  %-*s %10.4f %6.2f%% %9.2f %5.1f%% %6s  (%.4g GFLOP)\n", "", name_w, "total",
-          total_ms, total_ms > 0 ? 100.0 : 0.0, gflops, 100 * gflops / peak, "", total_flops * 1e-9);
+  char pct[16] = "-";
+  if (peak > 0) snprintf(pct, sizeof pct, "%.1f%%", 100 * gflops / peak);
+  fprintf(out, "%4s  %-*s %10.4f %6.2f%% %9.2f %6s %6s  (%.4g GFLOP)\n", "", name_w, "total",
+          total_ms, total_ms > 0 ? 100.0 : 0.0, gflops, pct, "", total_flops * 1e-9);
   fprintf(out, "run: median %.4f ms per P_run_profiled call, of which %.4f ms outside the kernels\n",
           run_ms, outside_ms);
 }
@@ -261,7 +268,8 @@ int kn_run_profile(const kn_loader *l, const void *const *inputs, void *const *o
                            .flops = a->steps[s].flops * (double)batch, .idle = idle};
   }
   double peak = o->peak_gflops;
-  if (peak <= 0) {
+  bool gpu = a->abi_minor >= 4 && a->gpu;
+  if (peak <= 0 && !gpu) {
     kn_peak_result pr;
     if (kn_peak_measure(o->threads, PEAK_SECONDS, &pr) || pr.gflops <= 0) {
       kn_diag_error(d, "could not measure the fp32 peak (give --peak GFLOPS)");

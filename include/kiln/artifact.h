@@ -28,14 +28,17 @@
  *   0  the original layout, up to set_threads;
  *   1  run_profiled / P_run_profiled and kiln_prof_event (per-kernel timing);
  *   2  kiln_step.check and KILN_ERR_VALUE (run-time checks of input values);
- *   3  kiln_artifact.n_pipes / pipes (row-pipelined pairs of steps). */
+ *   3  kiln_artifact.n_pipes / pipes (row-pipelined pairs of steps);
+ *   4  KILN_ERR_DEVICE, kiln_artifact.last_error / P_last_error, and GPU
+ *      artifacts: kiln_artifact.gpu, kiln_gpu, P_set_stream (docs/abi.md).
+ *      CPU artifacts still say 3: they carry none of these fields. */
 #ifndef KILN_ARTIFACT_H
 #define KILN_ARTIFACT_H
 
 #include <stdint.h>
 
 #define KILN_ABI_VERSION 1
-#define KILN_ABI_MINOR 3
+#define KILN_ABI_MINOR 4
 
 /* Status codes returned by P_run and P_set_threads. */
 enum {
@@ -46,6 +49,8 @@ enum {
   KILN_ERR_CAPACITY = 4, /* P_run_profiled: the event buffer is too small (nothing ran) */
   KILN_ERR_VALUE = 5,    /* an input's value contradicts the shapes the artifact was compiled for
                             (ABI 1.2; no output written) */
+  KILN_ERR_DEVICE = 6,   /* ABI 1.4, GPU artifacts: no driver, no GPU, no image for it, or a
+                            CUDA error; P_last_error() says which in one line */
 };
 
 /* Element types use ONNX TensorProto.DataType codes (1 = float32, 7 = int64...). */
@@ -127,6 +132,41 @@ typedef struct kiln_pipe {
   int32_t band;
 } kiln_pipe;
 
+/* ABI 1.4: one code image of a GPU artifact: a cubin for exactly one
+ * compute capability (sm 80 = 8.0), or PTX text that the driver compiles
+ * for compute capability sm and newer. */
+typedef struct kiln_gpu_image {
+  int32_t sm;
+  int32_t ptx;      /* 1: PTX (NUL terminated; size without the NUL); 0: cubin */
+  const void *data;
+  int64_t size;     /* bytes */
+} kiln_gpu_image;
+
+/* ABI 1.4: how a GPU artifact launches step s (kiln_gpu.launches[s]): the
+ * kernel steps[s].name from the image, `block` threads, `shared_bytes` of
+ * dynamic shared memory, on a grid that grid(args, batch, 0, 1) writes into
+ * the int64_t array args[0] (3 per step: x, y, z). Kernel parameters: one
+ * device pointer per kiln_arg of the step, in order, then the batch as a
+ * long long. */
+typedef struct kiln_gpu_launch {
+  int32_t block[3];
+  int32_t shared_bytes;
+} kiln_gpu_launch;
+
+/* ABI 1.4: the device side of a GPU artifact (kiln_artifact.gpu). Its steps
+ * have fn == NULL; the descriptor's workspace_size is 0 (the workspace lives
+ * on the device, `workspace_size` bytes allocated on the first run). */
+typedef struct kiln_gpu {
+  int32_t n_images;
+  const kiln_gpu_image *images; /* cubins by ascending sm, then the PTX */
+  const kiln_gpu_launch *launches; /* n_steps */
+  kiln_kernel_fn grid;             /* writes 3 * n_steps grid sizes for a batch */
+  int64_t workspace_size;          /* device bytes, for max_batch */
+  const int32_t *elem_bytes;       /* bytes per element of inputs then outputs */
+  const int64_t *const_bytes;      /* bytes of each of the n_consts weights */
+  int (*set_stream)(void *stream); /* == P_set_stream: a CUstream, NULL: the default */
+} kiln_gpu;
+
 typedef struct kiln_artifact {
   uint32_t abi_version;
   uint32_t abi_minor; /* additions present: read fields past set_threads only if >= 1 */
@@ -150,6 +190,9 @@ typedef struct kiln_artifact {
   /* abi_minor >= 3 */
   int32_t n_pipes;
   const kiln_pipe *pipes; /* by ascending `first`; no step is in two */
+  /* abi_minor >= 4 */
+  const char *(*last_error)(void); /* == P_last_error */
+  const struct kiln_gpu *gpu;      /* NULL: a CPU artifact */
 } kiln_artifact;
 
 #endif
