@@ -1,7 +1,7 @@
-/* gpu_simt.c — the GPU's default schedule for the kernels the Tensor Core
- * templates do not take: one GPU thread per output element (or per row for
- * a reduction over the last axis), blocks of threads over the fused
- * parallel loop.
+/* gpu_simt.c — the GPU's default schedule for the kernels the templates
+ * (gpu_mma.c, gpu_rows.c) do not take: one GPU thread per output element
+ * (or per row for a reduction over the last axis), blocks of threads over
+ * the fused parallel loop.
  *
  *   kn_sched_default_gpu  the schedule: every output axis in one fused
  *                         parallel loop, reduction stages at the element;

@@ -340,11 +340,14 @@ int kn_sched_build_kernel_with(kn_graph *g, const kn_group *grp, const kn_target
   kn_lower_params lp = {.n = n_inputs, .tensors = placeholders, .buffers = k->params + 1, .prefetch = t->sw_prefetch};
   k->batch = tc.batch;
   k->gpu = gpu;
-  /* a GPU contraction of 16-bit factors goes to the Tensor Core template */
+  /* a GPU contraction of 16-bit factors goes to the Tensor Core template,
+   * other kernels with row reductions to the cooperative row template */
   const char *template = NULL;
   kn_stmt *tensorized = gpu && hints.is_contraction && n_stages == 1
                             ? kn_gpu_mma_lower(ec, result, k->params[0], &lp, &template)
                             : NULL;
+  if (gpu && !hints.is_contraction && n_stages > 0)
+    tensorized = kn_gpu_rows_lower(ec, result, k->params[0], &lp, &template);
   kn_stmt *body = tensorized ? tensorized : kn_sched_lower(ec, result, &sched, k->params[0], &lp, d);
   if (!body) return -1;
   if (tensorized) {

@@ -14,7 +14,7 @@
 
 #include "schedule/schedule.h"
 
-#define MAX_STAGES 8
+#define MAX_STAGES KN_SCHED_MAX_STAGES
 
 typedef struct stage {
   kn_te_tensor *t;
@@ -929,4 +929,29 @@ kn_expr *kn_sched_inline(kn_expr_ctx *ec, kn_expr *e) {
 kn_expr *kn_sched_to_buffers(kn_expr_ctx *ec, kn_expr *e, const kn_lower_params *params) {
   lower L = {.ec = ec, .params = params};
   return kn_e_map_loads(ec, e, placeholder_to_buffer, &L);
+}
+
+kn_expr *kn_sched_reduce_identity(kn_expr_ctx *ec, kn_reduce_op op, kn_dtype t) {
+  lower L = {.ec = ec};
+  return reduce_init(&L, op, t);
+}
+
+kn_expr *kn_sched_reduce_combine(kn_expr_ctx *ec, kn_reduce_op op, kn_expr *acc, kn_expr *v) {
+  lower L = {.ec = ec};
+  return combine(&L, op, acc, v);
+}
+
+kn_expr *kn_sched_stages(kn_expr_ctx *ec, kn_te_tensor *out, kn_sched_stage *stages, int *n_stages) {
+  kn_diag d;
+  kn_diag_init(&d);
+  lower L = {.ec = ec, .d = &d, .out = out};
+  kn_expr *body = out->kind == KN_TE_COMPUTE ? prepare(&L) : NULL;
+  kn_diag_free(&d);
+  *n_stages = body ? L.n_stages : 0;
+  for (int i = 0; i < *n_stages; i++) {
+    stages[i].t = L.stages[i].t;
+    stages[i].source = L.stages[i].source;
+    memcpy(stages[i].map, L.stages[i].map, sizeof stages[i].map);
+  }
+  return body;
 }

@@ -237,6 +237,28 @@ kn_expr *kn_sched_inline(kn_expr_ctx *ec, kn_expr *e);
 /* e with every placeholder load replaced by a flat load of its buffer. */
 kn_expr *kn_sched_to_buffers(kn_expr_ctx *ec, kn_expr *e, const kn_lower_params *params);
 
+/* At most this many reduction stages in one kernel. */
+#define KN_SCHED_MAX_STAGES 8
+
+/* One reduction stage of O as the lowering sees it. */
+typedef struct kn_sched_stage {
+  kn_te_tensor *t;
+  kn_expr *source;      /* the reduce's source, inlined: over t's axes and the reduction axes */
+  int map[KN_MAX_RANK]; /* per axis of t, the O axis it is read at; -1: constant 0 */
+} kn_sched_stage;
+
+/* O's body inlined (O itself a reduction: a load of a stage standing for
+ * it), and its reduction stages in dependency order (each after those its
+ * source reads) into stages[0 .. *n_stages), for templates that lower a
+ * kernel with stages themselves (gpu_rows.c). NULL when kn_sched_analyze
+ * would fail. */
+kn_expr *kn_sched_stages(kn_expr_ctx *ec, kn_te_tensor *out, kn_sched_stage *stages, int *n_stages);
+/* The value a reduction starts from (SUM 0, PROD 1, MAX the lowest value of
+ * t, -inf for floats, MIN the highest) and one fold step, as the lowering
+ * computes them (MAX and MIN propagate NaN: ir/loop/expr.h). */
+kn_expr *kn_sched_reduce_identity(kn_expr_ctx *ec, kn_reduce_op op, kn_dtype t);
+kn_expr *kn_sched_reduce_combine(kn_expr_ctx *ec, kn_reduce_op op, kn_expr *acc, kn_expr *v);
+
 /* The loops around a contraction's innermost reduction step, for
  * kn_sched_prefetch: the loops outside the column loop, the outer piece of
  * the column axis, the outer loops inside it (the passes over one column
