@@ -280,8 +280,8 @@ static void emit_cp_async(kn_cu *c, const kn_stmt *s, kn_cg_sbuf *pre) {
 
 /* ldmatrix: the row address as a shared-window address (as cp.async's),
  * each 32-bit result register unpacked into two 16-bit elements, the even
- * one from the low half (ir/loop/mma.h); ptxas folds the unpacking into the
- * MMA's packing. "memory": it reads shared memory other threads wrote, so
+ * one from the low half (ir/loop/mma.h); the compiler folds the unpacking
+ * into the MMA's packing. "memory": it reads shared memory other threads wrote, so
  * it stays after the barrier that orders those writes. */
 static void emit_ldmatrix(kn_cu *c, const kn_stmt *s, kn_cg_sbuf *pre) {
   int count = s->u.gpu.n;
@@ -294,8 +294,9 @@ static void emit_ldmatrix(kn_cu *c, const kn_stmt *s, kn_cg_sbuf *pre) {
     kn_cg_sbuf_printf(&outs, "%s\"=r\"(kr[%d])", j ? ", " : "", j);
   }
   kn_cu_line(c, pre, "unsigned int kr[%d];", count);
-  kn_cu_line(c, pre, "asm volatile(\"ldmatrix.sync.aligned.m8n8.x%d%s.shared.b16 {%s}, [%%%d];\" : %s : \"r\"(ka) : \"memory\");",
-             count, s->u.gpu.trans ? ".trans" : "", regs.s, count, outs.s);
+  kn_cu_line(c, pre, "asm volatile(\"ldmatrix.sync.aligned.m8n8.x%d%s.shared.b16 {%s}, [%%%d];\"", count,
+             s->u.gpu.trans ? ".trans" : "", regs.s, count);
+  kn_cu_line(c, pre, "    : %s : \"r\"(ka) : \"memory\");", outs.s);
   for (int j = 0; j < count; j++) {
     kn_cu_line(c, pre, "%s[%s + %d] = (unsigned short)kr[%d];", dst, di, 2 * j, j);
     kn_cu_line(c, pre, "%s[%s + %d] = (unsigned short)(kr[%d] >> 16);", dst, di, 2 * j + 1, j);

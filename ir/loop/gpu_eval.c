@@ -506,7 +506,8 @@ static int whole_warps(gpu_ev *e, const tset *set, const char *what, bool *warp)
   int *count = xcalloc((size_t)warps, sizeof(int));
   for (int j = 0; j < set->n; j++) count[set->ids[j] / WARP]++;
   for (int w = 0; w < warps && !rc; w++) {
-    if (count[w] && count[w] != WARP) rc = fail(e, "%s reached by %d of the %d threads of warp %d", what, count[w], WARP, w);
+    if (count[w] && count[w] != WARP)
+      rc = fail(e, "%s reached by %d of the %d threads of warp %d", what, count[w], WARP, w);
     warp[w] = count[w] != 0;
   }
   free(count);

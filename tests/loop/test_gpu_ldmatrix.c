@@ -117,7 +117,8 @@ static kn_kernel ld_kernel(gpu_fx *f, ld_kind kind, ld_fault fault) {
                kn_s_store(c, out, kn_e_add(c, kn_e_mul(c, V(f, t), I(f, per)), V(f, j)), kn_e_load(c, frag, V(f, j)))),
   };
   kn_stmt *body = kn_s_alloc(c, frag, kn_s_seq(c, steps, 4));
-  body = kn_s_bind(c, b, I(f, 1), KN_FOR_BLOCK, 0, kn_s_alloc(c, S, kn_s_bind(c, t, I(f, threads), KN_FOR_THREAD, 0, body)));
+  body = kn_s_bind(c, t, I(f, threads), KN_FOR_THREAD, 0, body);
+  body = kn_s_bind(c, b, I(f, 1), KN_FOR_BLOCK, 0, kn_s_alloc(c, S, body));
   kn_buffer *params[] = {P, out};
   return gpu_kernel(f, "ld", params, 2, body);
 }
