@@ -515,7 +515,7 @@ static int whole_warps(gpu_ev *e, const tset *set, const char *what, bool *warp)
 }
 
 static int exec_mma(gpu_ev *e, const kn_stmt *s, const tset *set) {
-  bool warp[MAX_THREADS / WARP];
+  bool warp[MAX_THREADS / WARP] = {false};
   if (whole_warps(e, set, "mma", warp)) return -1;
   for (int w = 0; w < e->nthreads / WARP; w++)
     if (warp[w] && mma_warp(e, s, w)) return -1;
@@ -558,7 +558,7 @@ static int ldmatrix_warp(gpu_ev *e, const kn_stmt *s, int warp) {
 }
 
 static int exec_ldmatrix(gpu_ev *e, const kn_stmt *s, const tset *set) {
-  bool warp[MAX_THREADS / WARP];
+  bool warp[MAX_THREADS / WARP] = {false};
   if (whole_warps(e, set, "ldmatrix", warp)) return -1;
   for (int w = 0; w < e->nthreads / WARP; w++)
     if (warp[w] && ldmatrix_warp(e, s, w)) return -1;
