@@ -10,7 +10,7 @@
  * LOCAL buffers are thread-private arrays (registers where every index is
  * constant), SHARED ones static __shared__ arrays, or slices of one dynamic
  * array past 48 KiB; GPU statements are __syncthreads() and inline PTX
- * (mma.sync m16n8k16, cp.async with zero fill). Expressions follow
+ * (mma.sync m16n8k16, ldmatrix, cp.async with zero fill). Expressions follow
  * codegen/cuda_expr.c. Anything it cannot emit is a diagnostic naming the
  * kernel, never a crash: the kernel is then left out and the call fails. */
 #include <stdio.h>
@@ -278,6 +278,33 @@ static void emit_cp_async(kn_cu *c, const kn_stmt *s, kn_cg_sbuf *pre) {
              op, bytes, bytes);
 }
 
+/* ldmatrix: the row address as a shared-window address (as cp.async's),
+ * each 32-bit result register unpacked into two 16-bit elements, the even
+ * one from the low half (ir/loop/mma.h); the compiler folds the unpacking
+ * into the MMA's packing. "memory": it reads shared memory other threads wrote, so
+ * it stays after the barrier that orders those writes. */
+static void emit_ldmatrix(kn_cu *c, const kn_stmt *s, kn_cg_sbuf *pre) {
+  int count = s->u.gpu.n;
+  const char *dst = buffer(c, s->u.gpu.dst), *src = buffer(c, s->u.gpu.a);
+  const char *di = kn_cu_expr(c, s->u.gpu.dst_index), *si = kn_cu_expr(c, s->u.gpu.a_index);
+  kn_cu_line(c, pre, "const unsigned int ka = (unsigned int)__cvta_generic_to_shared(&%s[%s]);", src, si);
+  kn_cg_sbuf regs = {0}, outs = {0};
+  for (int j = 0; j < count; j++) {
+    kn_cg_sbuf_printf(&regs, "%s%%%d", j ? ", " : "", j);
+    kn_cg_sbuf_printf(&outs, "%s\"=r\"(kr[%d])", j ? ", " : "", j);
+  }
+  kn_cu_line(c, pre, "unsigned int kr[%d];", count);
+  kn_cu_line(c, pre, "asm volatile(\"ldmatrix.sync.aligned.m8n8.x%d%s.shared.b16 {%s}, [%%%d];\"", count,
+             s->u.gpu.trans ? ".trans" : "", regs.s, count);
+  kn_cu_line(c, pre, "    : %s : \"r\"(ka) : \"memory\");", outs.s);
+  for (int j = 0; j < count; j++) {
+    kn_cu_line(c, pre, "%s[%s + %d] = (unsigned short)kr[%d];", dst, di, 2 * j, j);
+    kn_cu_line(c, pre, "%s[%s + %d] = (unsigned short)(kr[%d] >> 16);", dst, di, 2 * j + 1, j);
+  }
+  kn_cg_sbuf_free(&regs);
+  kn_cg_sbuf_free(&outs);
+}
+
 static void emit_gpu(kn_cu *c, const kn_stmt *s) {
   switch (s->u.gpu.op) {
   case KN_GPU_BARRIER: kn_cu_line(c, c->out, "__syncthreads();"); return;
@@ -286,13 +313,15 @@ static void emit_gpu(kn_cu *c, const kn_stmt *s) {
     kn_cu_line(c, c->out, "asm volatile(\"cp.async.wait_group %d;\" ::: \"memory\");", s->u.gpu.n);
     return;
   case KN_GPU_MMA:
-  case KN_GPU_CP_ASYNC: break;
+  case KN_GPU_CP_ASYNC:
+  case KN_GPU_LDMATRIX: break;
   default: kn_cu_fail(c, "unknown GPU statement %d", (int)s->u.gpu.op); return;
   }
   kn_cg_sbuf pre = {0};
   const kn_expr *es[4] = {s->u.gpu.dst_index, s->u.gpu.a_index, s->u.gpu.b_index, s->u.gpu.pred};
   open_scope(c, &pre, es, 4);
   if (s->u.gpu.op == KN_GPU_MMA) emit_mma(c, s, &pre);
+  else if (s->u.gpu.op == KN_GPU_LDMATRIX) emit_ldmatrix(c, s, &pre);
   else emit_cp_async(c, s, &pre);
   kn_cg_sbuf_append(c->out, pre.s, pre.n);
   kn_cg_sbuf_free(&pre);

@@ -14,13 +14,17 @@
  *   block.x over N / BN, block.y over M / BM, block.z over the batch
  *     shared As[STAGES][BM][BK + 8], Bs[STAGES][BK][BN + 8] (or [BN][BK +
  *     8] when y is contiguous along k, a Gemm with transB); 8 halves of
- *     padding per row keep rows 16-byte aligned and move each row's banks
+ *     padding per row keep rows 16-byte aligned (ldmatrix needs that) and
+ *     move each row's banks (the 8 rows an ldmatrix matrix reads hit
+ *     different banks)
  *     thread.x over 4 warps (2 x 2), each owning a (BM/2) x (BN/2) tile of
  *     m16n8 accumulators:
  *       k tiles 0 .. STAGES-2 requested, then per k tile kt: wait for tile
  *       kt, barrier, request tile kt + STAGES - 1 into the stage tile kt - 1
  *       used (every warp is past it: the barrier), then the MMAs of tile kt
- *       on fragments loaded from shared memory by ir/loop/mma.h's layouts
+ *       on fragments loaded from shared memory by ldmatrix.x4: one per
+ *       16 x 16 A tile, one per two n8 B tiles (.trans where Bs is [k][n]),
+ *       its matrices placed by ir/loop/mma.h's layouts
  *       epilogue: each accumulator element, inside M and N, becomes O's
  *       value: O's body with R replaced by the accumulator.
  * A tile is requested with cp.async, 16 bytes per copy, where its operand is
@@ -229,6 +233,7 @@ static kn_expr *unflatten_k(gemm *G, kn_expr *e, kn_expr *k) {
 typedef struct vars {
   kn_var *bx, *by, *bz, *tx;
   kn_expr *lane_row, *lane_col; /* lane / 4 and 2 * (lane % 4) */
+  kn_expr *ld_row, *ld_lo, *ld_hi; /* ldmatrix: lane % 8, then the bits of lane / 8 */
   kn_expr *wm, *wn;             /* the warp's tile row and column */
   kn_buffer *as, *bs, *acc, *af, *bf;
   int64_t lda, ldb, a_tile, b_tile; /* row strides and stage sizes of As and Bs */
@@ -272,54 +277,100 @@ static kn_stmt *copy_tile(gemm *G, const vars *v, bool is_a, kn_expr *kt, kn_exp
   return kn_s_for(G->ec, e, I(G, 0), I(G, count / THREADS), KN_FOR_SERIAL, st);
 }
 
-/* Each coordinate of mma.h is a lane part (lane / 4 or 2 * (lane % 4))
- * plus a part of the element index alone; the template builds the lane part
- * once per thread and takes the rest from mma.h at lane 0. This checks that
- * split against mma.h for every lane. */
+/* The epilogue builds each accumulator coordinate of mma.h as a lane part
+ * (lane / 4 or 2 * (lane % 4)) plus a part of the element index alone,
+ * taken from mma.h at lane 0. This checks that split for every lane. */
 static void check_lane_split(void) {
   for (int lane = 0; lane < 32; lane++)
-    for (int i = 0; i < KN_MMA_A_REGS; i++) {
-      int m, k, m0, k0;
-      kn_mma_a_coord(lane, i, &m, &k);
-      kn_mma_a_coord(0, i, &m0, &k0);
-      KN_ASSERT(m == m0 + lane / 4 && k == k0 + 2 * (lane % 4), "mma.h's A layout is not lane part + element part");
-      if (i >= KN_MMA_B_REGS) continue;
-      kn_mma_b_coord(lane, i, &k, &m);
-      kn_mma_b_coord(0, i, &k0, &m0);
-      KN_ASSERT(k == k0 + 2 * (lane % 4) && m == m0 + lane / 4, "mma.h's B layout is not lane part + element part");
-      kn_mma_c_coord(lane, i, &m, &k);
-      kn_mma_c_coord(0, i, &m0, &k0);
-      KN_ASSERT(m == m0 + lane / 4 && k == k0 + 2 * (lane % 4), "mma.h's C layout is not lane part + element part");
+    for (int i = 0; i < KN_MMA_C_REGS; i++) {
+      int m, n, m0, n0;
+      kn_mma_c_coord(lane, i, &m, &n);
+      kn_mma_c_coord(0, i, &m0, &n0);
+      KN_ASSERT(m == m0 + lane / 4 && n == n0 + 2 * (lane % 4), "mma.h's C layout is not lane part + element part");
     }
 }
 
+/* An ldmatrix.x4 that fills fragment registers: where its matrices start in
+ * the shared tile (row, column as stored), and whether it transposes. */
+typedef struct ld_plan {
+  int row[4], col[4];
+  bool trans;
+} ld_plan;
+
+/* Stored (row, column) of fragment element j (0..7) of the x4 load: A's
+ * a[j] of a 16 x 16 [m][k] tile, or B's element j % 4 of n8 tile j / 4 of
+ * a [k][n] tile (or [n][k], n_major). */
+static void frag_at(bool is_a, bool n_major, int lane, int j, int *row, int *col) {
+  if (is_a) {
+    kn_mma_a_coord(lane, j, row, col);
+    return;
+  }
+  int k, n;
+  kn_mma_b_coord(lane, j % KN_MMA_B_REGS, &k, &n);
+  n += KN_MMA_N * (j / KN_MMA_B_REGS);
+  *row = n_major ? n : k;
+  *col = n_major ? k : n;
+}
+
+/* The x4 load of an A fragment (is_a) or of two B fragments, from mma.h:
+ * matrix i holds fragment register i, so it starts where lane 0's element
+ * 2i lies; B transposes when its tile is [k][n] (ldmatrix hands each lane a
+ * row's neighbours, B's fragment wants a column's). Checked against
+ * kn_ldmatrix_coord for every lane and element, and that the origins are
+ * affine in the matrix index's two bits (so one address expression serves
+ * every lane) and 16-byte aligned. */
+static ld_plan ld_plan_of(bool is_a, bool n_major) {
+  ld_plan p = {.trans = !is_a && !n_major};
+  for (int i = 0; i < 4; i++) frag_at(is_a, n_major, 0, 2 * i, &p.row[i], &p.col[i]);
+  for (int lane = 0; lane < 32; lane++)
+    for (int j = 0; j < 8; j++) {
+      int mat, r, c, row, col;
+      kn_ldmatrix_coord(lane, j, p.trans, &mat, &r, &c);
+      frag_at(is_a, n_major, lane, j, &row, &col);
+      KN_ASSERT(p.row[mat] + r == row && p.col[mat] + c == col, "ldmatrix does not give mma.h's fragment");
+    }
+  KN_ASSERT(p.row[0] == 0 && p.col[0] == 0 && p.row[3] == p.row[1] + p.row[2] && p.col[3] == p.col[1] + p.col[2],
+            "ldmatrix origins not affine in the matrix index");
+  for (int i = 0; i < 4; i++) KN_ASSERT(p.col[i] % KN_LDMATRIX_DIM == 0, "ldmatrix row not 16-byte aligned");
+  return p;
+}
+
+/* This lane's row address in the tile under plan p, as (row, column):
+ * lane 8i + r supplies row r of matrix i. */
+static void ld_lane_at(gemm *G, const vars *v, const ld_plan *p, kn_expr **row, kn_expr **col) {
+  *row = add(G, v->ld_row, add(G, mul(G, v->ld_lo, I(G, p->row[1])), mul(G, v->ld_hi, I(G, p->row[2]))));
+  *col = add(G, mul(G, v->ld_lo, I(G, p->col[1])), mul(G, v->ld_hi, I(G, p->col[2])));
+}
+
 /* The MMAs of the k tile in stage `stage`: per 16-wide slice, each warp's
- * fragments from shared memory, then its tm x tn MMAs. */
+ * fragments from shared memory by ldmatrix.x4 (one per A tile, one per two
+ * B tiles), then its tm x tn MMAs. */
 static kn_stmt *mma_tile(gemm *G, const vars *v, kn_expr *stage, int64_t tm, int64_t tn) {
   int64_t wtm = G->bm / WARPS_M, wtn = G->bn / WARPS_N;
+  KN_ASSERT(tn % 2 == 0, "B fragments are loaded two n8 tiles at a time");
+  KN_ASSERT(v->lda % KN_LDMATRIX_DIM == 0 && v->ldb % KN_LDMATRIX_DIM == 0 && v->a_tile % KN_LDMATRIX_DIM == 0 &&
+                v->b_tile % KN_LDMATRIX_DIM == 0,
+            "shared tile rows must stay 16-byte aligned for ldmatrix");
   int n = 0;
-  kn_stmt **s = KN_NEW_ARRAY(G->ec->arena, kn_stmt *,
-                             (size_t)(BK / KN_MMA_K * (tm * KN_MMA_A_REGS + tn * KN_MMA_B_REGS + tm * tn)));
+  kn_stmt **s = KN_NEW_ARRAY(G->ec->arena, kn_stmt *, (size_t)(BK / KN_MMA_K * (tm + tn / 2 + tm * tn)));
   kn_expr *a_base = mul(G, stage, I(G, v->a_tile)), *b_base = mul(G, stage, I(G, v->b_tile));
+  ld_plan pa = ld_plan_of(true, false), pb = ld_plan_of(false, G->b_nk);
+  kn_expr *a_row, *a_col, *b_row, *b_col;
+  ld_lane_at(G, v, &pa, &a_row, &a_col);
+  ld_lane_at(G, v, &pb, &b_row, &b_col);
   for (int64_t ks = 0; ks < BK / KN_MMA_K; ks++) {
-    for (int64_t i = 0; i < tm; i++)
-      for (int j = 0; j < KN_MMA_A_REGS; j++) {
-        int m0, k0;
-        kn_mma_a_coord(0, j, &m0, &k0);
-        kn_expr *row = add(G, mul(G, v->wm, I(G, wtm)), add(G, I(G, i * KN_MMA_M + m0), v->lane_row));
-        kn_expr *col = add(G, I(G, ks * KN_MMA_K + k0), v->lane_col);
-        kn_expr *at = add(G, a_base, add(G, mul(G, row, I(G, v->lda)), col));
-        s[n++] = kn_s_store(G->ec, v->af, I(G, i * KN_MMA_A_REGS + j), kn_e_load(G->ec, v->as, at));
-      }
-    for (int64_t jn = 0; jn < tn; jn++)
-      for (int j = 0; j < KN_MMA_B_REGS; j++) {
-        int k0, n0;
-        kn_mma_b_coord(0, j, &k0, &n0);
-        kn_expr *k = add(G, I(G, ks * KN_MMA_K + k0), v->lane_col);
-        kn_expr *col = add(G, mul(G, v->wn, I(G, wtn)), add(G, I(G, jn * KN_MMA_N + n0), v->lane_row));
-        kn_expr *at = G->b_nk ? add(G, mul(G, col, I(G, v->ldb)), k) : add(G, mul(G, k, I(G, v->ldb)), col);
-        s[n++] = kn_s_store(G->ec, v->bf, I(G, jn * KN_MMA_B_REGS + j), kn_e_load(G->ec, v->bs, add(G, b_base, at)));
-      }
+    for (int64_t i = 0; i < tm; i++) {
+      kn_expr *row = add(G, mul(G, v->wm, I(G, wtm)), add(G, I(G, i * KN_MMA_M), a_row));
+      kn_expr *col = add(G, I(G, ks * KN_MMA_K), a_col);
+      kn_expr *at = add(G, a_base, add(G, mul(G, row, I(G, v->lda)), col));
+      s[n++] = kn_s_ldmatrix(G->ec, v->af, I(G, i * KN_MMA_A_REGS), v->as, at, 4, pa.trans);
+    }
+    for (int64_t jn = 0; jn < tn; jn += 2) {
+      kn_expr *k0 = I(G, ks * KN_MMA_K), *n0 = add(G, mul(G, v->wn, I(G, wtn)), I(G, jn * KN_MMA_N));
+      kn_expr *row = add(G, G->b_nk ? n0 : k0, b_row), *col = add(G, G->b_nk ? k0 : n0, b_col);
+      kn_expr *at = add(G, b_base, add(G, mul(G, row, I(G, v->ldb)), col));
+      s[n++] = kn_s_ldmatrix(G->ec, v->bf, I(G, jn * KN_MMA_B_REGS), v->bs, at, 4, pb.trans);
+    }
     for (int64_t i = 0; i < tm; i++)
       for (int64_t jn = 0; jn < tn; jn++)
         s[n++] = kn_s_mma(G->ec, G->ab, v->acc, I(G, (i * tn + jn) * KN_MMA_C_REGS), v->af,
@@ -413,6 +464,9 @@ kn_stmt *kn_gpu_mma_lower(kn_expr_ctx *ec, kn_te_tensor *out, kn_buffer *out_buf
   kn_var *lane = kn_var_new(ec, "lane"), *warp = kn_var_new(ec, "warp");
   v.lane_row = kn_e_div(ec, V(&G, lane), I(&G, 4));
   v.lane_col = mul(&G, I(&G, 2), kn_e_mod(ec, V(&G, lane), I(&G, 4)));
+  v.ld_row = kn_e_mod(ec, V(&G, lane), I(&G, KN_LDMATRIX_DIM));
+  v.ld_lo = kn_e_mod(ec, kn_e_div(ec, V(&G, lane), I(&G, KN_LDMATRIX_DIM)), I(&G, 2));
+  v.ld_hi = kn_e_div(ec, V(&G, lane), I(&G, 2 * KN_LDMATRIX_DIM));
   v.wm = kn_e_div(ec, V(&G, warp), I(&G, WARPS_N));
   v.wn = kn_e_mod(ec, V(&G, warp), I(&G, WARPS_N));
   v.as = kn_buffer_new(ec, "As", G.ab, KN_BUF_SHARED, STAGES * v.a_tile);

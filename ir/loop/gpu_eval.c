@@ -7,7 +7,7 @@
  * statement: each statement runs for every active thread in turn, an IF
  * splits the active set, a loop runs iteration i for the threads whose trip
  * count exceeds i. So a barrier or an MMA knows exactly which threads reached
- * it, and must see the whole block or the whole warp.
+ * it, and must see the whole block or the whole warp (MMA, ldmatrix).
  *
  * Every SHARED element is shadowed by its last writer and reader and the
  * barrier epoch of those accesses: a thread touching, since the last barrier,
@@ -18,9 +18,11 @@
  * after it too. Shared memory and registers (LOCAL buffers, per thread)
  * start as garbage on a GPU: reading an element nobody wrote is an error.
  * Every index must lie inside its buffer (a parameter's when its size is
- * known). Values follow ir/loop/eval_value.h; the MMA multiplies exact
- * f16 / bf16 inputs and accumulates in f32, in k order. Vector lets are not
- * supported (a diagnostic); vector loads and stores are, lane by lane. */
+ * known), and every ldmatrix row 16-byte aligned (shared buffers are, so
+ * that is its index's). Values follow ir/loop/eval_value.h; the MMA
+ * multiplies exact f16 / bf16 inputs and accumulates in f32, in k order.
+ * Vector lets are not supported (a diagnostic); vector loads and stores
+ * are, lane by lane. */
 #include "ir/loop/gpu_eval.h"
 
 #include <stdarg.h>
@@ -496,18 +498,71 @@ static int mma_warp(gpu_ev *e, const kn_stmt *s, int warp) {
   return 0;
 }
 
-/* Every warp that reaches an MMA must reach it whole. */
-static int exec_mma(gpu_ev *e, const kn_stmt *s, const tset *set) {
-  if (e->nthreads % WARP) return fail(e, "mma in a block of %d threads, not whole warps of %d", e->nthreads, WARP);
+/* Every warp that reaches a warp-collective statement (`what`) must reach it
+ * whole; warp[w] says whether warp w runs it. */
+static int whole_warps(gpu_ev *e, const tset *set, const char *what, bool *warp) {
+  if (e->nthreads % WARP) return fail(e, "%s in a block of %d threads, not whole warps of %d", what, e->nthreads, WARP);
   int warps = e->nthreads / WARP, rc = 0;
   int *count = xcalloc((size_t)warps, sizeof(int));
   for (int j = 0; j < set->n; j++) count[set->ids[j] / WARP]++;
-  for (int w = 0; w < warps && !rc; w++)
-    if (count[w] && count[w] != WARP) rc = fail(e, "mma reached by %d of the %d threads of warp %d", count[w], WARP, w);
-  for (int w = 0; w < warps && !rc; w++)
-    if (count[w]) rc = mma_warp(e, s, w);
+  for (int w = 0; w < warps && !rc; w++) {
+    if (count[w] && count[w] != WARP)
+      rc = fail(e, "%s reached by %d of the %d threads of warp %d", what, count[w], WARP, w);
+    warp[w] = count[w] != 0;
+  }
   free(count);
   return rc;
+}
+
+static int exec_mma(gpu_ev *e, const kn_stmt *s, const tset *set) {
+  bool warp[MAX_THREADS / WARP] = {false};
+  if (whole_warps(e, set, "mma", warp)) return -1;
+  for (int w = 0; w < e->nthreads / WARP; w++)
+    if (warp[w] && mma_warp(e, s, w)) return -1;
+  return 0;
+}
+
+/* One warp's ldmatrix by mma.h: each supplying lane reads its row (so the
+ * row counts as that lane's read for the race and cp.async checks), then
+ * every lane takes its elements. Elements are copied as bits. */
+static int ldmatrix_warp(gpu_ev *e, const kn_stmt *s, int warp) {
+  const kn_buffer *src = s->u.gpu.a, *dst = s->u.gpu.dst;
+  int count = s->u.gpu.n;
+  uint16_t M[4][KN_LDMATRIX_DIM][KN_LDMATRIX_DIM];
+  for (int lane = 0; lane < KN_LDMATRIX_DIM * count; lane++) {
+    int64_t at;
+    view v;
+    e->thread = warp * WARP + lane;
+    if (eval_int(e, s->u.gpu.a_index, &at) || buffer_of(e, src, &v)) return -1;
+    if (at * (int64_t)sizeof(uint16_t) % KN_LDMATRIX_ROW_BYTES)
+      return fail(e, "ldmatrix row at %s '%s'[%lld] (thread %d) is not %d-byte aligned", kind_name(src), src->name,
+                  (long long)at, e->thread, KN_LDMATRIX_ROW_BYTES);
+    for (int c = 0; c < KN_LDMATRIX_DIM; c++) {
+      if (elem_read(e, &v, at + c)) return -1;
+      memcpy(&M[lane / KN_LDMATRIX_DIM][lane % KN_LDMATRIX_DIM][c], v.mem + (at + c) * 2, 2);
+    }
+  }
+  for (int lane = 0; lane < WARP; lane++) {
+    int64_t at;
+    view v;
+    e->thread = warp * WARP + lane;
+    if (eval_int(e, s->u.gpu.dst_index, &at) || buffer_of(e, dst, &v)) return -1;
+    for (int j = 0; j < 2 * count; j++) {
+      int m, r, c;
+      kn_ldmatrix_coord(lane, j, s->u.gpu.trans, &m, &r, &c);
+      if (elem_write(e, &v, at + j, false)) return -1;
+      memcpy(v.mem + (at + j) * 2, &M[m][r][c], 2);
+    }
+  }
+  return 0;
+}
+
+static int exec_ldmatrix(gpu_ev *e, const kn_stmt *s, const tset *set) {
+  bool warp[MAX_THREADS / WARP] = {false};
+  if (whole_warps(e, set, "ldmatrix", warp)) return -1;
+  for (int w = 0; w < e->nthreads / WARP; w++)
+    if (warp[w] && ldmatrix_warp(e, s, w)) return -1;
+  return 0;
 }
 
 /* Copies happen at once (the source does not change under a kernel) but the
@@ -561,6 +616,7 @@ static int exec_gpu(gpu_ev *e, const kn_stmt *s, const tset *set) {
     e->epoch++;
     return 0;
   case KN_GPU_MMA: return exec_mma(e, s, set);
+  case KN_GPU_LDMATRIX: return exec_ldmatrix(e, s, set);
   case KN_GPU_CP_ASYNC: return exec_cp_async(e, s, set);
   case KN_GPU_CP_COMMIT:
     for (int j = 0; j < set->n; j++) e->cp[set->ids[j]].open_group++;

@@ -5,9 +5,10 @@
  * allocs, then THREAD loops (each dimension at most once, constant extents),
  * then the code every thread runs; BLOCK and THREAD loops, SHARED allocs and
  * GPU statements appear nowhere else, and no PARALLEL loop at all (the
- * CPU runtime's task split has no meaning on a GPU). Barriers and MMAs must
- * be reached by every thread of the block or warp, so none may sit under a
- * condition or inside a loop whose bounds depend on the thread: on a thread
+ * CPU runtime's task split has no meaning on a GPU). Barriers, MMAs and
+ * ldmatrix must be reached by every thread of the block or warp, so none
+ * may sit under a condition or inside a loop whose bounds depend on the
+ * thread: on a thread
  * variable, on a variable bound from one, or on a thread-private (LOCAL)
  * value. The check is syntactic, hence conservative: a condition that
  * mentions a thread variable but holds for all threads is rejected all the
@@ -33,6 +34,7 @@ static const char *gpu_op_name(kn_gpu_op op) {
   case KN_GPU_CP_ASYNC: return "cp.async";
   case KN_GPU_CP_COMMIT: return "cp.async commit";
   case KN_GPU_CP_WAIT: return "cp.async wait";
+  case KN_GPU_LDMATRIX: return "ldmatrix";
   }
   return "GPU statement";
 }
@@ -111,13 +113,14 @@ static bool thread_dependent(const vctx *v, const kn_expr *e) {
 
 static int check_gpu_stmt(vctx *v, const kn_stmt *s, const char *divergent) {
   kn_gpu_op op = s->u.gpu.op;
-  if (op != KN_GPU_BARRIER && op != KN_GPU_MMA) return 0;
+  bool warp = op == KN_GPU_MMA || op == KN_GPU_LDMATRIX;
+  if (op != KN_GPU_BARRIER && !warp) return 0;
   if (divergent)
     return kn_diag_error(v->d, "kernel '%s': %s under %s: not every thread reaches it", v->k->name, gpu_op_name(op),
                          divergent);
-  if (op == KN_GPU_MMA && v->nthreads % 32)
-    return kn_diag_error(v->d, "kernel '%s': mma in a block of %d threads, not a multiple of 32", v->k->name,
-                         v->nthreads);
+  if (warp && v->nthreads % 32)
+    return kn_diag_error(v->d, "kernel '%s': %s in a block of %d threads, not a multiple of 32", v->k->name,
+                         gpu_op_name(op), v->nthreads);
   return 0;
 }
 

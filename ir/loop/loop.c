@@ -172,6 +172,24 @@ kn_stmt *kn_s_cp_async(kn_expr_ctx *c, kn_buffer *dst, kn_expr *dst_index, kn_bu
   return s;
 }
 
+kn_stmt *kn_s_ldmatrix(kn_expr_ctx *c, kn_buffer *dst, kn_expr *dst_index, kn_buffer *src, kn_expr *src_index,
+                       int count, bool trans) {
+  KN_ASSERT(dst->kind == KN_BUF_LOCAL && src->kind == KN_BUF_SHARED && dst->dtype == src->dtype,
+            "ldmatrix loads a shared buffer into a local one of the same dtype");
+  KN_ASSERT(kn_dtype_size(src->dtype) == 2, "ldmatrix loads 16-bit elements");
+  KN_ASSERT(count == 1 || count == 2 || count == 4, "ldmatrix loads 1, 2 or 4 matrices");
+  check_index(dst_index);
+  check_index(src_index);
+  kn_stmt *s = gpu_stmt(c, KN_GPU_LDMATRIX);
+  s->u.gpu.dst = dst;
+  s->u.gpu.dst_index = dst_index;
+  s->u.gpu.a = src;
+  s->u.gpu.a_index = src_index;
+  s->u.gpu.n = count;
+  s->u.gpu.trans = trans;
+  return s;
+}
+
 kn_stmt *kn_s_gpu_map(kn_expr_ctx *c, kn_stmt *s, kn_expr *(*fn)(kn_expr *e, void *ctx), void *ctx) {
   KN_ASSERT(s->kind == KN_S_GPU, "kn_s_gpu_map maps GPU statements");
   kn_expr *e[4] = {s->u.gpu.dst_index, s->u.gpu.a_index, s->u.gpu.b_index, s->u.gpu.pred}, *m[4];
@@ -203,7 +221,9 @@ bool kn_stmt_stores_to(const kn_stmt *s, const kn_buffer *b) {
   case KN_S_IF: return kn_stmt_stores_to(s->u.ifs.then_s, b) || kn_stmt_stores_to(s->u.ifs.else_s, b);
   case KN_S_LET: return kn_stmt_stores_to(s->u.let.body, b);
   case KN_S_PREFETCH: return false;
-  case KN_S_GPU: return (s->u.gpu.op == KN_GPU_MMA || s->u.gpu.op == KN_GPU_CP_ASYNC) && s->u.gpu.dst == b;
+  case KN_S_GPU:
+    return (s->u.gpu.op == KN_GPU_MMA || s->u.gpu.op == KN_GPU_CP_ASYNC || s->u.gpu.op == KN_GPU_LDMATRIX) &&
+           s->u.gpu.dst == b;
   }
   return false;
 }
@@ -242,6 +262,13 @@ static void print_gpu(const kn_stmt *s, FILE *out, int indent) {
       fputs(" if ", out);
       kn_expr_print(s->u.gpu.pred, out);
     }
+    fputc('\n', out);
+    return;
+  case KN_GPU_LDMATRIX:
+    fprintf(out, "ldmatrix_x%d%s ", s->u.gpu.n, s->u.gpu.trans ? ".trans" : "");
+    print_at(out, s->u.gpu.dst, s->u.gpu.dst_index);
+    fputs(" <- rows at ", out);
+    print_at(out, s->u.gpu.a, s->u.gpu.a_index);
     fputc('\n', out);
     return;
   }

@@ -69,13 +69,21 @@ typedef enum kn_for_kind {
  * (PARAM) buffer to a SHARED one without waiting; when `pred` is false it
  * writes zeros instead (a padded tile's border). The destination may not be
  * read before a CP_WAIT that leaves fewer groups in flight than the
- * copy's (and then a barrier, for other threads' copies). */
+ * copy's (and then a barrier, for other threads' copies).
+ * LDMATRIX is PTX's ldmatrix.sync.aligned.m8n8.x{1,2,4}[.trans].shared.b16,
+ * run by the 32 threads of a warp together: `n` (1, 2 or 4) 8 x 8 matrices
+ * of 16-bit elements, each row 16 contiguous bytes of the SHARED buffer `a`;
+ * lane 8i + r supplies a_index, the first element of row r of matrix i (the
+ * other lanes' a_index is ignored); each thread receives 2n elements into
+ * dst[dst_index..+2n) (LOCAL, the same dtype), laid out as ir/loop/mma.h
+ * writes down (transposed when `trans`). */
 typedef enum kn_gpu_op {
   KN_GPU_BARRIER,   /* __syncthreads(): every thread of the block */
   KN_GPU_MMA,       /* dst = acc, a, b as above */
   KN_GPU_CP_ASYNC,  /* dst[dst_index..+n) = a[a_index..+n) (or 0 where !pred) */
   KN_GPU_CP_COMMIT, /* closes this thread's group of cp.async copies */
   KN_GPU_CP_WAIT,   /* waits until at most n of this thread's groups are in flight */
+  KN_GPU_LDMATRIX,  /* dst[dst_index..+2n) = this thread's share of n matrices, rows at a[a_index] */
 } kn_gpu_op;
 
 typedef struct kn_stmt kn_stmt;
@@ -133,8 +141,9 @@ struct kn_stmt {
       kn_buffer *dst, *a, *b;  /* unused ones NULL */
       kn_expr *dst_index, *a_index, *b_index;
       kn_expr *pred; /* CP_ASYNC: NULL = always true */
-      int n;         /* CP_ASYNC: elements; CP_WAIT: groups left in flight */
+      int n;         /* CP_ASYNC: elements; CP_WAIT: groups left in flight; LDMATRIX: matrices */
       kn_dtype ab;   /* MMA: KN_DT_F16 or KN_DT_BF16 */
+      bool trans;    /* LDMATRIX: .trans */
     } gpu;
   } u;
 };
@@ -179,6 +188,10 @@ kn_stmt *kn_s_mma(kn_expr_ctx *c, kn_dtype ab, kn_buffer *acc, kn_expr *acc_inde
 kn_stmt *kn_s_cp_async(kn_expr_ctx *c, kn_buffer *dst, kn_expr *dst_index, kn_buffer *src, kn_expr *src_index, int n,
                        kn_expr *pred);
 kn_stmt *kn_s_cp_commit(kn_expr_ctx *c);
+/* ldmatrix of `count` (1, 2, 4) matrices from SHARED src (this thread's row
+ * at src_index) into LOCAL dst at dst_index; both of one 16-bit dtype. */
+kn_stmt *kn_s_ldmatrix(kn_expr_ctx *c, kn_buffer *dst, kn_expr *dst_index, kn_buffer *src, kn_expr *src_index,
+                       int count, bool trans);
 kn_stmt *kn_s_cp_wait(kn_expr_ctx *c, int n);
 /* kn_stmt with each expression of a KN_S_GPU statement replaced by fn(expr)
  * (NULL ones stay NULL); s itself when nothing changes. */

@@ -314,6 +314,58 @@ static void test_mma_cp_async(void **state) {
   assert_null(strstr(src, "kn_cu_f2h(kn_cu_h2f("));
 }
 
+/* One warp: a 16 x 24 tile into shared memory, barrier, A by ldmatrix.x4,
+ * B by x2.trans (or x1 twice), the MMA, the accumulators out. */
+static kn_kernel *ldmatrix(fixture *f, const char *name, kn_dtype ab, bool x1) {
+  kn_expr_ctx *c = &f->c;
+  kn_buffer *out = kn_buffer_new(c, "d", KN_DT_F32, KN_BUF_PARAM, 0);
+  kn_buffer *in = kn_buffer_new(c, "in", ab, KN_BUF_PARAM, 0);
+  kn_buffer *s = kn_buffer_new(c, "tile", ab, KN_BUF_SHARED, 16 * 24);
+  kn_buffer *fa = kn_buffer_new(c, "fa", ab, KN_BUF_LOCAL, 8), *fb = kn_buffer_new(c, "fb", ab, KN_BUF_LOCAL, 4);
+  kn_buffer *acc = kn_buffer_new(c, "acc", KN_DT_F32, KN_BUF_LOCAL, 4);
+  kn_var *lane = kn_var_new(c, "lane"), *e = kn_var_new(c, "e"), *blk = kn_var_new(c, "blk");
+  kn_expr *L = V(f, lane), *E = V(f, e);
+  kn_expr *i = kn_e_add(c, kn_e_mul(c, E, I(f, 32)), L);
+  kn_expr *row = kn_e_mod(c, L, I(f, 16)), *mat_hi = kn_e_div(c, L, I(f, 16));
+  kn_expr *a_at = kn_e_add(c, kn_e_mul(c, row, I(f, 24)), kn_e_mul(c, mat_hi, I(f, 8)));
+  kn_stmt *b_load = kn_s_ldmatrix(c, fb, I(f, 0), s, kn_e_mul(c, row, I(f, 24)), 2, true);
+  if (x1) /* the same B fragment, one matrix at a time */
+    b_load = kn_s_seq2(c, kn_s_ldmatrix(c, fb, I(f, 0), s, kn_e_mul(c, kn_e_mod(c, L, I(f, 8)), I(f, 24)), 1, true),
+                       kn_s_ldmatrix(c, fb, I(f, 2), s,
+                                     kn_e_mul(c, kn_e_add(c, kn_e_mod(c, L, I(f, 8)), I(f, 8)), I(f, 24)), 1, true));
+  kn_stmt *steps[] = {
+      kn_s_for(c, e, I(f, 0), I(f, 12), KN_FOR_SERIAL, kn_s_store(c, s, i, kn_e_load(c, in, i))),
+      kn_s_barrier(c),
+      kn_s_ldmatrix(c, fa, I(f, 0), s, a_at, 4, false),
+      b_load,
+      kn_s_for(c, e, I(f, 0), I(f, 4), KN_FOR_SERIAL, kn_s_store(c, acc, E, F(f, 0))),
+      kn_s_mma(c, ab, acc, I(f, 0), fa, I(f, 0), fb, I(f, 0)),
+      kn_s_for(c, e, I(f, 0), I(f, 4), KN_FOR_SERIAL,
+               kn_s_store(c, out, kn_e_add(c, kn_e_mul(c, L, I(f, 4)), E), kn_e_load(c, acc, E))),
+  };
+  kn_stmt *body = kn_s_alloc(c, fa, kn_s_alloc(c, fb, kn_s_alloc(c, acc, kn_s_seq(c, steps, 7))));
+  body = kn_s_bind(c, blk, I(f, 1), KN_FOR_BLOCK, 0,
+                   kn_s_alloc(c, s, kn_s_bind(c, lane, I(f, 32), KN_FOR_THREAD, 0, body)));
+  kn_buffer *ps[] = {out, in};
+  return kernel(f, name, 2, ps, NULL, body);
+}
+
+static void test_ldmatrix(void **state) {
+  fixture *f = *state;
+  kn_kernel *ks[3] = {ldmatrix(f, "k_ld_f16", KN_DT_F16, false), ldmatrix(f, "k_ld_bf16", KN_DT_BF16, false),
+                      ldmatrix(f, "k_ld_x1", KN_DT_F16, true)};
+  need_nvrtc();
+  kn_cuda_module m;
+  const char *src = build(f, ks, 3, &m);
+  assert_non_null(strstr(src, "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"));
+  assert_non_null(strstr(src, "ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];"));
+  assert_non_null(strstr(src, "ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16 {%0}, [%1];"));
+  assert_non_null(strstr(src, "__cvta_generic_to_shared(&s0["));
+  /* register 1's high half is fragment element 3 */
+  if (!strstr(src, "[0ll + 3] = (unsigned short)(kr[1] >> 16);")) fputs(src, stderr);
+  assert_non_null(strstr(src, "[0ll + 3] = (unsigned short)(kr[1] >> 16);"));
+}
+
 /* ---- (4) NVRTC errors name the kernel and line ---- */
 
 static void test_nvrtc_error(void **state) {
@@ -516,6 +568,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_elementwise, setup, teardown),
       cmocka_unit_test_setup_teardown(test_shared, setup, teardown),
       cmocka_unit_test_setup_teardown(test_mma_cp_async, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_ldmatrix, setup, teardown),
       cmocka_unit_test_setup_teardown(test_nvrtc_error, setup, teardown),
       cmocka_unit_test_setup_teardown(test_bad_kernels, setup, teardown),
       cmocka_unit_test_setup_teardown(test_ptx_image, setup, teardown),
