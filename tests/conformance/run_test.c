@@ -15,7 +15,10 @@
  * Outcomes: SKIP when Kiln refuses the model (the first diagnostic line, with
  * the model path taken off), FAIL on wrong values, shapes or dtypes, or when
  * the test data cannot be fed, PASS otherwise; PASS_BOUND when it passed only
- * with inputs bound (the detail lists them). */
+ * with inputs bound (the detail lists them).
+ *
+ * With gpu_interp the same happens with `cuda` as the target and the plan's
+ * kernels run in the GPU interpreter instead of an artifact (run_gpu.c). */
 #include <dirent.h>
 #include <math.h>
 #include <stdarg.h>
@@ -31,12 +34,9 @@
 #define KN_CONF_RTOL 1e-3
 #define KN_CONF_ATOL 1e-7
 #define KN_CONF_MAX_BATCH 64
-#define KN_CONF_MAX_TENSORS 64
 #define KN_CONF_BIND_ROUNDS 4
 
-static void set_result(kn_conf_result *r, kn_conf_status st, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void set_result(kn_conf_result *r, kn_conf_status st, const char *fmt, ...) {
+void kn_conf_set_result(kn_conf_result *r, kn_conf_status st, const char *fmt, ...) {
   r->status = st;
   va_list ap;
   va_start(ap, fmt);
@@ -47,7 +47,7 @@ static void set_result(kn_conf_result *r, kn_conf_status st, const char *fmt, ..
 }
 
 /* The first diagnostic line without a leading "<path>: " naming `path`. */
-static const char *first_diag(const kn_diag *d, const char *path) {
+const char *kn_conf_first_diag(const kn_diag *d, const char *path) {
   if (d->count == 0) return "failed without a diagnostic";
   const char *s = d->lines[0];
   size_t n = strlen(path);
@@ -90,7 +90,7 @@ static void free_names(char **names, int n) {
 
 /* The tensors prefix_0.pb, prefix_1.pb ... of one data set, loaded into g
  * (value indices into vals). Returns the count, or -1 with a diagnostic. */
-static int load_tensors(const char *set_dir, const char *prefix, kn_graph *g, int *vals,
+int kn_conf_load_tensors(const char *set_dir, const char *prefix, kn_graph *g, int *vals,
                         kn_diag *d) {
   int n = 0;
   for (; n < KN_CONF_MAX_TENSORS; n++) {
@@ -104,7 +104,7 @@ static int load_tensors(const char *set_dir, const char *prefix, kn_graph *g, in
   return n;
 }
 
-static void shape_str(const kn_shape *s, char *buf, size_t cap) {
+void kn_conf_shape_str(const kn_shape *s, char *buf, size_t cap) {
   size_t k = (size_t)snprintf(buf, cap, "[");
   for (int i = 0; i < s->rank && k < cap; i++)
     k += (size_t)snprintf(buf + k, cap - k, "%s%lld", i ? "," : "", (long long)s->dim[i]);
@@ -121,7 +121,7 @@ static kn_shape desc_shape(const kiln_tensor_desc *t, int64_t batch) {
 
 /* Index of the test tensor feeding descriptor `k` of `n` descriptors: the
  * one with the same name, else the one at the same position. */
-static int match_tensor(const kn_graph *g, const int *vals, int n_vals, const char *name, int k) {
+int kn_conf_match_tensor(const kn_graph *g, const int *vals, int n_vals, const char *name, int k) {
   for (int i = 0; i < n_vals; i++)
     if (name && !strcmp(g->values[vals[i]].name, name)) return i;
   return k < n_vals ? k : -1;
@@ -152,7 +152,7 @@ static double elem_as_double(const void *data, kn_dtype dt, int64_t i) {
 
 /* Compares `numel` elements; returns true if all are within tolerance and
  * stores the largest absolute error (NaN for a NaN/finite mismatch). */
-static bool values_close(const void *actual, const void *expected, kn_dtype dt, int64_t numel,
+bool kn_conf_values_close(const void *actual, const void *expected, kn_dtype dt, int64_t numel,
                          double *max_err) {
   bool ok = true;
   *max_err = 0;
@@ -186,7 +186,7 @@ static bool values_close(const void *actual, const void *expected, kn_dtype dt, 
 
 /* Index into bound[] of the binding that test tensor k (of n) feeds, or -1:
  * by name, else by position among the model's inputs. */
-static int bound_tensor(const kn_graph *g, const int *vals, int n, const kn_bind_need *bound,
+int kn_conf_bound_tensor(const kn_graph *g, const int *vals, int n, const kn_bind_need *bound,
                         int n_bound, int k) {
   for (int b = 0; b < n_bound; b++) {
     bool named = false;
@@ -211,27 +211,27 @@ static bool run_data_set(const kn_loader *l, const char *set_dir, const char *se
   KN_ASSERT(outs && ins, "out of memory");
   bool ok = false;
   int in_vals[KN_CONF_MAX_TENSORS], out_vals[KN_CONF_MAX_TENSORS];
-  int n_in = load_tensors(set_dir, "input", &g, in_vals, &d);
-  int n_out = n_in < 0 ? -1 : load_tensors(set_dir, "output", &g, out_vals, &d);
+  int n_in = kn_conf_load_tensors(set_dir, "input", &g, in_vals, &d);
+  int n_out = n_in < 0 ? -1 : kn_conf_load_tensors(set_dir, "output", &g, out_vals, &d);
   if (n_in < 0 || n_out < 0) {
-    set_result(r, KN_CONF_FAIL, "%s: cannot read test data: %s", set_name, first_diag(&d, ""));
+    kn_conf_set_result(r, KN_CONF_FAIL, "%s: cannot read test data: %s", set_name, kn_conf_first_diag(&d, ""));
     goto done;
   }
   if (n_bound > 0) { /* keep the inputs the artifact still takes, in order */
     int kept = 0;
     for (int k = 0; k < n_in; k++)
-      if (bound_tensor(&g, in_vals, n_in, bound, n_bound, k) < 0) in_vals[kept++] = in_vals[k];
+      if (kn_conf_bound_tensor(&g, in_vals, n_in, bound, n_bound, k) < 0) in_vals[kept++] = in_vals[k];
     n_in = kept;
   }
   if (n_in != a->n_inputs) {
-    set_result(r, KN_CONF_FAIL, "%s: the test data has %d inputs, the artifact %d", set_name, n_in,
+    kn_conf_set_result(r, KN_CONF_FAIL, "%s: the test data has %d inputs, the artifact %d", set_name, n_in,
                a->n_inputs);
     goto done;
   }
   int64_t batch = 0;
   for (int k = 0; k < a->n_inputs; k++) {
     const kiln_tensor_desc *t = &a->inputs[k];
-    const kn_value *v = &g.values[in_vals[match_tensor(&g, in_vals, n_in, t->name, k)]];
+    const kn_value *v = &g.values[in_vals[kn_conf_match_tensor(&g, in_vals, n_in, t->name, k)]];
     bool shape_ok = v->shape.rank == t->rank;
     for (int i = 0; shape_ok && i < t->rank; i++) {
       int64_t want = t->dims[i], have = v->shape.dim[i];
@@ -245,8 +245,8 @@ static bool run_data_set(const kn_loader *l, const char *set_dir, const char *se
     }
     if (v->dtype != kn_loader_dtype(t) || !shape_ok) {
       char have[128];
-      shape_str(&v->shape, have, sizeof have);
-      set_result(r, KN_CONF_FAIL, "%s: input '%s' is %s %s; the artifact expects %s of rank %d",
+      kn_conf_shape_str(&v->shape, have, sizeof have);
+      kn_conf_set_result(r, KN_CONF_FAIL, "%s: input '%s' is %s %s; the artifact expects %s of rank %d",
                  set_name, t->name, kn_dtype_name(v->dtype), have,
                  kn_dtype_name(kn_loader_dtype(t)), t->rank);
       goto done;
@@ -255,7 +255,7 @@ static bool run_data_set(const kn_loader *l, const char *set_dir, const char *se
   }
   if (batch == 0) batch = 1;
   if (n_out != a->n_outputs) {
-    set_result(r, KN_CONF_FAIL, "%s: the test data has %d outputs, the artifact %d", set_name,
+    kn_conf_set_result(r, KN_CONF_FAIL, "%s: the test data has %d outputs, the artifact %d", set_name,
                n_out, a->n_outputs);
     goto done;
   }
@@ -267,25 +267,25 @@ static bool run_data_set(const kn_loader *l, const char *set_dir, const char *se
   }
   if (!(ws = kn_loader_workspace_new(a, &d)) ||
       kn_loader_run(l, (const void *const *)ins, outs, ws, batch, &d) < 0) {
-    set_result(r, KN_CONF_FAIL, "%s: %s", set_name, first_diag(&d, ""));
+    kn_conf_set_result(r, KN_CONF_FAIL, "%s: %s", set_name, kn_conf_first_diag(&d, ""));
     goto done;
   }
   for (int k = 0; k < a->n_outputs; k++) {
     const kiln_tensor_desc *t = &a->outputs[k];
-    const kn_value *e = &g.values[out_vals[match_tensor(&g, out_vals, n_out, t->name, k)]];
+    const kn_value *e = &g.values[out_vals[kn_conf_match_tensor(&g, out_vals, n_out, t->name, k)]];
     kn_shape have = desc_shape(t, batch);
     kn_dtype dt = kn_loader_dtype(t);
     if (dt != e->dtype || !kn_shape_equal(&have, &e->shape)) {
       char hs[128], es[128];
-      shape_str(&have, hs, sizeof hs);
-      shape_str(&e->shape, es, sizeof es);
-      set_result(r, KN_CONF_FAIL, "output '%s' is %s %s, expected %s %s", t->name,
+      kn_conf_shape_str(&have, hs, sizeof hs);
+      kn_conf_shape_str(&e->shape, es, sizeof es);
+      kn_conf_set_result(r, KN_CONF_FAIL, "output '%s' is %s %s, expected %s %s", t->name,
                  kn_dtype_name(dt), hs, kn_dtype_name(e->dtype), es);
       goto done;
     }
     double err;
-    if (!values_close(outs[k], e->data, dt, kn_loader_numel(t, batch), &err)) {
-      set_result(r, KN_CONF_FAIL, "max error %.3g at output '%s'", err, t->name);
+    if (!kn_conf_values_close(outs[k], e->data, dt, kn_loader_numel(t, batch), &err)) {
+      kn_conf_set_result(r, KN_CONF_FAIL, "max error %.3g at output '%s'", err, t->name);
       goto done;
     }
   }
@@ -308,7 +308,7 @@ static void bound_file(const char *set_dir, const kn_bind_need *need, char *buf,
   kn_diag d;
   kn_diag_init(&d);
   int vals[KN_CONF_MAX_TENSORS];
-  int n = load_tensors(set_dir, "input", &g, vals, &d);
+  int n = kn_conf_load_tensors(set_dir, "input", &g, vals, &d);
   int k = need->position;
   for (int i = 0; i < n; i++)
     if (!strcmp(g.values[vals[i]].name, need->name)) k = i;
@@ -317,12 +317,19 @@ static void bound_file(const char *set_dir, const kn_bind_need *need, char *buf,
   kn_graph_free(&g);
 }
 
+/* Turns r into a FAIL saying which inputs were bound. */
+static void prefix_bound(kn_conf_result *r, const char *names) {
+  char detail[sizeof r->detail];
+  snprintf(detail, sizeof detail, "%s", r->detail);
+  kn_conf_set_result(r, KN_CONF_FAIL, "with %s bound at compile time: %s", names, detail);
+}
+
 /* Runs the test with inputs bound at compile time: for each data set, the
  * inputs of `needs` are bound to its values and the model is compiled again;
  * inputs the pipeline asks for next are added (a few rounds at most). Sets r
  * to PASS_BOUND, FAIL or SKIP (the refusal of the compile with inputs bound). */
-static void run_bound(const char *test_dir, const char *work_dir, int threads, char **sets, int n_sets,
-                      kn_compile_opts o, kn_bind_need *needs, int n_needs, kn_conf_result *r) {
+static void run_bound(const char *test_dir, const char *work_dir, int threads, bool gpu_interp, char **sets,
+                      int n_sets, kn_compile_opts o, kn_bind_need *needs, int n_needs, kn_conf_result *r) {
   kn_arena arena;
   kn_arena_init(&arena);
   kn_bind_need *all = KN_NEW_ARRAY(&arena, kn_bind_need, KN_CONF_MAX_TENSORS);
@@ -348,7 +355,8 @@ static void run_bound(const char *test_dir, const char *work_dir, int threads, c
         binds[b] = (kn_binding){all[b].name, kn_arena_strdup(&arena, path)};
       }
       o.n_binds = n_all;
-      if ((compiled = kn_compile(&o, &d)) == 0) break;
+      compiled = gpu_interp ? kn_conf_gpu_run(o, test_dir, &sets[s], 1, all, n_all, r, &d) : kn_compile(&o, &d);
+      if (compiled == 0) break;
       kn_bind_need *more = NULL;
       int n_more = 0;
       if (kn_pipeline_needed_bindings(&o, &arena, &more, &n_more, &d) < 0 || n_more == 0) break;
@@ -360,26 +368,28 @@ static void run_bound(const char *test_dir, const char *work_dir, int threads, c
     for (int b = 0; b < n_all && len < sizeof names; b++)
       len += (size_t)snprintf(names + len, sizeof names - len, "%s%s", b ? ", " : "", all[b].name);
     if (compiled < 0) {
-      set_result(r, KN_CONF_SKIP, "with %s bound at compile time: %s", names, first_diag(&d, o.model));
+      kn_conf_set_result(r, KN_CONF_SKIP, "with %s bound at compile time: %s", names, kn_conf_first_diag(&d, o.model));
       ok = false;
+    } else if (gpu_interp) {
+      ok = r->status == KN_CONF_PASS;
+      if (!ok) prefix_bound(r, names);
     } else if (kn_loader_open(artifact, &l, &d) < 0 || kn_loader_set_threads(&l, threads, &d) < 0) {
-      set_result(r, KN_CONF_FAIL, "with %s bound at compile time: %s", names, first_diag(&d, ""));
+      kn_conf_set_result(r, KN_CONF_FAIL, "with %s bound at compile time: %s", names, kn_conf_first_diag(&d, ""));
       ok = false;
     } else if (!run_data_set(&l, set_dir, sets[s], all, n_all, r)) {
-      char detail[sizeof r->detail];
-      snprintf(detail, sizeof detail, "%s", r->detail);
-      set_result(r, KN_CONF_FAIL, "with %s bound at compile time: %s", names, detail);
+      prefix_bound(r, names);
       ok = false;
     }
     if (l.dl) kn_loader_close(&l);
     kn_diag_free(&d);
   }
-  if (ok) set_result(r, KN_CONF_PASS_BOUND, "inputs bound at compile time: %s", names);
+  if (ok) kn_conf_set_result(r, KN_CONF_PASS_BOUND, "inputs bound at compile time: %s", names);
   kn_arena_free(&arena);
 }
 
-void kn_conf_run_test(const char *test_dir, const char *work_dir, int threads, kn_conf_result *r) {
-  set_result(r, KN_CONF_PASS, "%s", "");
+void kn_conf_run_test(const char *test_dir, const char *work_dir, int threads, bool gpu_interp,
+                      kn_conf_result *r) {
+  kn_conf_set_result(r, KN_CONF_PASS, "%s", "");
   char model[4096], artifact[4096];
   snprintf(model, sizeof model, "%s/model.onnx", test_dir);
   snprintf(artifact, sizeof artifact, "%s/model.so", work_dir);
@@ -387,12 +397,15 @@ void kn_conf_run_test(const char *test_dir, const char *work_dir, int threads, k
   kn_diag_init(&d);
   kn_compile_opts o = {
       .model = model, .output = artifact, .prefix = "model", .max_batch = KN_CONF_MAX_BATCH};
+  if (gpu_interp) o.target = "cuda", o.stop_after = "cuda";
   kn_loader l = {0};
   kn_arena arena;
   kn_arena_init(&arena);
   char **sets = NULL;
   int n_sets = list_names(test_dir, "test_data_set_", &sets);
-  if (kn_compile(&o, &d) < 0) {
+  int compiled = gpu_interp ? kn_conf_gpu_run(o, test_dir, sets, n_sets > 0 ? n_sets : 0, NULL, 0, r, &d)
+                            : kn_compile(&o, &d);
+  if (compiled < 0) {
     kn_bind_need *needs = NULL;
     int n_needs = 0;
     kn_diag quiet;
@@ -400,17 +413,18 @@ void kn_conf_run_test(const char *test_dir, const char *work_dir, int threads, k
     if (n_sets > 0) kn_pipeline_needed_bindings(&o, &arena, &needs, &n_needs, &quiet);
     kn_diag_free(&quiet);
     if (n_needs > 0)
-      run_bound(test_dir, work_dir, threads, sets, n_sets, o, needs, n_needs, r);
+      run_bound(test_dir, work_dir, threads, gpu_interp, sets, n_sets, o, needs, n_needs, r);
     else
-      set_result(r, KN_CONF_SKIP, "%s", first_diag(&d, model));
+      kn_conf_set_result(r, KN_CONF_SKIP, "%s", kn_conf_first_diag(&d, model));
     goto done;
   }
+  if (gpu_interp) goto done; /* the data sets ran in kn_conf_gpu_run */
   if (kn_loader_open(artifact, &l, &d) < 0 || kn_loader_set_threads(&l, threads, &d) < 0) {
-    set_result(r, KN_CONF_FAIL, "%s", first_diag(&d, ""));
+    kn_conf_set_result(r, KN_CONF_FAIL, "%s", kn_conf_first_diag(&d, ""));
     goto done;
   }
   if (n_sets <= 0) {
-    set_result(r, KN_CONF_FAIL, "no test_data_set_* folder");
+    kn_conf_set_result(r, KN_CONF_FAIL, "no test_data_set_* folder");
     goto done;
   }
   for (int i = 0; i < n_sets; i++) {

@@ -4,7 +4,13 @@
  *
  *   kn_conformance --node-dir DIR [--expected FILE] [--write-expected FILE]
  *                  [--report FILE] [--onnx-version V] [-j N] [--timeout S]
- *                  [--threads N] [--skip-reason TEXT] [TEST_NAME_SUBSTRING...]
+ *                  [--threads N] [--skip-reason TEXT] [--gpu-interp]
+ *                  [--cpu-expected FILE] [TEST_NAME_SUBSTRING...]
+ *
+ * --gpu-interp: each model is compiled for `cuda` and its plan's kernels run
+ * in the GPU interpreter (run_gpu.c) instead of an artifact on the CPU; the
+ * lines and the checks are the same. --cpu-expected (with --report): the
+ * report also lists the tests of that (CPU) list that did not pass here.
  *
  * Each test runs in a forked child (its own process group, scratch folder
  * and time limit), so a crash or hang costs one line: "FAIL name: crashed
@@ -42,8 +48,9 @@
 #define KN_CONF_MAX_JOBS 16
 
 typedef struct options {
-  const char *node_dir, *expected, *write_expected, *report, *onnx_version, *skip_reason;
+  const char *node_dir, *expected, *write_expected, *report, *onnx_version, *skip_reason, *cpu_expected;
   int jobs, threads;
+  bool gpu_interp;
   double timeout;
   char **filters;
   int n_filters;
@@ -69,7 +76,7 @@ static int usage(const char *msg) {
   fprintf(stderr,
           "kn_conformance: %s\nusage: kn_conformance --node-dir DIR [--expected FILE] "
           "[--write-expected FILE] [--report FILE] [--onnx-version V] [-j N] [--timeout S] "
-          "[--threads N] [--skip-reason TEXT] [TEST_SUBSTRING...]\n",
+          "[--threads N] [--skip-reason TEXT] [--gpu-interp] [--cpu-expected FILE] [TEST_SUBSTRING...]\n",
           msg);
   return 2;
 }
@@ -81,6 +88,10 @@ static int parse_args(int argc, char **argv, options *o) {
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char *next = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "--gpu-interp")) {
+      o->gpu_interp = true;
+      continue;
+    }
     bool takes = a[0] == '-';
     if (takes && !next) return usage("an option lacks its value");
     if (!strcmp(a, "--node-dir")) o->node_dir = next;
@@ -89,6 +100,7 @@ static int parse_args(int argc, char **argv, options *o) {
     else if (!strcmp(a, "--report")) o->report = next;
     else if (!strcmp(a, "--onnx-version")) o->onnx_version = next;
     else if (!strcmp(a, "--skip-reason")) o->skip_reason = next;
+    else if (!strcmp(a, "--cpu-expected")) o->cpu_expected = next;
     else if (!strcmp(a, "-j")) o->jobs = atoi(next);
     else if (!strcmp(a, "--threads")) o->threads = atoi(next);
     else if (!strcmp(a, "--timeout")) o->timeout = atof(next);
@@ -156,7 +168,7 @@ static _Noreturn void child_main(const options *o, const char *test, const char 
   if (err >= 0) dup2(err, 2);
   snprintf(path, sizeof path, "%s/%s", o->node_dir, test);
   kn_conf_result r = {.name = test};
-  kn_conf_run_test(path, work, o->threads, &r);
+  kn_conf_run_test(path, work, o->threads, o->gpu_interp, &r);
   char line[sizeof r.detail + 2];
   int n = snprintf(line, sizeof line, "%c%s", "PFSB"[r.status], r.detail);
   if (write(fd, line, (size_t)n) != n) _exit(3);
@@ -391,12 +403,15 @@ static int check_expected(const options *o, const kn_conf_result *res, int n) {
   return regressions;
 }
 
-static int write_expected(const char *path, const kn_conf_result *res, int n) {
+static int write_expected(const char *path, bool gpu_interp, const kn_conf_result *res, int n) {
   FILE *fp = fopen(path, "w");
   if (!fp) {
     fprintf(stderr, "kn_conformance: cannot write '%s': %s\n", path, strerror(errno));
     return -1;
   }
+  if (gpu_interp)
+    fprintf(fp, "# On the GPU path: compiled for cuda, the plan's kernels run in the GPU interpreter\n"
+                "# (kn_conformance --gpu-interp).\n");
   fprintf(fp, "# ONNX backend node tests expected to pass (tests/conformance); one per line.\n"
               "# \"NAME bound\": passes only with the inputs Kiln needs as constants bound at\n"
               "# compile time (kiln compile --bind), one compile per data set.\n");
@@ -405,6 +420,24 @@ static int write_expected(const char *path, const kn_conf_result *res, int n) {
     if (res[i].status == KN_CONF_PASS_BOUND) fprintf(fp, "%s bound\n", res[i].name);
   }
   return fclose(fp) == 0 ? 0 : -1;
+}
+
+/* REPORT.md, with the tests of --cpu-expected that did not pass when set. */
+static int write_report(const options *o, double seconds, const kn_conf_result *res, int n) {
+  int n_cpu = 0;
+  listed *cpu = NULL;
+  if (o->cpu_expected && !(cpu = read_list(o->cpu_expected, &n_cpu))) {
+    fprintf(stderr, "kn_conformance: cannot read expected list '%s'\n", o->cpu_expected);
+    return -1;
+  }
+  const char **names = calloc((size_t)n_cpu + 1, sizeof *names);
+  KN_ASSERT(names, "out of memory");
+  for (int i = 0; i < n_cpu; i++) names[i] = cpu[i].name;
+  int rc = kn_conf_write_report(o->report, o->onnx_version, seconds, o->gpu_interp, cpu ? names : NULL, n_cpu, res, n);
+  for (int i = 0; i < n_cpu; i++) free(cpu[i].name);
+  free(cpu);
+  free(names);
+  return rc;
 }
 
 int main(int argc, char **argv) {
@@ -433,8 +466,8 @@ int main(int argc, char **argv) {
 
   int status = 0;
   if (o.expected && check_expected(&o, res, n) > 0) status = 1;
-  if (o.write_expected && write_expected(o.write_expected, res, n) < 0) status = 1;
-  if (o.report && kn_conf_write_report(o.report, o.onnx_version, seconds, res, n) < 0) status = 1;
+  if (o.write_expected && write_expected(o.write_expected, o.gpu_interp, res, n) < 0) status = 1;
+  if (o.report && write_report(&o, seconds, res, n) < 0) status = 1;
   int count[KN_CONF_N_STATUS] = {0};
   for (int i = 0; i < n; i++) count[res[i].status]++;
   printf("%d tests in %.1f s (onnx %s, %d jobs)\n", n, seconds, o.onnx_version, o.jobs);
