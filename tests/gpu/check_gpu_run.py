@@ -9,7 +9,8 @@ once through bench/kiln_artifact.py and compares every output with ONNX
 Runtime by bench/gpu/compare.py's rules (fp32: max abs error <= 1e-3 x
 max(1, max|ref|); fp16 / bf16: cosine >= 0.999). Where the artifact cannot
 run because this machine has no driver or no GPU (KILN_ERR_DEVICE), the
-test is skipped with exit status 77 and the artifact's one-line reason."""
+test is skipped with exit status 77 and the artifact's one-line reason;
+likewise where kiln finds no NVRTC to compile the kernels with."""
 import json
 import os
 import subprocess
@@ -34,6 +35,9 @@ def main():
         if precision != "fp32":
             cmd += ["--precision", precision]
         r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0 and "NVRTC not found" in r.stderr:
+            print(f"SKIP: {r.stderr.strip()}")
+            return SKIP
         if r.returncode != 0:
             print(r.stderr, end="")
             print(f"FAIL: kiln compile exited {r.returncode}")
