@@ -184,32 +184,45 @@ static int plan(kn_pipe *p) {
 /* GPU targets: every kernel checked (kn_loop_verify_gpu), emitted as one
  * CUDA C translation unit and compiled by NVRTC for each architecture;
  * `-v` prints each kernel's launch and ptxas's registers, spills and
- * shared memory. Nothing to do for CPU targets. */
+ * shared memory. Kernels equal up to renaming (a model's repeated layers)
+ * are emitted once and launched under the first one's name: NVRTC's time
+ * grows with the source. Nothing to do for CPU targets. */
 static int cuda(kn_pipe *p) {
   if (p->target.arch != KN_ARCH_CUDA) return 0;
-  int n = p->plan.n_steps, failures = 0;
-  const kn_kernel **ks = KN_NEW_ARRAY(p->arena, const kn_kernel *, n + 1);
+  int n = p->plan.n_steps, n_unique = 0, failures = 0;
+  const kn_kernel **unique = KN_NEW_ARRAY(p->arena, const kn_kernel *, n + 1);
   const char **names = KN_NEW_ARRAY(p->arena, const char *, n + 1);
+  int *emitted_as = KN_NEW_ARRAY(p->arena, int, n + 1); /* step -> index in unique */
   p->launches = KN_NEW_ARRAY(p->arena, kn_cuda_launch, n + 1);
   kn_gpu_limits limits = {.max_threads = 1024, .max_shared_bytes = kn_cuda_max_shared(&p->target)};
   for (int i = 0; i < n; i++) {
-    ks[i] = p->plan.steps[i].kernel;
-    names[i] = ks[i]->name;
-    if (kn_loop_verify_gpu(ks[i], &limits, p->d) < 0 || kn_cuda_launch_info(ks[i], &p->launches[i], p->d) < 0)
+    const kn_kernel *k = p->plan.steps[i].kernel;
+    if (kn_loop_verify_gpu(k, &limits, p->d) < 0 || kn_cuda_launch_info(k, &p->launches[i], p->d) < 0) {
       failures++;
+      continue;
+    }
+    int u = 0;
+    while (u < n_unique && !kn_kernel_alpha_equal(unique[u], k)) u++;
+    if (u == n_unique) {
+      unique[n_unique] = k;
+      names[n_unique++] = k->name;
+    }
+    emitted_as[i] = u;
+    p->launches[i].name = names[u];
   }
-  if (failures || kn_cuda_emit(ks, n, p->arena, &p->cuda_source, p->d) < 0) return -1;
+  if (failures || kn_cuda_emit(unique, n_unique, p->arena, &p->cuda_source, p->d) < 0) return -1;
   if (p->o->stop_after && !strcmp(p->o->stop_after, "cuda") && !p->o->verbose) return 0; /* the text is enough */
   if (!kn_nvrtc_available(p->d) ||
-      kn_nvrtc_compile(p->cuda_source, names, n, &p->target, p->arena, &p->cuda_module, p->d) < 0)
+      kn_nvrtc_compile(p->cuda_source, names, n_unique, &p->target, p->arena, &p->cuda_module, p->d) < 0)
     return -1;
   if (p->o->verbose)
     for (int i = 0; i < n; i++) {
       const kn_cuda_launch *l = &p->launches[i];
-      fprintf(stderr, "kiln: %s: block %dx%dx%d, dynamic shared %lld bytes", l->name, l->block[0], l->block[1],
-              l->block[2], (long long)l->shared_bytes);
+      fprintf(stderr, "kiln: %s: block %dx%dx%d, dynamic shared %lld bytes", p->plan.steps[i].kernel->name, l->block[0],
+              l->block[1], l->block[2], (long long)l->shared_bytes);
+      if (strcmp(l->name, p->plan.steps[i].kernel->name)) fprintf(stderr, " (runs %s)", l->name);
       for (int s = 0; s < p->target.n_sm; s++) {
-        const kn_cuda_resources *r = &p->cuda_module.resources[i * p->target.n_sm + s];
+        const kn_cuda_resources *r = &p->cuda_module.resources[emitted_as[i] * p->target.n_sm + s];
         fprintf(stderr, "; sm_%d: %d registers, %lld bytes spill stores, %lld spill loads, %lld bytes shared", r->sm,
                 r->registers, (long long)r->spill_stores, (long long)r->spill_loads, (long long)r->shared_bytes);
       }

@@ -238,37 +238,51 @@ bool kn_e_is_const_int(const kn_expr *e, int64_t *value) {
   return true;
 }
 
-bool kn_e_equal(const kn_expr *a, const kn_expr *b) {
-  if (a == b) return true;
+bool kn_alpha_pairs(const kn_alpha *m, const void *a, const void *b) {
+  for (int i = m ? m->n - 1 : -1; i >= 0; i--) {
+    if (m->a[i] == a) return m->b[i] == b;
+    if (m->b[i] == b) return false; /* b is paired with another of a's */
+  }
+  return a == b;
+}
+
+bool kn_e_equal_under(const kn_expr *a, const kn_expr *b, const kn_alpha *m) {
+  if (a == b && !m) return true;
   if (!a || !b || a->kind != b->kind || a->dtype != b->dtype || a->lanes != b->lanes) return false;
   switch (a->kind) {
   case KN_E_INT: return a->u.ival == b->u.ival;
-  case KN_E_FLOAT: return a->u.fval == b->u.fval || (isnan(a->u.fval) && isnan(b->u.fval));
-  case KN_E_VAR: return a->u.var == b->u.var;
+  case KN_E_FLOAT: /* up to renaming (two kernels), the same bits: -0 is not 0 */
+    if (m) return !memcmp(&a->u.fval, &b->u.fval, sizeof a->u.fval);
+    return a->u.fval == b->u.fval || (isnan(a->u.fval) && isnan(b->u.fval));
+  case KN_E_VAR: return kn_alpha_pairs(m, a->u.var, b->u.var);
   case KN_E_NOT:
   case KN_E_CAST:
-  case KN_E_BROADCAST: return kn_e_equal(a->u.un.a, b->u.un.a);
+  case KN_E_BROADCAST: return kn_e_equal_under(a->u.un.a, b->u.un.a, m);
   case KN_E_SELECT:
-    return kn_e_equal(a->u.sel.cond, b->u.sel.cond) && kn_e_equal(a->u.sel.t, b->u.sel.t) &&
-           kn_e_equal(a->u.sel.f, b->u.sel.f);
+    return kn_e_equal_under(a->u.sel.cond, b->u.sel.cond, m) && kn_e_equal_under(a->u.sel.t, b->u.sel.t, m) &&
+           kn_e_equal_under(a->u.sel.f, b->u.sel.f, m);
   case KN_E_CALL:
     if (a->u.call.fn != b->u.call.fn || a->u.call.n != b->u.call.n) return false;
     for (int i = 0; i < a->u.call.n; i++)
-      if (!kn_e_equal(a->u.call.args[i], b->u.call.args[i])) return false;
+      if (!kn_e_equal_under(a->u.call.args[i], b->u.call.args[i], m)) return false;
     return true;
   case KN_E_LOAD:
-    if (a->u.load.buffer != b->u.load.buffer || a->u.load.tensor != b->u.load.tensor) return false;
-    if (a->u.load.buffer) return kn_e_equal(a->u.load.index, b->u.load.index);
+    if (!a->u.load.buffer != !b->u.load.buffer || a->u.load.tensor != b->u.load.tensor) return false;
+    if (a->u.load.buffer)
+      return kn_alpha_pairs(m, a->u.load.buffer, b->u.load.buffer) &&
+             kn_e_equal_under(a->u.load.index, b->u.load.index, m);
     for (int i = 0; i < a->u.load.n; i++)
-      if (!kn_e_equal(a->u.load.indices[i], b->u.load.indices[i])) return false;
+      if (!kn_e_equal_under(a->u.load.indices[i], b->u.load.indices[i], m)) return false;
     return true;
   case KN_E_RAMP:
-    return kn_e_equal(a->u.ramp.base, b->u.ramp.base) &&
-           kn_e_equal(a->u.ramp.stride, b->u.ramp.stride);
+    return kn_e_equal_under(a->u.ramp.base, b->u.ramp.base, m) &&
+           kn_e_equal_under(a->u.ramp.stride, b->u.ramp.stride, m);
   case KN_E_REDUCE: return false; /* reductions are never merged */
-  default: return kn_e_equal(a->u.bin.a, b->u.bin.a) && kn_e_equal(a->u.bin.b, b->u.bin.b);
+  default: return kn_e_equal_under(a->u.bin.a, b->u.bin.a, m) && kn_e_equal_under(a->u.bin.b, b->u.bin.b, m);
   }
 }
+
+bool kn_e_equal(const kn_expr *a, const kn_expr *b) { return kn_e_equal_under(a, b, NULL); }
 
 kn_expr *kn_e_substitute(kn_expr_ctx *c, kn_expr *e, const kn_var *var, kn_expr *value) {
   switch (e->kind) {

@@ -171,6 +171,19 @@ bool kn_e_uses_var(const kn_expr *e, const kn_var *v);
 /* Structural equality (same tree shape, constants, vars, buffers). */
 bool kn_e_equal(const kn_expr *a, const kn_expr *b);
 
+/* A correspondence between the variables and buffers of two trees, for
+ * equality up to renaming (kn_kernel_alpha_equal): pairs (a[i], b[i]),
+ * the innermost binding last. */
+typedef struct kn_alpha {
+  int n, cap;
+  const void **a, **b;
+} kn_alpha;
+/* kn_e_equal, where a variable or buffer of a equals the one of b that m
+ * pairs it with (unpaired ones: the same pointer). */
+bool kn_e_equal_under(const kn_expr *a, const kn_expr *b, const kn_alpha *m);
+/* Is a paired with b in m (or, unpaired, the same pointer)? */
+bool kn_alpha_pairs(const kn_alpha *m, const void *a, const void *b);
+
 /* Replaces every use of `var` by `value` (lanes may differ; the result is
  * re-typed with broadcasting where a vector meets a scalar). */
 kn_expr *kn_e_substitute(kn_expr_ctx *c, kn_expr *e, const kn_var *var, kn_expr *value);

@@ -1,6 +1,7 @@
 /* loop.c — loop IR constructors and the printer. */
 #include "ir/loop/loop.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 kn_buffer *kn_buffer_new(kn_expr_ctx *c, const char *name, kn_dtype t, kn_buffer_kind kind,
@@ -226,6 +227,97 @@ bool kn_stmt_stores_to(const kn_stmt *s, const kn_buffer *b) {
            s->u.gpu.dst == b;
   }
   return false;
+}
+
+/* ---- equality up to renaming ---- */
+
+static void alpha_push(kn_alpha *m, const void *a, const void *b) {
+  if (m->n == m->cap) {
+    m->cap = m->cap ? 2 * m->cap : 64;
+    m->a = realloc(m->a, sizeof *m->a * (size_t)m->cap);
+    m->b = realloc(m->b, sizeof *m->b * (size_t)m->cap);
+    KN_ASSERT(m->a && m->b, "out of memory");
+  }
+  m->a[m->n] = a;
+  m->b[m->n++] = b;
+}
+
+static bool same_buffer_type(const kn_buffer *a, const kn_buffer *b) {
+  return a->dtype == b->dtype && a->kind == b->kind && a->size == b->size;
+}
+
+static bool buffers_pair(const kn_alpha *m, const kn_buffer *a, const kn_buffer *b) {
+  return !a == !b && (!a || kn_alpha_pairs(m, a, b));
+}
+
+static bool stmt_alpha_equal(const kn_stmt *a, const kn_stmt *b, kn_alpha *m) {
+  if (!a || !b || a->kind != b->kind) return !a && !b;
+  int mark = m->n;
+  bool eq = false;
+  switch (a->kind) {
+  case KN_S_FOR:
+    if (a->u.loop.kind != b->u.loop.kind || a->u.loop.dim != b->u.loop.dim ||
+        !kn_e_equal_under(a->u.loop.min, b->u.loop.min, m) || !kn_e_equal_under(a->u.loop.extent, b->u.loop.extent, m))
+      return false;
+    alpha_push(m, a->u.loop.var, b->u.loop.var);
+    eq = stmt_alpha_equal(a->u.loop.body, b->u.loop.body, m);
+    break;
+  case KN_S_STORE:
+    return kn_alpha_pairs(m, a->u.store.buffer, b->u.store.buffer) &&
+           kn_e_equal_under(a->u.store.index, b->u.store.index, m) &&
+           kn_e_equal_under(a->u.store.value, b->u.store.value, m);
+  case KN_S_ALLOC:
+    if (!same_buffer_type(a->u.alloc.buffer, b->u.alloc.buffer)) return false;
+    alpha_push(m, a->u.alloc.buffer, b->u.alloc.buffer);
+    eq = stmt_alpha_equal(a->u.alloc.body, b->u.alloc.body, m);
+    break;
+  case KN_S_SEQ:
+    if (a->u.seq.n != b->u.seq.n) return false;
+    for (int i = 0; i < a->u.seq.n; i++)
+      if (!stmt_alpha_equal(a->u.seq.stmts[i], b->u.seq.stmts[i], m)) return false;
+    return true;
+  case KN_S_IF:
+    return kn_e_equal_under(a->u.ifs.cond, b->u.ifs.cond, m) && stmt_alpha_equal(a->u.ifs.then_s, b->u.ifs.then_s, m) &&
+           stmt_alpha_equal(a->u.ifs.else_s, b->u.ifs.else_s, m);
+  case KN_S_LET:
+    if (!kn_e_equal_under(a->u.let.value, b->u.let.value, m)) return false;
+    alpha_push(m, a->u.let.var, b->u.let.var);
+    eq = stmt_alpha_equal(a->u.let.body, b->u.let.body, m);
+    break;
+  case KN_S_PREFETCH:
+    return a->u.prefetch.level == b->u.prefetch.level && kn_alpha_pairs(m, a->u.prefetch.buffer, b->u.prefetch.buffer) &&
+           kn_e_equal_under(a->u.prefetch.index, b->u.prefetch.index, m);
+  case KN_S_GPU: {
+    const kn_expr *ea[4] = {a->u.gpu.dst_index, a->u.gpu.a_index, a->u.gpu.b_index, a->u.gpu.pred};
+    const kn_expr *eb[4] = {b->u.gpu.dst_index, b->u.gpu.a_index, b->u.gpu.b_index, b->u.gpu.pred};
+    if (a->u.gpu.op != b->u.gpu.op || a->u.gpu.n != b->u.gpu.n || a->u.gpu.ab != b->u.gpu.ab ||
+        a->u.gpu.trans != b->u.gpu.trans || !buffers_pair(m, a->u.gpu.dst, b->u.gpu.dst) ||
+        !buffers_pair(m, a->u.gpu.a, b->u.gpu.a) || !buffers_pair(m, a->u.gpu.b, b->u.gpu.b))
+      return false;
+    for (int i = 0; i < 4; i++)
+      if (!ea[i] != !eb[i] || (ea[i] && !kn_e_equal_under(ea[i], eb[i], m))) return false;
+    return true;
+  }
+  }
+  m->n = mark;
+  return eq;
+}
+
+bool kn_kernel_alpha_equal(const kn_kernel *a, const kn_kernel *b) {
+  if (a->n_params != b->n_params || a->gpu != b->gpu || a->parallel != b->parallel || a->rows != b->rows ||
+      a->rows_batched != b->rows_batched || !a->batch != !b->batch)
+    return false;
+  kn_alpha m = {0};
+  bool eq = true;
+  for (int i = 0; i < a->n_params && eq; i++) {
+    eq = same_buffer_type(a->params[i], b->params[i]);
+    alpha_push(&m, a->params[i], b->params[i]);
+  }
+  if (a->batch) alpha_push(&m, a->batch, b->batch);
+  eq = eq && stmt_alpha_equal(a->body, b->body, &m);
+  free(m.a);
+  free(m.b);
+  return eq;
 }
 
 static void pad(FILE *out, int indent) {

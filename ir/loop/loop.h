@@ -200,6 +200,12 @@ kn_stmt *kn_s_gpu_map(kn_expr_ctx *c, kn_stmt *s, kn_expr *(*fn)(kn_expr *e, voi
 /* Does any STORE in s write buffer b? */
 bool kn_stmt_stores_to(const kn_stmt *s, const kn_buffer *b);
 
+/* Are a and b the same kernel up to the names of their variables, buffers
+ * and symbol: the same parameter dtypes, and bodies equal with each
+ * variable and buffer paired with the one bound at the same place? (GPU
+ * kernels that are equal compile to one function.) */
+bool kn_kernel_alpha_equal(const kn_kernel *a, const kn_kernel *b);
+
 void kn_stmt_print(const kn_stmt *s, FILE *out, int indent);
 void kn_kernel_print(const kn_kernel *k, FILE *out);
 
