@@ -7,7 +7,9 @@
  * The generated text needs no header: NVRTC 13 has none built in, so the
  * prelude spells out every helper (floor division, f16 / bf16 conversion
  * through inline PTX, NaN-aware min / max, saturating float -> int) with
- * the semantics of the portable C back end (codegen/c_emit.c). */
+ * the semantics of the portable C back end (codegen/c_emit.c); the float8 /
+ * float4e2m1 conversions (codegen/cuda_f8.h) follow it where a kernel uses
+ * them. */
 #ifndef KN_CG_CUDA_EMIT_H
 #define KN_CG_CUDA_EMIT_H
 
@@ -45,6 +47,7 @@ typedef struct kn_cu {
   int next_temp, next_local, next_shared, indent;
   int thread_depth; /* THREAD loops around the current statement */
   kn_cg_sbuf *pre;     /* the current statement's code before it */
+  bool uses_f8;        /* calls a float8 / float4e2m1 conversion */
   int64_t smem_offset; /* dynamic shared memory carved so far */
 } kn_cu;
 
@@ -69,8 +72,8 @@ void kn_cu_line(kn_cu *c, kn_cg_sbuf *b, const char *f, ...) __attribute__((form
 /* Reports an unsupported construct once per kernel; the kernel fails. */
 void kn_cu_fail(kn_cu *c, const char *f, ...) __attribute__((format(printf, 2, 3)));
 
-/* Register and memory types: f16 / bf16 as their bits, bool as a byte.
- * NULL for the float8 formats, which the GPU back end does not support. */
+/* Register and memory types: f16 / bf16 / float8 / float4e2m1 (one byte
+ * per element) as their bits, bool as a byte. NULL for no valid dtype. */
 const char *kn_cu_reg_type(kn_dtype t);
 const char *kn_cu_mem_type(kn_dtype t);
 
@@ -91,5 +94,10 @@ const char *kn_cu_to_mem(kn_cu *c, kn_dtype t, const char *v);
 const char *kn_cu_from_mem(kn_cu *c, kn_dtype t, const char *v);
 
 extern const char kn_cu_prelude[];
+/* The float8 / float4e2m1 conversions: kn_cu_f8_text (codegen/cuda_f8.h,
+ * embedded by codegen/CMakeLists.txt) between kn_cu_f8_head and _tail. */
+extern const char kn_cu_f8_head[], kn_cu_f8_tail[];
+extern const unsigned char kn_cu_f8_text[];
+extern const size_t kn_cu_f8_text_size; /* with its NUL */
 
 #endif

@@ -2,16 +2,17 @@
  * helper device functions they call.
  *
  * Requires: scalar expressions (GPU schedules emit no vectors); a vector
- * node, a float8 dtype or a TE node is reported as unsupported, never
- * emitted. Guarantees the semantics of the portable C back end
+ * node or a TE node is reported as unsupported, never emitted. Guarantees the semantics of the portable C back end
  * (codegen/c_emit.c), which the interpreters share:
  *  - integer DIV / MOD are floor division / modulo, x / 0 == x % 0 == 0, no
  *    trap on INT_MIN / -1; where value ranges prove both operands
  *    non-negative (divisor positive) C's truncating / and % are the same
  *    and cheaper, in 32 bits when both fit;
  *  - integer arithmetic narrower than int64 wraps (computed unsigned);
- *  - floats compute in f32 (f64 in double); f16 / bf16 are stored as their
- *    bits and rounded on casts, math results and stores;
+ *  - floats compute in f32 (f64 in double); f16 / bf16 / float8 / float4e2m1
+ *    are stored as their bits (float8 and float4e2m1 one byte per element)
+ *    and rounded on casts, math results and stores; the float8 conversions
+ *    are codegen/cuda_f8.h, emitted only where a kernel needs them;
  *  - MIN / MAX on floats are NaN when either operand is;
  *  - float -> integer saturates, NaN gives 0 (kn_f2i64_sat, base/base.h).
  * The DAG of one statement is emitted once: nodes used twice get a `const`
@@ -103,6 +104,14 @@ const char kn_cu_prelude[] =
     "}\n"
     "#undef KN_CU\n\n";
 
+/* Around kn_cu_f8_text (codegen/cuda_f8.h), which expects KN_CU and the
+ * bit casts from its includer. */
+const char kn_cu_f8_head[] =
+    "#define KN_CU static __device__ __forceinline__\n"
+    "KN_CU unsigned int kn_cu_as_uint(float x) { return __float_as_uint(x); }\n"
+    "KN_CU float kn_cu_as_float(unsigned int b) { return __uint_as_float(b); }\n";
+const char kn_cu_f8_tail[] = "#undef KN_CU\n\n";
+
 /* ---- text ---- */
 
 char *kn_cu_fmt(kn_cu *c, const char *f, ...) {
@@ -152,7 +161,13 @@ const char *kn_cu_reg_type(kn_dtype t) {
   switch (t) {
   case KN_DT_F32:
   case KN_DT_F16:
-  case KN_DT_BF16: return "float";
+  case KN_DT_BF16:
+  case KN_DT_F8E4M3FN:
+  case KN_DT_F8E4M3FNUZ:
+  case KN_DT_F8E5M2:
+  case KN_DT_F8E5M2FNUZ:
+  case KN_DT_F8E8M0:
+  case KN_DT_F4E2M1: return "float";
   case KN_DT_F64: return "double";
   case KN_DT_BOOL: return "bool";
   case KN_DT_I8:
@@ -167,13 +182,13 @@ const char *kn_cu_reg_type(kn_dtype t) {
   case KN_DT_U32: return "unsigned int";
   case KN_DT_I64: return "long long";
   case KN_DT_U64: return "unsigned long long";
-  default: return NULL; /* float8 / float4 formats */
+  default: return NULL;
   }
 }
 
 const char *kn_cu_mem_type(kn_dtype t) {
   if (t == KN_DT_F16 || t == KN_DT_BF16) return "unsigned short";
-  if (t == KN_DT_BOOL) return "unsigned char";
+  if (t == KN_DT_BOOL || kn_dtype_is_f8(t)) return "unsigned char";
   return kn_cu_reg_type(t);
 }
 
@@ -312,6 +327,7 @@ static const char *float_lit(kn_cu *c, kn_dtype t, double v) {
   bool dbl = t == KN_DT_F64;
   if (t == KN_DT_F16) v = kn_f16_to_f32(kn_f32_to_f16((float)v));
   if (t == KN_DT_BF16) v = kn_bf16_to_f32(kn_f32_to_bf16((float)v));
+  if (kn_dtype_is_f8(t)) v = kn_f8_to_f32(t, kn_f32_to_f8(t, (float)v));
   if (v != v) return dbl ? "__longlong_as_double(0x7ff8000000000000ll)" : "__uint_as_float(0x7fc00000u)";
   if (isinf(v)) {
     if (dbl) return v > 0 ? "__longlong_as_double(0x7ff0000000000000ll)" : "__longlong_as_double(0xfff0000000000000ll)";
@@ -324,6 +340,7 @@ static const char *float_lit(kn_cu *c, kn_dtype t, double v) {
 /* ---- operations ---- */
 
 static const char *arith(kn_cu *c, kn_dtype t, const char *op, const char *a, const char *b) {
+  if (kn_dtype_is_f8(t)) return kn_cu_fmt(c, "(%s %s %s)", a, op, b);
   switch (t) {
   case KN_DT_F32:
   case KN_DT_F16:
@@ -377,9 +394,28 @@ static const char *minmax(kn_cu *c, kn_dtype t, bool is_min, const char *a, cons
                    W, a, W, b);
 }
 
+/* Calls of the float8 helpers (codegen/cuda_f8.h) with the format's
+ * constants, which the inlined helper folds. */
+static const char *f8_from_bits(kn_cu *c, kn_dtype t, const char *v) {
+  kn_f8_format f = kn_f8_format_of(t);
+  c->uses_f8 = true;
+  if (f.e8m0) return kn_cu_fmt(c, "kn_cu_e8m02f(%s)", v);
+  if (f.e2m1) return kn_cu_fmt(c, "kn_cu_e2m12f(%s)", v);
+  return kn_cu_fmt(c, "kn_cu_f82f(%s, %d, %d, %d, %d, %d)", v, f.exp_bits, f.man_bits, f.bias, f.fnuz, f.has_inf);
+}
+
+static const char *f8_to_bits(kn_cu *c, kn_dtype t, const char *v) {
+  kn_f8_format f = kn_f8_format_of(t);
+  c->uses_f8 = true;
+  if (f.e8m0) return kn_cu_fmt(c, "kn_cu_f2e8m0(%s)", v);
+  if (f.e2m1) return kn_cu_fmt(c, "kn_cu_f2e2m1(%s)", v);
+  return kn_cu_fmt(c, "kn_cu_f2f8(%s, %d, %d, %d, %d, %du)", v, f.man_bits, f.bias, f.fnuz, f.has_inf, f.max_code);
+}
+
 static const char *round_to(kn_cu *c, kn_dtype t, const char *v) {
   if (t == KN_DT_F16) return kn_cu_fmt(c, "kn_cu_round_f16(%s)", v);
   if (t == KN_DT_BF16) return kn_cu_fmt(c, "kn_cu_round_bf16(%s)", v);
+  if (kn_dtype_is_f8(t)) return f8_from_bits(c, t, f8_to_bits(c, t, v));
   return v;
 }
 
@@ -410,6 +446,7 @@ const char *kn_cu_from_mem(kn_cu *c, kn_dtype t, const char *v) {
   if (t == KN_DT_BOOL) return kn_cu_fmt(c, "(%s != 0)", v);
   if (t == KN_DT_F16) return kn_cu_fmt(c, "kn_cu_h2f(%s)", v);
   if (t == KN_DT_BF16) return kn_cu_fmt(c, "kn_cu_bf2f(%s)", v);
+  if (kn_dtype_is_f8(t)) return f8_from_bits(c, t, v);
   return v;
 }
 
@@ -417,6 +454,7 @@ const char *kn_cu_to_mem(kn_cu *c, kn_dtype t, const char *v) {
   if (t == KN_DT_BOOL) return kn_cu_fmt(c, "(unsigned char)%s", v);
   if (t == KN_DT_F16) return kn_cu_fmt(c, "kn_cu_f2h(%s)", v);
   if (t == KN_DT_BF16) return kn_cu_fmt(c, "kn_cu_f2bf(%s)", v);
+  if (kn_dtype_is_f8(t)) return f8_to_bits(c, t, v);
   if (kn_dtype_is_subbyte_int(t)) return cast(c, KN_DT_I64, t, v); /* wrapped, as the interpreters */
   return v;
 }
@@ -462,7 +500,7 @@ static const char *unsupported(const kn_expr *e) {
   if (e->lanes != 1 || e->kind == KN_E_RAMP || e->kind == KN_E_BROADCAST)
     return "vector expressions are not supported on the GPU (GPU schedules emit scalars)";
   if (e->kind == KN_E_REDUCE || (e->kind == KN_E_LOAD && !e->u.load.buffer)) return "a TE node reached codegen";
-  if (!kn_cu_reg_type(e->dtype)) return "float8 / float4 types are not supported on the GPU";
+  if (!kn_cu_reg_type(e->dtype)) return "an expression of no valid dtype";
   if (e->kind == KN_E_CALL && (e->u.call.n < 1 || e->u.call.n > 3 || e->u.call.n != kn_fn_nargs(e->u.call.fn)))
     return "intrinsic with a wrong argument count";
   return NULL;
@@ -476,7 +514,7 @@ static const char *render_load(kn_cu *c, const kn_expr *e, const char *index) {
     return "0";
   }
   if (!kn_cu_reg_type(b->dtype)) {
-    kn_cu_fail(c, "float8 / float4 buffers are not supported on the GPU");
+    kn_cu_fail(c, "buffer '%s' has no valid dtype", b->name ? b->name : "");
     return "0";
   }
   return kn_cu_from_mem(c, b->dtype, kn_cu_fmt(c, "%s[%s]", n->name, index));

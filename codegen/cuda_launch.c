@@ -135,7 +135,7 @@ static int walk_block(shape *s, const kn_stmt *st) {
   case KN_S_ALLOC: {
     const kn_buffer *b = st->u.alloc.buffer;
     if (b->kind != KN_BUF_SHARED) return fail(s, "a LOCAL buffer is allocated outside the THREAD loops");
-    if (b->size <= 0 || !kn_cu_mem_type(b->dtype)) return fail(s, "a SHARED buffer of no size or a float8 type");
+    if (b->size <= 0 || !kn_cu_mem_type(b->dtype)) return fail(s, "a SHARED buffer of no size or no valid dtype");
     int64_t bytes = b->size * (int64_t)kn_dtype_size(b->dtype);
     s->shared += (bytes + KN_CU_SHARED_ALIGN - 1) / KN_CU_SHARED_ALIGN * KN_CU_SHARED_ALIGN;
     return walk_block(s, st->u.alloc.body);

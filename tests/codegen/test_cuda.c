@@ -540,6 +540,96 @@ static void test_all_dtypes(void **state) {
   if (getenv("KN_TEST_DUMP")) fputs(src, stdout);
 }
 
+/* ---- float8 / float4e2m1 / float8e8m0: one byte per element ---- */
+
+static const kn_dtype f8_types[] = {KN_DT_F8E4M3FN, KN_DT_F8E4M3FNUZ, KN_DT_F8E5M2,
+                                    KN_DT_F8E5M2FNUZ, KN_DT_F8E8M0,   KN_DT_F4E2M1};
+#define N_F8 ((int)(sizeof f8_types / sizeof f8_types[0]))
+
+/* Per format: a load, arithmetic and math in f32 rounded back, a literal,
+ * casts to and from f32 / f16 / bf16 / f64 / int32 / uint8 / bool and the
+ * next format, through a LOCAL and a SHARED buffer of the format. */
+static kn_kernel *f8_kernel(fixture *f) {
+  kn_expr_ctx *c = &f->c;
+  kn_buffer *bufs[N_F8 + 6];
+  kn_dtype others[] = {KN_DT_F32, KN_DT_F16, KN_DT_BF16, KN_DT_F64, KN_DT_I32, KN_DT_U8};
+  for (int i = 0; i < N_F8; i++) bufs[i] = kn_buffer_new(c, kn_dtype_name(f8_types[i]), f8_types[i], KN_BUF_PARAM, 0);
+  for (int j = 0; j < 6; j++) bufs[N_F8 + j] = kn_buffer_new(c, kn_dtype_name(others[j]), others[j], KN_BUF_PARAM, 0);
+  kn_var *t = kn_var_new(c, "t");
+  kn_stmt *body = NULL;
+  kn_buffer *shared[N_F8];
+  for (int i = N_F8 - 1; i >= 0; i--) {
+    kn_dtype dt = f8_types[i], next = f8_types[(i + 1) % N_F8];
+    kn_buffer *loc = kn_buffer_new(c, "loc", dt, KN_BUF_LOCAL, 2);
+    kn_buffer *sh = shared[i] = kn_buffer_new(c, "sh", dt, KN_BUF_SHARED, 32);
+    kn_expr *a = kn_e_load(c, bufs[i], V(f, t)), *b = kn_e_load(c, bufs[i], kn_e_add(c, V(f, t), I(f, 32)));
+    kn_expr *v = kn_e_add(c, kn_e_mul(c, a, b), kn_e_float(&f->c, dt, 1.5));
+    v = kn_e_max(c, kn_e_call1(c, KN_FN_EXP, v), kn_e_div(c, a, b));
+    kn_stmt *steps[24];
+    int n = 0;
+    steps[n++] = kn_s_store(c, loc, I(f, 0), v);
+    steps[n++] = kn_s_store(c, sh, V(f, t), kn_e_load(c, loc, I(f, 0)));
+    steps[n++] = kn_s_barrier(c);
+    kn_expr *got = kn_e_load(c, sh, kn_e_mod(c, kn_e_add(c, V(f, t), I(f, 1)), I(f, 32)));
+    steps[n++] = kn_s_store(c, bufs[i], kn_e_add(c, V(f, t), I(f, 64)), got);
+    steps[n++] = kn_s_store(c, bufs[(i + 1) % N_F8], kn_e_add(c, V(f, t), I(f, 96)), kn_e_cast(c, next, a));
+    for (int j = 0; j < 6; j++) {
+      kn_expr *at = kn_e_add(c, V(f, t), I(f, 128 + 32 * i));
+      steps[n++] = kn_s_store(c, bufs[N_F8 + j], at, kn_e_cast(c, others[j], a));
+      kn_expr *from = kn_e_load(c, bufs[N_F8 + j], V(f, t));
+      steps[n++] = kn_s_store(c, bufs[i], kn_e_add(c, at, I(f, 512)), kn_e_cast(c, dt, from));
+    }
+    steps[n++] = kn_s_store(c, bufs[N_F8 + 4], kn_e_add(c, V(f, t), I(f, 1024 + 32 * i)),
+                            kn_e_cast(c, KN_DT_I32, kn_e_cast(c, KN_DT_BOOL, a)));
+    kn_stmt *s = kn_s_alloc(c, loc, kn_s_seq(c, steps, n));
+    body = body ? kn_s_seq2(c, s, body) : s;
+  }
+  body = kn_s_bind(c, t, I(f, 32), KN_FOR_THREAD, 0, body);
+  for (int i = 0; i < N_F8; i++) body = kn_s_alloc(c, shared[i], body);
+  return kernel(f, "k_f8", N_F8 + 6, bufs, NULL, body);
+}
+
+static void test_f8(void **state) {
+  fixture *f = *state;
+  kn_kernel *k = f8_kernel(f);
+  const char *src;
+  int rc = kn_cuda_emit((const kn_kernel *const *)&k, 1, &f->arena, &src, &f->d);
+  if (rc) kn_diag_print(&f->d, "test_cuda");
+  assert_int_equal(rc, 0);
+  /* one byte per element; the format's constants at each call */
+  assert_non_null(strstr(src, "unsigned char *__restrict__ p0"));
+  assert_non_null(strstr(src, "unsigned char l0[2];"));
+  assert_non_null(strstr(src, "__shared__ __align__(16) unsigned char s0[32];"));
+  assert_non_null(strstr(src, "kn_cu_f2f8(")); /* E4M3FN: 3 mantissa bits, bias 7, max code 0x7e */
+  assert_non_null(strstr(src, ", 3, 7, 0, 0, 126u)"));
+  assert_non_null(strstr(src, ", 4, 3, 8, 1, 0)")); /* E4M3FNUZ decoded */
+  assert_non_null(strstr(src, ", 5, 2, 15, 0, 1)")); /* E5M2 decoded */
+  assert_non_null(strstr(src, ", 2, 16, 1, 0, 127u)")); /* E5M2FNUZ encoded */
+  assert_non_null(strstr(src, "kn_cu_f2e8m0("));
+  assert_non_null(strstr(src, "kn_cu_e8m02f("));
+  assert_non_null(strstr(src, "kn_cu_f2e2m1("));
+  assert_non_null(strstr(src, "kn_cu_e2m12f("));
+  /* the conversions' text, once, after the prelude */
+  const char *helpers = strstr(src, "KN_CU unsigned char kn_cu_f2f8(");
+  assert_non_null(helpers);
+  assert_null(strstr(helpers + 1, "KN_CU unsigned char kn_cu_f2f8("));
+  assert_true(strstr(src, "kn_cu_pack2") < helpers && helpers < strstr(src, "k_f8("));
+  need_nvrtc();
+  kn_cuda_module m;
+  if (getenv("KN_TEST_DUMP")) fputs(src, stdout);
+  build(f, &k, 1, &m);
+}
+
+/* A module without float8 has none of its conversions. */
+static void test_f8_per_need(void **state) {
+  fixture *f = *state;
+  kn_kernel *k = reverse(f, "k_no_f8", 1024);
+  const char *src;
+  assert_int_equal(kn_cuda_emit((const kn_kernel *const *)&k, 1, &f->arena, &src, &f->d), 0);
+  assert_null(strstr(src, "kn_cu_f82f"));
+  assert_null(strstr(src, "kn_cu_as_uint"));
+}
+
 /* ---- (6) the PTX image ---- */
 
 static void test_ptx_image(void **state) {
@@ -575,6 +665,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_all_dtypes, setup, teardown),
       cmocka_unit_test_setup_teardown(test_golden, setup, teardown),
       cmocka_unit_test_setup_teardown(test_nest_guards, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_f8, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_f8_per_need, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
