@@ -260,9 +260,14 @@ static int parse_resources(const char *log, const char *const *names, int n, int
 /* ---- compiling ---- */
 
 typedef struct compiled {
-  char *log;     /* malloc'd */
-  uint8_t *data; /* arena */
-  size_t size;
+  const nvrtc_api *api;
+  const char *source;
+  char arch[32];     /* "sm_80": a cubin; "compute_90": PTX */
+  char *log;         /* malloc'd */
+  uint8_t *data;     /* malloc'd */
+  size_t size;       /* PTX: without the trailing NUL */
+  int result;        /* NVRTC's, of the call named by `failed` */
+  const char *failed; /* NULL, or the NVRTC call that failed */
 } compiled;
 
 static char *program_log(const nvrtc_api *a, void *prog) {
@@ -274,53 +279,57 @@ static char *program_log(const nvrtc_api *a, void *prog) {
   return log;
 }
 
-/* Compiles source for `arch` ("sm_80": a cubin; "compute_90": PTX, whose
- * size leaves out the trailing NUL). */
-static int compile_arch(const nvrtc_api *a, const char *source, const char *arch, kn_arena *A, compiled *out,
-                        kn_diag *d) {
-  bool ptx = !strncmp(arch, "compute_", 8);
+/* Compiles c->source for c->arch. Touches nothing but *c (no arena, no
+ * diagnostics), so that the architectures compile on threads of their own. */
+static void *compile_arch(void *arg) {
+  compiled *c = arg;
+  const nvrtc_api *a = c->api;
+  bool ptx = !strncmp(c->arch, "compute_", 8);
   char arch_opt[64];
-  snprintf(arch_opt, sizeof arch_opt, "-arch=%s", arch);
+  snprintf(arch_opt, sizeof arch_opt, "-arch=%s", c->arch);
   const char *opts[] = {arch_opt, "-std=c++17", "--ptxas-options=-v"};
   void *prog = NULL;
-  *out = (compiled){0};
-  int r = a->create(&prog, source, "kiln.cu", 0, NULL, NULL);
-  if (r != 0) return kn_diag_error(d, "nvrtc: nvrtcCreateProgram: %s", a->error_string(r));
-  r = a->compile(prog, ptx ? 2 : 3, opts);
-  out->log = program_log(a, prog);
-  if (r != 0) {
+  c->result = a->create(&prog, c->source, "kiln.cu", 0, NULL, NULL);
+  if (c->result != 0) {
+    c->failed = "nvrtcCreateProgram";
+    return NULL;
+  }
+  c->result = a->compile(prog, ptx ? 2 : 3, opts);
+  c->log = program_log(a, prog);
+  if (c->result != 0) {
+    c->failed = "nvrtcCompileProgram"; /* the caller reports the log */
     a->destroy(&prog);
-    return -1; /* the caller reports the log */
+    return NULL;
   }
   size_t size = 0;
-  r = ptx ? a->ptx_size(prog, &size) : a->cubin_size(prog, &size);
-  if (r == 0 && size > 0) {
-    out->data = kn_arena_alloc(A, size + 1);
-    r = ptx ? a->ptx(prog, (char *)out->data) : a->cubin(prog, (char *)out->data);
-    out->size = ptx && size > 0 && out->data[size - 1] == 0 ? size - 1 : size;
+  c->result = ptx ? a->ptx_size(prog, &size) : a->cubin_size(prog, &size);
+  if (c->result == 0 && size > 0) {
+    c->data = calloc(size + 1, 1);
+    KN_ASSERT(c->data, "out of memory");
+    c->result = ptx ? a->ptx(prog, (char *)c->data) : a->cubin(prog, (char *)c->data);
+    c->size = ptx && c->data[size - 1] == 0 ? size - 1 : size;
   }
+  if (c->result != 0 || size == 0) c->failed = ptx ? "nvrtcGetPTX" : "nvrtcGetCUBIN";
   a->destroy(&prog);
-  if (r != 0 || size == 0) return kn_diag_error(d, "nvrtc (%s): no %s image", arch, ptx ? "PTX" : "cubin");
-  return 0;
+  return NULL;
+}
+
+static void compiled_free(compiled *c) {
+  free(c->log);
+  free(c->data);
 }
 
 /* Reports a failed compile for `arch`. ptxas points into the PTX, not the
  * source: to name the kernel, the PTX of the same architecture is made
  * again (only on this error path) and its .entry lines looked up. */
-static void report_errors_of(const nvrtc_api *a, const char *log, const char *source, const char *const *names,
-                             int n, const char *arch, int sm, kn_arena *A, kn_diag *d) {
-  compiled ptx = {0};
-  bool from_ptxas = strstr(log, "ptx input, line ") != NULL;
-  if (from_ptxas) {
-    char virt[32];
-    snprintf(virt, sizeof virt, "compute_%d", sm);
-    kn_diag scratch;
-    kn_diag_init(&scratch);
-    if (compile_arch(a, source, virt, A, &ptx, &scratch) < 0) ptx.data = NULL;
-    kn_diag_free(&scratch);
+static void report_errors_of(const compiled *c, const char *const *names, int n, int sm, kn_diag *d) {
+  compiled ptx = {.api = c->api, .source = c->source};
+  if (strstr(c->log, "ptx input, line ")) {
+    snprintf(ptx.arch, sizeof ptx.arch, "compute_%d", sm);
+    compile_arch(&ptx);
   }
-  report_errors(log, source, (const char *)ptx.data, names, n, arch, d);
-  free(ptx.log);
+  report_errors(c->log, c->source, ptx.failed ? NULL : (const char *)ptx.data, names, n, c->arch, d);
+  compiled_free(&ptx);
 }
 
 int kn_nvrtc_compile(const char *source, const char *const *names, int n_kernels, const kn_target *t, kn_arena *A,
@@ -330,22 +339,44 @@ int kn_nvrtc_compile(const char *source, const char *const *names, int n_kernels
   if (!a) return -1;
   if (t->arch != KN_ARCH_CUDA || t->n_sm < 1 || t->n_sm > KN_TARGET_MAX_SM)
     return kn_diag_error(d, "cuda: the target is not a CUDA target with architectures (-arch=sm_XX)");
-  int n_sm = t->n_sm;
-  kn_cuda_image *images = KN_NEW_ARRAY(A, kn_cuda_image, n_sm + 1);
+  int n_sm = t->n_sm, n_images = n_sm + 1; /* a cubin per sm, then PTX for the highest */
+  compiled c[KN_TARGET_MAX_SM + 1] = {0};
+  pthread_t threads[KN_TARGET_MAX_SM + 1];
+  bool started[KN_TARGET_MAX_SM + 1] = {0};
+  for (int i = 0; i < n_images; i++) {
+    bool ptx = i == n_sm;
+    c[i].api = a;
+    c[i].source = source;
+    snprintf(c[i].arch, sizeof c[i].arch, "%s_%d", ptx ? "compute" : "sm", ptx ? t->sm[n_sm - 1] : t->sm[i]);
+    /* NVRTC's time is one core per program: compile the images at once. */
+    started[i] = i > 0 && pthread_create(&threads[i], NULL, compile_arch, &c[i]) == 0;
+  }
+  compile_arch(&c[0]);
+  for (int i = 1; i < n_images; i++) {
+    if (started[i]) pthread_join(threads[i], NULL);
+    else compile_arch(&c[i]); /* no thread to be had: in turn */
+  }
+  kn_cuda_image *images = KN_NEW_ARRAY(A, kn_cuda_image, n_images);
   kn_cuda_resources *res = KN_NEW_ARRAY(A, kn_cuda_resources, n_kernels > 0 ? n_kernels * n_sm : 1);
-  for (int i = 0; i <= n_sm; i++) {
+  int rc = 0;
+  for (int i = 0; i < n_images && rc == 0; i++) {
     bool ptx = i == n_sm;
     int sm = ptx ? t->sm[n_sm - 1] : t->sm[i];
-    char arch[32];
-    snprintf(arch, sizeof arch, "%s_%d", ptx ? "compute" : "sm", sm);
-    compiled c;
-    int rc = compile_arch(a, source, arch, A, &c, d);
-    if (rc < 0 && c.log) report_errors_of(a, c.log, source, names, n_kernels, arch, sm, A, d);
-    if (rc == 0 && !ptx && c.log) rc = parse_resources(c.log, names, n_kernels, n_sm, i, sm, res, d);
-    free(c.log);
-    if (rc < 0) return -1;
-    images[i] = (kn_cuda_image){.sm = sm, .ptx = ptx, .data = c.data, .size = c.size};
+    if (c[i].failed && !strcmp(c[i].failed, "nvrtcCompileProgram"))
+      report_errors_of(&c[i], names, n_kernels, sm, d), rc = -1;
+    else if (c[i].failed)
+      rc = kn_diag_error(d, "nvrtc (%s): %s: %s", c[i].arch, c[i].failed,
+                         c[i].result ? a->error_string(c[i].result) : "an empty image");
+    else if (!ptx && c[i].log)
+      rc = parse_resources(c[i].log, names, n_kernels, n_sm, i, sm, res, d);
+    if (rc == 0) {
+      uint8_t *data = kn_arena_alloc(A, c[i].size + 1);
+      memcpy(data, c[i].data, c[i].size);
+      images[i] = (kn_cuda_image){.sm = sm, .ptx = ptx, .data = data, .size = c[i].size};
+    }
   }
-  *out = (kn_cuda_module){.n_images = n_sm + 1, .images = images, .n_kernels = n_kernels, .resources = res};
+  for (int i = 0; i < n_images; i++) compiled_free(&c[i]);
+  if (rc < 0) return -1;
+  *out = (kn_cuda_module){.n_images = n_images, .images = images, .n_kernels = n_kernels, .resources = res};
   return 0;
 }
