@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "codegen/c_emit.h"
+#include "codegen/expr_dag.h"
 
 /* ---- text buffers ---- */
 
@@ -69,6 +70,50 @@ void kn_cg_sbuf_printf(kn_cg_sbuf *b, const char *fmt, ...) {
 void kn_cg_sbuf_free(kn_cg_sbuf *b) {
   free(b->s);
   *b = (kn_cg_sbuf){0};
+}
+
+char *kn_cg_arena_vfmt(kn_arena *a, const char *f, va_list ap) {
+  va_list again;
+  va_copy(again, ap);
+  int n = vsnprintf(NULL, 0, f, ap);
+  KN_ASSERT(n >= 0, "vsnprintf failed");
+  char *s = kn_arena_alloc(a, (size_t)n + 1);
+  vsnprintf(s, (size_t)n + 1, f, again);
+  va_end(again);
+  return s;
+}
+
+void kn_cg_sbuf_vline(kn_cg_sbuf *b, int indent, const char *f, va_list ap) {
+  for (int i = 0; i < indent; i++) kn_cg_sbuf_append(b, "  ", 2);
+  va_list again;
+  va_copy(again, ap);
+  int n = vsnprintf(NULL, 0, f, ap);
+  KN_ASSERT(n >= 0, "vsnprintf failed");
+  char *s = malloc((size_t)n + 1);
+  KN_ASSERT(s, "out of memory");
+  vsnprintf(s, (size_t)n + 1, f, again);
+  va_end(again);
+  kn_cg_sbuf_append(b, s, (size_t)n);
+  kn_cg_sbuf_append(b, "\n", 1);
+  free(s);
+}
+
+static char *arena_fmt(kn_arena *a, const char *f, ...) __attribute__((format(printf, 2, 3)));
+static char *arena_fmt(kn_arena *a, const char *f, ...) {
+  va_list ap;
+  va_start(ap, f);
+  char *s = kn_cg_arena_vfmt(a, f, ap);
+  va_end(ap);
+  return s;
+}
+
+const char *kn_cg_var_name(kn_arena *a, const kn_var *v) {
+  char clean[32];
+  size_t n = 0;
+  for (const char *p = v->name ? v->name : ""; *p && n < sizeof clean - 1; p++)
+    clean[n++] = (char)((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ? *p : '_');
+  clean[n] = 0;
+  return arena_fmt(a, "v%d_%s", v->id, clean);
 }
 
 /* ---- the prelude: helpers the kernels call ---- */
@@ -252,14 +297,6 @@ static const char *mem_type(kn_dtype t) {
 
 /* ---- emission state ---- */
 
-typedef struct slot {
-  const kn_expr *e;
-  int uses;  /* parents within the current statement */
-  int scope; /* scope of the temporary (0: the statement's scalar code) */
-  int temp;  /* -1 if none */
-  bool seen; /* visited by reads_other_lanes */
-} slot;
-
 typedef struct bufname {
   const kn_buffer *buf;
   char name[24];
@@ -269,8 +306,7 @@ typedef struct cemit {
   kn_cg_sbuf *out;
   const kn_kernel *k;
   kn_arena strings; /* rendered expression text of the kernel */
-  slot *slots;      /* per-statement table keyed by node pointer */
-  int cap, used;
+  kn_cg_dag dag;     /* the current statement's DAG */
   int next_temp, next_scope, next_local;
   /* current statement */
   kn_cg_sbuf *pre;  /* scalar code before the lane loop */
@@ -282,109 +318,37 @@ typedef struct cemit {
   int loop_depth, parallel_depth, n_split;
 } cemit;
 
-static size_t hash_ptr(const void *p, int cap) {
-  uintptr_t x = (uintptr_t)p;
-  x ^= x >> 17;
-  x *= 0x9E3779B97F4A7C15ull;
-  return (size_t)(x >> 20) & (size_t)(cap - 1);
-}
-
-static slot *slot_of(cemit *c, const kn_expr *e) {
-  if ((c->used + 1) * 2 > c->cap) {
-    slot *old = c->slots;
-    int old_cap = c->cap;
-    c->cap = old_cap ? old_cap * 2 : 256;
-    c->slots = calloc((size_t)c->cap, sizeof *c->slots);
-    KN_ASSERT(c->slots, "out of memory");
-    c->used = 0;
-    for (int i = 0; i < old_cap; i++)
-      if (old[i].e) *slot_of(c, old[i].e) = old[i];
-    free(old);
-  }
-  size_t i = hash_ptr(e, c->cap);
-  while (c->slots[i].e && c->slots[i].e != e) i = (i + 1) & (size_t)(c->cap - 1);
-  if (!c->slots[i].e) {
-    c->slots[i] = (slot){.e = e, .temp = -1};
-    c->used++;
-  }
-  return &c->slots[i];
-}
-
-static void slots_clear(cemit *c) {
-  if (c->used) memset(c->slots, 0, sizeof *c->slots * (size_t)c->cap);
-  c->used = 0;
-}
-
+/* The operands of e: a REDUCE (TE only) or an intrinsic of a wrong arity
+ * reaching codegen is a compiler bug here, not a diagnostic as on the GPU. */
 static int n_children(const kn_expr *e, const kn_expr *kids[3]) {
-  switch (e->kind) {
-  case KN_E_INT:
-  case KN_E_FLOAT:
-  case KN_E_VAR: return 0;
-  case KN_E_NOT:
-  case KN_E_CAST:
-  case KN_E_BROADCAST: kids[0] = e->u.un.a; return 1;
-  case KN_E_SELECT:
-    kids[0] = e->u.sel.cond, kids[1] = e->u.sel.t, kids[2] = e->u.sel.f;
-    return 3;
-  case KN_E_LOAD: kids[0] = e->u.load.index; return 1;
-  case KN_E_RAMP: kids[0] = e->u.ramp.base, kids[1] = e->u.ramp.stride; return 2;
-  case KN_E_CALL:
-    KN_ASSERT(e->u.call.n >= 1 && e->u.call.n <= 3, "intrinsic arity");
-    for (int i = 0; i < e->u.call.n; i++) kids[i] = e->u.call.args[i];
-    return e->u.call.n;
-  case KN_E_REDUCE: KN_UNREACHABLE("REDUCE reached codegen (TE only)");
-  default: kids[0] = e->u.bin.a, kids[1] = e->u.bin.b; return 2;
-  }
+  KN_ASSERT(e->kind != KN_E_REDUCE, "REDUCE reached codegen (TE only)");
+  KN_ASSERT(e->kind != KN_E_CALL || (e->u.call.n >= 1 && e->u.call.n <= 3), "intrinsic arity");
+  KN_ASSERT(e->kind != KN_E_LOAD || e->u.load.index, "LOAD without an index");
+  return kn_cg_expr_children(e, kids);
 }
 
-/* Counts the parents of every node of the DAG under e (visited once). */
-static void count_uses(cemit *c, const kn_expr *e) {
-  slot *s = slot_of(c, e);
-  if (s->uses++ > 0) return;
-  const kn_expr *kids[3];
-  int n = n_children(e, kids);
-  for (int i = 0; i < n; i++) count_uses(c, kids[i]);
-}
+static kn_cg_dag_slot *slot_of(cemit *c, const kn_expr *e) { return kn_cg_dag_slot_of(&c->dag, e); }
 
 static char *fmt(cemit *c, const char *f, ...) __attribute__((format(printf, 2, 3)));
 static char *fmt(cemit *c, const char *f, ...) {
   va_list ap;
   va_start(ap, f);
-  int n = vsnprintf(NULL, 0, f, ap);
-  va_end(ap);
-  KN_ASSERT(n >= 0, "vsnprintf failed");
-  char *s = kn_arena_alloc(&c->strings, (size_t)n + 1);
-  va_start(ap, f);
-  vsnprintf(s, (size_t)n + 1, f, ap);
+  char *s = kn_cg_arena_vfmt(&c->strings, f, ap);
   va_end(ap);
   return s;
 }
 
 static void line(cemit *c, kn_cg_sbuf *b, const char *f, ...) __attribute__((format(printf, 3, 4)));
 static void line(cemit *c, kn_cg_sbuf *b, const char *f, ...) {
-  for (int i = 0; i < c->indent; i++) kn_cg_sbuf_append(b, "  ", 2);
   va_list ap;
   va_start(ap, f);
-  int n = vsnprintf(NULL, 0, f, ap);
+  kn_cg_sbuf_vline(b, c->indent, f, ap);
   va_end(ap);
-  char *s = malloc((size_t)n + 1);
-  KN_ASSERT(s, "out of memory");
-  va_start(ap, f);
-  vsnprintf(s, (size_t)n + 1, f, ap);
-  va_end(ap);
-  kn_cg_sbuf_append(b, s, (size_t)n);
-  kn_cg_sbuf_append(b, "\n", 1);
-  free(s);
 }
 
 static const char *var_name(cemit *c, const kn_var *v) {
   if (c->k->batch == v) return "batch";
-  char clean[32];
-  size_t n = 0;
-  for (const char *p = v->name ? v->name : ""; *p && n < sizeof clean - 1; p++)
-    clean[n++] = (char)((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ? *p : '_');
-  clean[n] = 0;
-  return fmt(c, "v%d_%s", v->id, clean);
+  return kn_cg_var_name(&c->strings, v);
 }
 
 static const char *buf_name(cemit *c, const kn_buffer *b) {
@@ -677,7 +641,7 @@ static const char *gen(cemit *c, const kn_expr *e) {
   }
   bool vec = e->lanes > 1;
   KN_ASSERT(!vec || c->lane, "vector expression outside a vector statement");
-  slot *s = slot_of(c, e);
+  kn_cg_dag_slot *s = slot_of(c, e);
   if (s->temp >= 0 && (s->scope == 0 || s->scope == c->lane_scope)) return fmt(c, "t%d", s->temp);
   int uses = s->uses;
   const char *text = render(c, e);
@@ -714,9 +678,9 @@ static void emit_stmt(cemit *c, const kn_stmt *s);
 /* Starts a statement: counts uses over its expressions; `pre` collects the
  * scalar code. */
 static void stmt_begin(cemit *c, kn_cg_sbuf *pre, const kn_expr *a, const kn_expr *b) {
-  slots_clear(c);
-  if (a) count_uses(c, a);
-  if (b) count_uses(c, b);
+  kn_cg_dag_clear(&c->dag);
+  if (a) kn_cg_dag_count_uses(&c->dag, a);
+  if (b) kn_cg_dag_count_uses(&c->dag, b);
   c->pre = pre;
   c->lane = NULL;
   c->lane_scope = 0;
@@ -725,7 +689,7 @@ static void stmt_begin(cemit *c, kn_cg_sbuf *pre, const kn_expr *a, const kn_exp
 /* Does `e` load from `buf` at an index other than `index`? (Each node of
  * the DAG is visited once.) */
 static bool reads_other_lanes(cemit *c, const kn_expr *e, const kn_buffer *buf, const kn_expr *index) {
-  slot *s = slot_of(c, e);
+  kn_cg_dag_slot *s = slot_of(c, e);
   if (s->seen) return false;
   s->seen = true;
   if (e->kind == KN_E_LOAD && e->u.load.buffer == buf && e->u.load.index != index &&
@@ -917,7 +881,7 @@ void kn_cg_c_kernel(kn_cg_sbuf *out, const kn_kernel *k) {
   c.indent = 1;
   emit_stmt(&c, k->body);
   kn_cg_sbuf_printf(out, "}\n\n");
-  free(c.slots);
+  kn_cg_dag_free(&c.dag);
   free(c.bufs);
   kn_arena_free(&c.strings);
 }

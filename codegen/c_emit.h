@@ -12,6 +12,7 @@
 #ifndef KN_CG_C_EMIT_H
 #define KN_CG_C_EMIT_H
 
+#include <stdarg.h>
 #include <stddef.h>
 
 #include "ir/loop/loop.h"
@@ -25,6 +26,17 @@ typedef struct kn_cg_sbuf {
 void kn_cg_sbuf_printf(kn_cg_sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void kn_cg_sbuf_append(kn_cg_sbuf *b, const char *s, size_t n);
 void kn_cg_sbuf_free(kn_cg_sbuf *b);
+
+/* Text helpers of the C-like emitters (c_emit.c, cuda_*.c), one copy so
+ * that both spell their output the same way:
+ *   kn_cg_arena_vfmt  printf into `a` (lives until the arena is freed);
+ *   kn_cg_sbuf_vline  `indent` two-space steps, the text, a newline;
+ *   kn_cg_var_name    "v<id>_<name>", each character of the name outside
+ *                     [A-Za-z0-9] as '_', at most 31 of them: a C
+ *                     identifier unique per variable. */
+char *kn_cg_arena_vfmt(kn_arena *a, const char *f, va_list ap) __attribute__((format(printf, 2, 0)));
+void kn_cg_sbuf_vline(kn_cg_sbuf *b, int indent, const char *f, va_list ap) __attribute__((format(printf, 3, 0)));
+const char *kn_cg_var_name(kn_arena *a, const kn_var *v);
 
 /* Appends `static void NAME(void *const *args, int64_t batch, int64_t task,
  * int64_t ntasks) { ... }` for kernel `k` (NAME = k->name). Malformed loop IR

@@ -385,7 +385,7 @@ static int emit_kernel(kn_cg_sbuf *out, const kn_kernel *k, bool *uses_f8, kn_di
   if (rc == 0) kn_cg_sbuf_append(out, text.s, text.n);
   *uses_f8 = *uses_f8 || c.uses_f8;
   kn_cg_sbuf_free(&text);
-  free(c.slots);
+  kn_cg_dag_free(&c.dag);
   free(c.names);
   kn_arena_free(&c.strings);
   return rc;

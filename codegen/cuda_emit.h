@@ -15,16 +15,8 @@
 
 #include "codegen/c_emit.h"
 #include "codegen/cuda.h"
+#include "codegen/expr_dag.h"
 #include "ir/loop/range.h"
-
-/* One node of the current statement's expression DAG. */
-typedef struct kn_cu_slot {
-  const kn_expr *e;
-  int uses;       /* parents within the current statement */
-  int temp;       /* -1: no temporary yet */
-  bool has_range; /* range memoised */
-  kn_range range;
-} kn_cu_slot;
 
 /* A buffer or variable in scope, innermost last. */
 typedef struct kn_cu_name {
@@ -40,8 +32,7 @@ typedef struct kn_cu {
   kn_arena strings; /* rendered text of the kernel */
   kn_diag *d;
   bool failed; /* a diagnostic was written: the kernel is not emitted */
-  kn_cu_slot *slots;
-  int cap, used;
+  kn_cg_dag dag; /* the current statement's DAG (codegen/expr_dag.h) */
   kn_cu_name *names;
   int n_names, cap_names;
   int next_temp, next_local, next_shared, indent;

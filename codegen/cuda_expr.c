@@ -117,31 +117,16 @@ const char kn_cu_f8_tail[] = "#undef KN_CU\n\n";
 char *kn_cu_fmt(kn_cu *c, const char *f, ...) {
   va_list ap;
   va_start(ap, f);
-  int n = vsnprintf(NULL, 0, f, ap);
-  va_end(ap);
-  KN_ASSERT(n >= 0, "vsnprintf failed");
-  char *s = kn_arena_alloc(&c->strings, (size_t)n + 1);
-  va_start(ap, f);
-  vsnprintf(s, (size_t)n + 1, f, ap);
+  char *s = kn_cg_arena_vfmt(&c->strings, f, ap);
   va_end(ap);
   return s;
 }
 
 void kn_cu_line(kn_cu *c, kn_cg_sbuf *b, const char *f, ...) {
-  for (int i = 0; i < c->indent; i++) kn_cg_sbuf_append(b, "  ", 2);
   va_list ap;
   va_start(ap, f);
-  int n = vsnprintf(NULL, 0, f, ap);
+  kn_cg_sbuf_vline(b, c->indent, f, ap);
   va_end(ap);
-  KN_ASSERT(n >= 0, "vsnprintf failed");
-  char *s = malloc((size_t)n + 1);
-  KN_ASSERT(s, "out of memory");
-  va_start(ap, f);
-  vsnprintf(s, (size_t)n + 1, f, ap);
-  va_end(ap);
-  kn_cg_sbuf_append(b, s, (size_t)n);
-  kn_cg_sbuf_append(b, "\n", 1);
-  free(s);
 }
 
 void kn_cu_fail(kn_cu *c, const char *f, ...) {
@@ -211,80 +196,17 @@ const kn_cu_name *kn_cu_lookup(kn_cu *c, const void *key) {
 
 const char *kn_cu_var_name(kn_cu *c, const kn_var *v) {
   if (c->k->batch == v) return "batch";
-  char clean[32];
-  size_t n = 0;
-  for (const char *p = v->name ? v->name : ""; *p && n < sizeof clean - 1; p++)
-    clean[n++] = (char)((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ? *p : '_');
-  clean[n] = 0;
-  return kn_cu_fmt(c, "v%d_%s", v->id, clean);
+  return kn_cg_var_name(&c->strings, v);
 }
 
-/* ---- the statement's DAG ---- */
+/* ---- the statement's DAG (codegen/expr_dag.c) ---- */
 
-static size_t hash_ptr(const void *p, int cap) {
-  uintptr_t x = (uintptr_t)p;
-  x ^= x >> 17;
-  x *= 0x9E3779B97F4A7C15ull;
-  return (size_t)(x >> 20) & (size_t)(cap - 1);
-}
-
-static kn_cu_slot *slot_of(kn_cu *c, const kn_expr *e) {
-  if ((c->used + 1) * 2 > c->cap) {
-    kn_cu_slot *old = c->slots;
-    int old_cap = c->cap;
-    c->cap = old_cap ? old_cap * 2 : 256;
-    c->slots = calloc((size_t)c->cap, sizeof *c->slots);
-    KN_ASSERT(c->slots, "out of memory");
-    c->used = 0;
-    for (int i = 0; i < old_cap; i++)
-      if (old[i].e) *slot_of(c, old[i].e) = old[i];
-    free(old);
-  }
-  size_t i = hash_ptr(e, c->cap);
-  while (c->slots[i].e && c->slots[i].e != e) i = (i + 1) & (size_t)(c->cap - 1);
-  if (!c->slots[i].e) {
-    c->slots[i] = (kn_cu_slot){.e = e, .temp = -1};
-    c->used++;
-  }
-  return &c->slots[i];
-}
-
-static int n_children(const kn_expr *e, const kn_expr *kids[3]) {
-  switch (e->kind) {
-  case KN_E_INT:
-  case KN_E_FLOAT:
-  case KN_E_VAR:
-  case KN_E_REDUCE: return 0;
-  case KN_E_NOT:
-  case KN_E_CAST:
-  case KN_E_BROADCAST: kids[0] = e->u.un.a; return 1;
-  case KN_E_SELECT:
-    kids[0] = e->u.sel.cond, kids[1] = e->u.sel.t, kids[2] = e->u.sel.f;
-    return 3;
-  case KN_E_LOAD: kids[0] = e->u.load.index; return e->u.load.index ? 1 : 0;
-  case KN_E_RAMP: kids[0] = e->u.ramp.base, kids[1] = e->u.ramp.stride; return 2;
-  case KN_E_CALL: {
-    int n = e->u.call.n < 3 ? e->u.call.n : 3;
-    for (int i = 0; i < n; i++) kids[i] = e->u.call.args[i];
-    return n;
-  }
-  default: kids[0] = e->u.bin.a, kids[1] = e->u.bin.b; return 2;
-  }
-}
-
-static void count_uses(kn_cu *c, const kn_expr *e) {
-  kn_cu_slot *s = slot_of(c, e);
-  if (s->uses++ > 0) return;
-  const kn_expr *kids[3];
-  int n = n_children(e, kids);
-  for (int i = 0; i < n; i++) count_uses(c, kids[i]);
-}
+static kn_cg_dag_slot *slot_of(kn_cu *c, const kn_expr *e) { return kn_cg_dag_slot_of(&c->dag, e); }
 
 void kn_cu_stmt_begin(kn_cu *c, kn_cg_sbuf *pre, const kn_expr *const *es, int n) {
-  if (c->used) memset(c->slots, 0, sizeof *c->slots * (size_t)c->cap);
-  c->used = 0;
+  kn_cg_dag_clear(&c->dag);
   for (int i = 0; i < n; i++)
-    if (es[i]) count_uses(c, es[i]);
+    if (es[i]) kn_cg_dag_count_uses(&c->dag, es[i]);
   c->pre = pre;
 }
 
@@ -300,7 +222,7 @@ static kn_range var_range(void *ctx, const kn_var *v) {
 static kn_range memo_range(void *ctx, const kn_expr *e) { return kn_cu_range(ctx, e); }
 
 kn_range kn_cu_range(kn_cu *c, const kn_expr *e) {
-  kn_cu_slot *s = slot_of(c, e);
+  kn_cg_dag_slot *s = slot_of(c, e);
   if (s->has_range) return s->range;
   kn_range_env env = {.var = var_range, .sub = memo_range, .ctx = c};
   kn_range r = kn_range_of(&env, e);
@@ -522,7 +444,7 @@ static const char *render_load(kn_cu *c, const kn_expr *e, const char *index) {
 
 static const char *render(kn_cu *c, const kn_expr *e) {
   const kn_expr *kids[3];
-  int n = n_children(e, kids);
+  int n = kn_cg_expr_children(e, kids);
   const char *a[3] = {0};
   for (int i = 0; i < n; i++) a[i] = kn_cu_expr(c, kids[i]);
   kn_dtype t = e->dtype;
@@ -574,7 +496,7 @@ const char *kn_cu_expr(kn_cu *c, const kn_expr *e) {
   }
   default: break;
   }
-  kn_cu_slot *s = slot_of(c, e);
+  kn_cg_dag_slot *s = slot_of(c, e);
   if (s->temp >= 0) return kn_cu_fmt(c, "t%d", s->temp);
   int uses = s->uses;
   const char *text = render(c, e);
