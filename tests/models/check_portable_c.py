@@ -22,12 +22,16 @@ sanitizer build too). --bad-input: `--target c` with a .so output, a .c output w
 c`, and options after `c` each give exit 1, one "kiln: error:" line naming
 the problem, and no file.
 
+The host object of model.c must define exactly the symbols docs/cross.md
+lists ("It exports `P_run`, ... only").
+
 Prints the sizes: the .c file, the weights it embeds, and the host / aarch64
 objects' code (text) and data. The host part always runs; without the cross
 gcc or qemu-aarch64 the test then exits 77 (skipped) with a "SKIP:" line.
 """
 import argparse
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -94,6 +98,25 @@ def object_sizes(machine, tmp, c_file):
             elif f[0].startswith((".rodata", ".data")):
                 data += int(f[1])
     return text, data
+
+
+def documented_exports(prefix):
+    """The symbols docs/cross.md says a portable C artifact exports ("It exports `P_run`, ... only"), for P = prefix."""
+    text = " ".join(open(os.path.join(REPO, "docs", "cross.md")).read().split())
+    m = re.search(r"It exports ((?:`P_[a-z_]+`(?:, | and )?)+) only", text)
+    return sorted(n.replace("P_", prefix + "_", 1) for n in re.findall(r"`(P_[a-z_]+)`", m.group(1))) if m else []
+
+
+def check_exports(tmp):
+    """The host object of model.c (object_sizes's) defines exactly the symbols
+    docs/cross.md lists; returns a failure or None."""
+    obj = os.path.join(tmp, "model_host.o")
+    if not os.path.isfile(obj):
+        return "model.c did not compile alone into model_host.o"
+    nm = run(["nm", "-g", "--defined-only", obj])
+    got = sorted(line.split()[-1] for line in nm.stdout.splitlines() if line.strip())
+    want = documented_exports("model")
+    return None if got and got == want else f"model.c exports {got}; docs/cross.md says {want}"
 
 
 def bad_input(kiln, model):
@@ -168,6 +191,9 @@ def main(argv=None):
             sizes = object_sizes(m, tmp, c_file)
             extra = f", model.o: code {sizes[0] / 1e3:.1f} KB, data {sizes[1] / 1e6:.2f} MB" if sizes else ""
             print(f"{name}: built for {m.name} with {os.path.basename(m.cc)} -O2 in {secs:.1f} s{extra}")
+        why = check_exports(tmp)
+        print(f"FAIL {name}: {why}" if why else f"PASS {name}: exports {', '.join(documented_exports('model'))}")
+        ok = ok and not why
 
         for batch in args.batch:
             feeds = make_inputs(specs, batch, args.seed)
