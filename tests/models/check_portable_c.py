@@ -101,7 +101,8 @@ def object_sizes(machine, tmp, c_file):
 
 
 def documented_exports(prefix):
-    """The symbols docs/cross.md says a portable C artifact exports ("It exports `P_run`, ... only"), for P = prefix."""
+    """The symbols docs/cross.md says a portable C artifact exports ("It
+    exports `P_run`, ... only"), with P = prefix."""
     text = " ".join(open(os.path.join(REPO, "docs", "cross.md")).read().split())
     m = re.search(r"It exports ((?:`P_[a-z_]+`(?:, | and )?)+) only", text)
     return sorted(n.replace("P_", prefix + "_", 1) for n in re.findall(r"`(P_[a-z_]+)`", m.group(1))) if m else []

@@ -188,7 +188,8 @@ static void test_concurrent_callers(void **state) {
     int failures = 0;
     for (int i = 0; i < CALLERS; i++) {
       pthread_join(th[i], NULL);
-      if (cs[i].failures) fprintf(stderr, "pool of %d: %d bad runs; first: %s\n", pool, cs[i].failures, cs[i].first_failure);
+      if (cs[i].failures)
+        fprintf(stderr, "pool of %d: %d bad runs; first: %s\n", pool, cs[i].failures, cs[i].first_failure);
       failures += cs[i].failures;
       cs[i].failures = 0;
     }
