@@ -36,9 +36,10 @@ enum {
   MAX_IO = 8,
 };
 
-/* The command line: the kiln binary and the model. */
+/* The command line (the kiln binary and the model) and the test's temporary folder. */
 typedef struct paths {
   const char *kiln, *model;
+  char dir[64];
 } paths;
 
 /* One input set of one caller: its batch, inputs, and the serial run's outputs. */
@@ -150,13 +151,14 @@ static void callers_free(caller *cs, const kiln_artifact *a) {
 }
 
 static void test_concurrent_callers(void **state) {
-  const paths *p = *state;
-  char dir[] = "/tmp/kn_rt_concurrent.XXXXXX";
-  assert_non_null(mkdtemp(dir));
+  paths *p = *state;
+  char *dir = p->dir;
+  snprintf(p->dir, sizeof p->dir, "/tmp/kn_rt_concurrent.XXXXXX");
+  assert_non_null(mkdtemp(p->dir));
   int rc = run_cmd("'%s' compile '%s' -o '%s/conc.so' --max-batch %d --prefix conc", p->kiln, p->model, dir,
                    MAX_BATCH);
   assert_int_equal(rc, 0);
-  char so[sizeof dir + 16];
+  char so[sizeof p->dir + 16];
   snprintf(so, sizeof so, "%s/conc.so", dir);
   kn_loader l;
   kn_diag d;
@@ -198,7 +200,13 @@ static void test_concurrent_callers(void **state) {
   callers_free(cs, a);
   pthread_barrier_destroy(&start);
   kn_loader_close(&l);
-  run_cmd("rm -rf '%s'", dir);
+}
+
+/* Removes the temporary folder, also after a failed assertion. */
+static int remove_dir(void **state) {
+  paths *p = *state;
+  if (p->dir[0] && !getenv("KN_TEST_KEEP")) run_cmd("rm -rf '%s'", p->dir);
+  return 0;
 }
 
 int main(int argc, char **argv) {
@@ -206,9 +214,9 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: test_rt_concurrent KILN MODEL.onnx\n");
     return 2;
   }
-  paths p = {argv[1], argv[2]};
+  paths p = {argv[1], argv[2], ""};
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_prestate(test_concurrent_callers, &p),
+      cmocka_unit_test_prestate_setup_teardown(test_concurrent_callers, NULL, remove_dir, &p),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
