@@ -4,6 +4,7 @@
  *   kn_cg_check_target   can this kiln package for a target (runtime present)
  *   kn_cg_kernel_asm / kn_cg_kernel_ir   one kernel as assembly / LLVM IR
  *                   text (tests, --dump, tuning diagnostics)
+ *   kn_cg_llvm_version   the LLVM kiln was built with (kiln --version)
  *
  * All functions are thread-safe: each call owns its LLVM context. */
 #ifndef KN_CODEGEN_H
@@ -45,5 +46,8 @@ int kn_cg_check_target(const kn_target *t, kn_diag *d);
 int kn_cg_kernel_asm(const kn_kernel *k, const kn_target *t, char **text, kn_diag *d);
 int kn_cg_kernel_ir(const kn_kernel *k, const kn_target *t, bool optimized, char **text,
                     kn_diag *d);
+
+/* The version of the LLVM headers kiln was built with ("14.0.6"). */
+const char *kn_cg_llvm_version(void);
 
 #endif

@@ -60,6 +60,10 @@ int kn_cuda_emit(const kn_kernel *const *ks, int n, kn_arena *A, const char **so
  * (d may be NULL). */
 bool kn_nvrtc_available(kn_diag *d);
 
+/* The version of the NVRTC found at run time (*major, *minor), or false
+ * when none is usable (kiln --version). */
+bool kn_nvrtc_version(int *major, int *minor);
+
 /* Compiles `source` (from kn_cuda_emit, n_kernels kernels named in `names`)
  * for every architecture of t. An NVRTC error is reported with its log,
  * naming the kernel and line it points at. Returns 0, or -1. */

@@ -13,6 +13,7 @@
 #include <llvm-c/Analysis.h>
 #include <llvm-c/Target.h>
 #include <llvm-c/Transforms/PassBuilder.h>
+#include <llvm/Config/llvm-config.h>
 
 #include "codegen/cg_llvm.h"
 
@@ -28,6 +29,8 @@ static void init_targets(void) {
   LLVMInitializeAArch64TargetMC();
   LLVMInitializeAArch64AsmPrinter();
 }
+
+const char *kn_cg_llvm_version(void) { return LLVM_VERSION_STRING; }
 
 /* Shared with target.c: makes sure the registry is ready. */
 void kn_cg_init_llvm(void) { pthread_once(&targets_once, init_targets); }

@@ -108,6 +108,14 @@ static const nvrtc_api *get_api(kn_diag *d) {
 
 bool kn_nvrtc_available(kn_diag *d) { return get_api(d) != NULL; }
 
+bool kn_nvrtc_version(int *major, int *minor) {
+  const nvrtc_api *a = get_api(NULL);
+  if (!a) return false;
+  *major = a->major;
+  *minor = a->minor;
+  return true;
+}
+
 /* ---- the program log ---- */
 
 /* Line `n` (1-based) of text into buf (cut to its size). */

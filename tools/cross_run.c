@@ -26,8 +26,17 @@ extern char **environ;
 #define KN_AARCH64_SYSROOT "/usr/aarch64-linux-gnu"
 #endif
 
+#ifndef KN_HELPER_DIR
+#define KN_HELPER_DIR "../libexec/kiln"
+#endif
+
 #if defined(__aarch64__)
 /* An aarch64 host runs aarch64 artifacts itself. */
+const char *kn_cross_runner_path(char *buf, size_t cap) {
+  (void)buf, (void)cap;
+  return NULL;
+}
+
 int kn_cross_run(const char *artifact, int argc, char **argv, int *status, kn_diag *d) {
   (void)artifact, (void)argc, (void)argv, (void)status, (void)d;
   return 0;
@@ -52,8 +61,11 @@ static const char *env_or(const char *name, const char *fallback) {
   return v && *v ? v : fallback;
 }
 
-/* kiln-run-aarch64 beside the running kiln binary, into buf. */
-static const char *default_runner(char *buf, size_t cap) {
+/* kiln-run-aarch64, found relative to the running kiln binary (never the
+ * working folder or PATH, so an installed kiln runs its own): in
+ * KN_HELPER_DIR from the binary's folder (../libexec/kiln from bin/, the
+ * installed layout, README.md), else beside it (the build tree). */
+const char *kn_cross_runner_path(char *buf, size_t cap) {
   char self[PATH_MAX];
   ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
   if (n <= 0) return NULL;
@@ -61,21 +73,31 @@ static const char *default_runner(char *buf, size_t cap) {
   char *slash = strrchr(self, '/');
   if (!slash) return NULL;
   *slash = 0;
-  int k = snprintf(buf, cap, "%s/kiln-run-aarch64", self);
-  return k > 0 && (size_t)k < cap ? buf : NULL;
+  const char *dirs[] = {KN_HELPER_DIR, "."};
+  for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
+    int k = snprintf(buf, cap, "%s/%s/kiln-run-aarch64", self, dirs[i]);
+    char real[PATH_MAX];
+    if (k > 0 && (size_t)k < cap && access(buf, R_OK) == 0) {
+      if (realpath(buf, real) && strlen(real) < cap) strcpy(buf, real); /* no "bin/../" shown */
+      return buf;
+    }
+  }
+  return NULL;
 }
 
 int kn_cross_run(const char *artifact, int argc, char **argv, int *status, kn_diag *d) {
   if (elf_machine(artifact) != EM_AARCH64_MACHINE) return 0;
   char runner_buf[PATH_MAX + 32];
   const char *runner = getenv("KILN_AARCH64_RUNNER");
-  if (!runner || !*runner) runner = default_runner(runner_buf, sizeof runner_buf);
+  bool given = runner && *runner;
+  if (!given) runner = kn_cross_runner_path(runner_buf, sizeof runner_buf);
   if (!runner || access(runner, R_OK) != 0)
     return kn_diag_error(d,
-                         "'%s' is an aarch64 artifact: running it here needs kiln-run-aarch64, "
+                         "'%s' is an aarch64 artifact: running it here needs kiln-run-aarch64 (%s%s%s), "
                          "which is built with kiln when the aarch64 cross compiler is installed "
-                         "(apt-get install gcc-aarch64-linux-gnu qemu-user, then rebuild kiln)",
-                         artifact);
+                         "(apt-get install gcc-aarch64-linux-gnu qemu-user, then rebuild and install kiln)",
+                         artifact, given ? "KILN_AARCH64_RUNNER '" : "looked for in " KN_HELPER_DIR,
+                         given ? runner : " from the kiln binary's folder and beside it", given ? "'" : "");
   const char *qemu = env_or("KILN_QEMU_AARCH64", "qemu-aarch64");
   const char *sysroot = env_or("KILN_AARCH64_SYSROOT", KN_AARCH64_SYSROOT);
   struct stat st;

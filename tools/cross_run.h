@@ -15,7 +15,12 @@
  * qemu-aarch64 or the sysroot is missing (saying what to install) or the
  * runner died. Environment: KILN_QEMU_AARCH64 (default qemu-aarch64),
  * KILN_AARCH64_SYSROOT (default: the one kiln was built with),
- * KILN_AARCH64_RUNNER (default: kiln-run-aarch64 beside the kiln binary). */
+ * KILN_AARCH64_RUNNER (default: kn_cross_runner_path). */
 int kn_cross_run(const char *artifact, int argc, char **argv, int *status, kn_diag *d);
+
+/* The kiln-run-aarch64 this kiln runs, into buf: in ../libexec/kiln from
+ * the kiln binary's own folder (the installed layout), else beside it (the
+ * build tree); NULL when neither exists or on an aarch64 host. */
+const char *kn_cross_runner_path(char *buf, size_t cap);
 
 #endif

@@ -1,8 +1,12 @@
 /* kiln.c — the `kiln` command: dispatches to one subcommand. */
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "codegen/codegen.h"
+#include "codegen/cuda.h"
 #include "tools/cmds.h"
+#include "tools/cross_run.h"
 
 static const struct {
   const char *name;
@@ -22,6 +26,24 @@ static void usage(FILE *out) {
   fprintf(out, "\n'kiln <command> --help' describes a command's options.\n");
 }
 
+/* The version, and what the kiln found on this machine depends on: the LLVM
+ * it was built with, the NVRTC it opens at run time (GPU targets) and the
+ * runner of aarch64 artifacts, so a bug report names them. */
+static void print_version(void) {
+  printf("kiln %s\n", KILN_VERSION);
+  printf("LLVM: %s (built with)\n", kn_cg_llvm_version());
+  int major, minor;
+  if (kn_nvrtc_version(&major, &minor))
+    printf("NVRTC: %d.%d (found at run time)\n", major, minor);
+  else
+    printf("NVRTC: not found\n");
+#if !defined(__aarch64__)
+  char runner[PATH_MAX + 32];
+  const char *path = kn_cross_runner_path(runner, sizeof runner);
+  printf("kiln-run-aarch64: %s\n", path ? path : "not found");
+#endif
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     usage(stderr);
@@ -32,7 +54,7 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (!strcmp(argv[1], "--version")) {
-    printf("kiln %s\n", KILN_VERSION);
+    print_version();
     return 0;
   }
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)

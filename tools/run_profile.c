@@ -19,12 +19,16 @@
  * The trace is Chrome's Trace Event Format (JSON object, "traceEvents"): one
  * "X" event per run (cat "run"), one per kernel per run (cat "kernel", on the
  * calling thread, tid 0), and one per task of a kernel that ran on the pool
- * (cat "task", tid = pool thread); ts / dur in microseconds from the first
- * run's start; thread names as "M" metadata events. It is written to a
- * temporary file beside FILE and renamed into place. */
+ * (cat "task", tid = pool thread); a pipe that ran as one is one slice (cat
+ * "pipe", tid 0) with one task slice per task, since its tasks interleave
+ * the two kernels; every slice of a track nests in those it overlaps. ts /
+ * dur in microseconds from the first run's start; thread names as "M"
+ * metadata events. It is written to a new file beside FILE (mode 0666 less
+ * the umask) and renamed into place. */
 #include "tools/run_profile.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -82,13 +86,108 @@ static void trace_event(FILE *fp, const char *name, const char *cat, int64_t t0,
           cat, (double)(begin - t0) / 1e3, (double)(end - begin) / 1e3, tid);
 }
 
+/* One step's events in a run: its whole-step event, then those of its tasks. */
+typedef struct step_events {
+  const kiln_prof_event *whole, *tasks;
+  int64_t n_tasks;
+} step_events;
+
+/* The step whose whole-step event is events[e]; returns the index after its
+ * task events. */
+static int64_t step_at(const kiln_prof_event *events, int64_t n, int64_t e, step_events *out) {
+  int64_t t = e + 1;
+  while (t < n && events[t].task >= 0) t++;
+  *out = (step_events){&events[e], &events[e + 1], t - e - 1};
+  return t;
+}
+
+/* Whether x and y ran as one of the artifact's pipes. The runtime then lays
+ * their events so that they meet exactly: y's whole-step event starts at the
+ * nanosecond x's ends, and so does each of y's task events at the end of x's
+ * on the same thread (docs/abi.md, Row pipes); two steps run one after the
+ * other read the clock afresh for each event. */
+static bool ran_as_pipe(const kiln_artifact *a, const step_events *x, const step_events *y) {
+  bool listed = false;
+  for (int i = 0; a->abi_minor >= 3 && i < a->n_pipes; i++)
+    listed |= a->pipes[i].first == x->whole->step;
+  if (!listed || y->whole->step != x->whole->step + 1 || x->whole->end_ns != y->whole->begin_ns ||
+      x->n_tasks != y->n_tasks)
+    return false;
+  for (int64_t t = 0; t < x->n_tasks; t++)
+    if (x->tasks[t].thread != y->tasks[t].thread || x->tasks[t].end_ns != y->tasks[t].begin_ns)
+      return false;
+  return true;
+}
+
+/* A kernel's step: one slice on the calling thread, and one per task on the
+ * thread that ran it. */
+static void trace_step(FILE *fp, const kiln_artifact *a, const step_events *x, long run, int64_t t0,
+                       int64_t batch) {
+  const kiln_step *st = &a->steps[x->whole->step];
+  trace_event(fp, st->name, "kernel", t0, x->whole->begin_ns, x->whole->end_ns, 0);
+  fprintf(fp, ", \"args\": {\"run\": %ld, \"step\": %d, \"tasks\": %d, \"gflop\": %.6g, \"nodes\": ", run,
+          x->whole->step, x->whole->ntasks, st->flops * (double)batch * 1e-9);
+  json_string(fp, st->nodes);
+  fputs("}}", fp);
+  for (int64_t t = 0; t < x->n_tasks; t++) {
+    const kiln_prof_event *ev = &x->tasks[t];
+    trace_event(fp, st->name, "task", t0, ev->begin_ns, ev->end_ns, ev->thread);
+    fprintf(fp, ", \"args\": {\"run\": %ld, \"step\": %d, \"task\": %d, \"tasks\": %d}}", run, ev->step,
+            ev->task, ev->ntasks);
+  }
+}
+
+/* A pipe: its tasks ran both kernels band by band, so neither kernel has a
+ * slice of its own on any thread. One slice on the calling thread spans the
+ * pipe (its args keep the runtime's split of that time between the two
+ * steps, the table's figures), and one per task starts where the task did
+ * and lasts its two kernels' summed time, which args give apart. */
+static void trace_pipe(FILE *fp, const kiln_artifact *a, const step_events *x, const step_events *y,
+                       long run, int64_t t0, int64_t batch) {
+  const kiln_step *s1 = &a->steps[x->whole->step], *s2 = &a->steps[y->whole->step];
+  size_t len = strlen(s1->name) + strlen(s2->name) + 4;
+  char *name = malloc(len);
+  KN_ASSERT(name, "out of memory");
+  snprintf(name, len, "%s + %s", s1->name, s2->name);
+  trace_event(fp, name, "pipe", t0, x->whole->begin_ns, y->whole->end_ns, 0);
+  fprintf(fp, ", \"args\": {\"run\": %ld, \"steps\": [%d, %d], \"tasks\": %d, \"gflop\": %.6g, "
+              "\"ms\": [%.6f, %.6f], \"nodes\": [", run, x->whole->step, y->whole->step, x->whole->ntasks,
+          (s1->flops + s2->flops) * (double)batch * 1e-9,
+          (double)(x->whole->end_ns - x->whole->begin_ns) / 1e6,
+          (double)(y->whole->end_ns - y->whole->begin_ns) / 1e6);
+  json_string(fp, s1->nodes);
+  fputs(", ", fp);
+  json_string(fp, s2->nodes);
+  fputs("]}}", fp);
+  for (int64_t t = 0; t < x->n_tasks; t++) {
+    const kiln_prof_event *e1 = &x->tasks[t], *e2 = &y->tasks[t];
+    trace_event(fp, name, "task", t0, e1->begin_ns, e2->end_ns, e1->thread);
+    fprintf(fp, ", \"args\": {\"run\": %ld, \"steps\": [%d, %d], \"task\": %d, \"tasks\": %d, "
+                "\"ms\": [%.6f, %.6f]}}", run, e1->step, e2->step, e1->task, e1->ntasks,
+            (double)(e1->end_ns - e1->begin_ns) / 1e6, (double)(e2->end_ns - e2->begin_ns) / 1e6);
+  }
+  free(name);
+}
+
+/* Creates a file beside `path`, its name in tmp, for writing `path`
+ * atomically: mode 0666 less the umask, as any output of kiln (mkstemp's
+ * 0600 would leave the trace unreadable to the group); O_EXCL, so an
+ * existing file or link of that name is never followed. */
+static int create_beside(const char *path, char *tmp, size_t size) {
+  for (int i = 0; i < 1000; i++) {
+    snprintf(tmp, size, "%s.tmp%ld.%d", path, (long)getpid(), i);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd >= 0 || errno != EEXIST) return fd;
+  }
+  return -1;
+}
+
 static int write_trace(const char *path, const kiln_artifact *a, const run_record *runs, long n_runs,
                        int threads, int64_t batch, kn_diag *d) {
-  size_t len = strlen(path);
-  char *tmp = malloc(len + 16);
+  size_t len = strlen(path) + 32;
+  char *tmp = malloc(len);
   KN_ASSERT(tmp, "out of memory");
-  snprintf(tmp, len + 16, "%s.tmpXXXXXX", path);
-  int fd = mkstemp(tmp);
+  int fd = create_beside(path, tmp, len);
   if (fd < 0) {
     kn_diag_error(d, "cannot write trace '%s': %s", path, strerror(errno));
     free(tmp);
@@ -119,19 +218,17 @@ static int write_trace(const char *path, const kiln_artifact *a, const run_recor
   for (long r = 0; r < n_runs; r++) {
     trace_event(fp, "run", "run", t0, runs[r].begin_ns, runs[r].end_ns, 0);
     fprintf(fp, ", \"args\": {\"run\": %ld}}", r);
-    for (int64_t e = 0; e < runs[r].n_events; e++) {
-      const kiln_prof_event *ev = &runs[r].events[e];
-      const kiln_step *st = &a->steps[ev->step];
-      if (ev->task < 0) {
-        trace_event(fp, st->name, "kernel", t0, ev->begin_ns, ev->end_ns, 0);
-        fprintf(fp, ", \"args\": {\"run\": %ld, \"step\": %d, \"tasks\": %d, \"gflop\": %.6g, "
-                    "\"nodes\": ", r, ev->step, ev->ntasks, st->flops * (double)batch * 1e-9);
-        json_string(fp, st->nodes);
-        fputs("}}", fp);
+    const kiln_prof_event *ev = runs[r].events;
+    int64_t n = runs[r].n_events, e = 0;
+    while (e < n) { /* the step indices are checked; a stray task event first passes as a step */
+      step_events x, y;
+      int64_t next = step_at(ev, n, e, &x);
+      if (next < n && (step_at(ev, n, next, &y), ran_as_pipe(a, &x, &y))) {
+        trace_pipe(fp, a, &x, &y, r, t0, batch);
+        e = step_at(ev, n, next, &y);
       } else {
-        trace_event(fp, st->name, "task", t0, ev->begin_ns, ev->end_ns, ev->thread);
-        fprintf(fp, ", \"args\": {\"run\": %ld, \"step\": %d, \"task\": %d, \"tasks\": %d}}", r,
-                ev->step, ev->task, ev->ntasks);
+        trace_step(fp, a, &x, r, t0, batch);
+        e = next;
       }
     }
   }

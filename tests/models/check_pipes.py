@@ -30,6 +30,14 @@ Cases:
   profile     `kiln run --profile` at batch 3 of expand_dw with a 12-channel
               expand (narrow: one pipe on every target): a row per step, the
               pipe's two kernels with positive times, outputs match ORT.
+  trace       `kiln run --profile --trace` of the profile case's model at batch
+              3 on 2 and 3 threads, and at batch 1 on 5 (too few rows: the
+              pair runs as two steps), under umask 027: every slice ("X") of
+              a thread's track nests in the slices it overlaps, every task
+              slice lies inside the slice of its step (or pipe) on tid 0, the
+              pipe shows as one slice naming both kernels where it ran as
+              one (else as two kernel slices), and the file has mode 0640
+              (0666 minus the umask), nothing left beside it.
   portable_c  window5 as portable C (--target c): its descriptor has a pipe,
               and check_portable_c.py passes at batch 1 and 3.
   tuned       narrow expand_dw with a tuning log (`kiln tune --trials 0`, then faster
@@ -257,6 +265,86 @@ def case_profile(c):
         raise CaseFailure(f"profiled run: max|kiln-ort| = {err:.3g} > {tol:.3g} {why}")
 
 
+def check_trace_nesting(events):
+    """Per track (pid, tid), every two "X" slices are disjoint or nested, and
+    every task slice lies in the time of the slice on tid 0 that holds its
+    step (a kernel's, or a pipe's). Returns (tasks checked, pipe slices)."""
+    eps = 0.0015  # ts and dur are printed to 1 ns; their sum rounds twice
+    tracks = {}
+    for e in events:
+        if e.get("ph") == "X":
+            tracks.setdefault((e["pid"], e["tid"]), []).append(e)
+    for key, evs in tracks.items():
+        evs.sort(key=lambda e: (e["ts"], -e["dur"]))
+        open_ends = []  # ends of the slices enclosing the current one
+        for e in evs:
+            while open_ends and open_ends[-1][0] <= e["ts"] + eps:
+                open_ends.pop()
+            end = e["ts"] + e["dur"]
+            if open_ends and end > open_ends[-1][0] + eps:
+                raise CaseFailure(f"tid {key[1]}: {e} overlaps {open_ends[-1][1]} without nesting in it")
+            open_ends.append((end, e))
+    owners = {}  # (run, step) -> the tid-0 slice of that step
+    pipes = 0
+    for e in events:
+        if e.get("ph") == "X" and e.get("cat") in ("kernel", "pipe"):
+            if e["tid"] != 0:
+                raise CaseFailure(f"step slice off tid 0: {e}")
+            steps = e["args"]["steps"] if e["cat"] == "pipe" else [e["args"]["step"]]
+            pipes += e["cat"] == "pipe"
+            for s in steps:
+                owners[(e["args"]["run"], s)] = e
+    tasks = [e for e in events if e.get("ph") == "X" and e.get("cat") == "task"]
+    for t in tasks:
+        steps = t["args"]["steps"] if "steps" in t["args"] else [t["args"]["step"]]
+        for s in steps:
+            o = owners.get((t["args"]["run"], s))
+            if o is None:
+                raise CaseFailure(f"task slice of a step with no slice: {t}")
+            if t["ts"] < o["ts"] - eps or t["ts"] + t["dur"] > o["ts"] + o["dur"] + eps:
+                raise CaseFailure(f"task slice {t} outside its step's slice {o}")
+    return len(tasks), pipes
+
+
+def case_trace(c):
+    model = expand_dw(64, mid=12).save(os.path.join(c.tmp, "tr.onnx"))
+    so = compile_and_check(c.tmp, c.kiln, "tr", model, [("conv2", "conv3")])
+    art = Artifact(so)
+    rng = np.random.default_rng(5)
+    for batch, threads, as_pipe in ((3, 2, True), (3, 3, True), (1, 5, False)):
+        folder = os.path.join(c.tmp, f"trace{batch}x{threads}")
+        os.makedirs(folder)
+        x = os.path.join(c.tmp, f"x{batch}.npy")
+        np.save(x, rng.standard_normal([batch, 8, 64, 64]).astype(np.float32))
+        trace = os.path.join(folder, "t.json")
+        proc = run([c.kiln, "run", so, "--input", f"x={x}", "--threads", str(threads),
+                    "--profile", "--peak", "50", "--bench", "20", "--trace", trace],
+                   preexec_fn=lambda: os.umask(0o027))
+        if proc.returncode != 0:
+            raise CaseFailure(f"kiln run --profile --trace failed: {describe_failure(proc)}")
+        left = sorted(os.listdir(folder))
+        if left != ["t.json"]:
+            raise CaseFailure(f"files beside the trace: {left}")
+        with open(trace) as f:
+            events = json.load(f)["traceEvents"]
+        n_tasks, pipes = check_trace_nesting(events)
+        mode = os.stat(trace).st_mode & 0o777
+        if mode != 0o640:
+            raise CaseFailure(f"trace written with mode {mode:04o}, expected 0640 (0666 under umask 027)")
+        want_pipes = 20 * len(art.pipes) if as_pipe else 0
+        if pipes != want_pipes:
+            raise CaseFailure(f"batch {batch}, {threads} threads: {pipes} pipe slices, expected {want_pipes}")
+        names = {e["name"] for e in events if e.get("cat") == "pipe"}
+        want = {f"{a} + {b}" for a, b in art.pipes} if as_pipe else set()
+        if names != want:
+            raise CaseFailure(f"pipe slices named {sorted(names)}, expected {sorted(want)}")
+        kernels = sum(e.get("cat") == "kernel" for e in events)
+        if kernels + 2 * pipes != 20 * art.desc.n_steps:
+            raise CaseFailure(f"{kernels} kernel and {pipes} pipe slices for 20 runs of {art.desc.n_steps} steps")
+        print(f"  batch {batch}, {threads} threads: {n_tasks} task slices nested, {pipes} pipe slices, "
+              f"mode {mode:04o}")
+
+
 def case_tuned(c):
     model = expand_dw(64, mid=12).save(os.path.join(c.tmp, "t.onnx"))
     log = os.path.join(c.tmp, "t.jsonl")
@@ -321,7 +409,7 @@ def case_view(c):
 
 
 CASES = {"expand_dw": case_expand_dw, "window5": case_window5, "too_small": case_too_small,
-         "shared": case_shared, "profile": case_profile, "portable_c": case_portable_c,
+         "shared": case_shared, "profile": case_profile, "trace": case_trace, "portable_c": case_portable_c,
          "tuned": case_tuned, "view": case_view}
 
 
