@@ -332,6 +332,37 @@ def case_compile_unwritable_output(c):
     c.expect_error(["compile", c.model("tiny_mlp"), "-o", out], ["no_such_dir"], c.tmp)
 
 
+def case_compile_header_of_another_prefix(c):
+    """The .so and then the .o of one stem with another prefix: the .o's compile
+    is refused in one line and writes nothing (it used to replace the .so's
+    header); --header puts its header elsewhere."""
+    d = c.fresh_dir("header")
+    model = c.model("tiny_cnn")
+    proc = run([c.kiln, "compile", model, "-o", os.path.join(d, "m.so")])
+    if proc.returncode != 0:
+        raise CaseFailure(f"setup: kiln compile -o m.so failed: {describe_failure(proc)}")
+    with open(os.path.join(d, "m.h")) as f:
+        before = f.read()
+    err = c.expect_error(["compile", model, "-o", os.path.join(d, "m.o"), "--prefix", "cnn"],
+                         ["m.h' is the header of another artifact (m.so, prefix 'model')",
+                          "not of prefix 'cnn'", "--header PATH"], d)
+    if len(err.strip().splitlines()) != 1:
+        raise CaseFailure(f"expected one line:\n{err}")
+    with open(os.path.join(d, "m.h")) as f:
+        if f.read() != before:
+            raise CaseFailure("m.h was rewritten")
+    proc = run([c.kiln, "compile", model, "-o", os.path.join(d, "m.o"), "--prefix", "cnn",
+                "--header", os.path.join(d, "cnn.h")])
+    if proc.returncode != 0 or sorted(os.listdir(d)) != ["cnn.h", "m.h", "m.o", "m.so"]:
+        raise CaseFailure(f"--header: {describe_failure(proc)}; files {sorted(os.listdir(d))}")
+
+
+def case_compile_header_not_dot_h(c):
+    d = c.fresh_dir("header")
+    c.expect_error(["compile", c.model("tiny_cnn"), "-o", os.path.join(d, "m.so"), "--header",
+                    os.path.join(d, "m.so")], ["--header", "m.so", "must end in .h"], d)
+
+
 def bind_model(c):
     """Reshape(x, shape) with `shape` a graph input, and x with the batch dim."""
     return save_model(c.path("bind.onnx"),
