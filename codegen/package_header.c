@@ -95,7 +95,8 @@ static void tensor_macros(FILE *fp, const char *P, const char *kind, int i, cons
  * case, every other character '_' ("model", "tiny_cnn.h": KILN_MODEL_TINY_CNN_H). */
 static void put_guard(FILE *fp, const char *P, const char *header_file) {
   fprintf(fp, "KILN_%s_", P);
-  for (const char *c = header_file; *c; c++) fputc(isalnum((unsigned char)*c) ? toupper((unsigned char)*c) : '_', fp);
+  for (const unsigned char *c = (const unsigned char *)header_file; *c; c++)
+    fputc(isalnum(*c) ? toupper(*c) : '_', fp);
 }
 
 static int write_header(const kn_plan *plan, const kn_target *t, const char *path, const char *artifact_file,
@@ -242,7 +243,8 @@ int kn_cg_header_begin(kn_cg_header_out *h, const char *out_path, const char *he
 int kn_cg_header_write(kn_cg_header_out *h, const kn_plan *plan, const kn_target *t, const char *out_path,
                        kn_diag *d) {
   const char *artifact = strrchr(out_path, '/'), *header = strrchr(h->path, '/');
-  return write_header(plan, t, h->tmp_file, artifact ? artifact + 1 : out_path, header ? header + 1 : h->path, d);
+  return write_header(plan, t, h->tmp_file, artifact ? artifact + 1 : out_path,
+                      header ? header + 1 : h->path, d);
 }
 
 int kn_cg_header_commit(kn_cg_header_out *h, kn_diag *d) {
