@@ -116,7 +116,7 @@ static void build_child(int fd, const kn_graph *g0, const kn_group *grp, const k
       st->args[i + 1] = (kn_plan_arg){KILN_ARG_INPUT, plan.n_inputs++, 0};
     }
   }
-  if (kn_cg_package(&plan, t, so_path, &d) < 0) {
+  if (kn_cg_package(&plan, t, so_path, NULL, &d) < 0) {
     set_detail(&m.result, &d, "packaging failed");
     child_exit(fd, &m);
   }

@@ -16,6 +16,7 @@ must not be run from two threads at once.
 """
 import ctypes
 import os
+import struct
 
 import numpy as np
 
@@ -88,10 +89,37 @@ class Tensor:
         return f"{self.name}: {np.dtype(self.dtype).name}[{dims}]"
 
 
+def check_elf(path):
+    """Raises ValueError unless every segment and the section headers of the
+    64-bit ELF file `path` lie inside it. dlopen maps the segments of a
+    truncated copy anyway, and the first touch of a page past the end of the
+    file kills the process with SIGBUS (rt/loader.c checks the same)."""
+    def bad(why):
+        return ValueError(f"'{path}' is truncated or not an ELF shared object: {why}")
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        eh = f.read(64)
+        if len(eh) < 64 or eh[:4] != b"\x7fELF" or eh[4] != 2 or eh[5] != 1:
+            raise bad(f"{len(eh)} bytes read, not a 64-bit little-endian ELF header")
+        phoff, shoff = struct.unpack_from("<QQ", eh, 32)
+        phentsize, phnum, shentsize, shnum = struct.unpack_from("<HHHH", eh, 54)
+        if phentsize != 56 or phnum == 0 or phoff + phnum * 56 > size:
+            raise bad(f"{phnum} program headers at byte {phoff} do not fit in {size} bytes")
+        f.seek(phoff)
+        table = f.read(phnum * 56)
+        for i in range(phnum):
+            offset, filesz = struct.unpack_from("<Q16xQ", table, i * 56 + 8)
+            if offset + filesz > size:
+                raise bad(f"segment {i} ends at byte {offset + filesz}, the file has {size}")
+        if shoff and shoff + shnum * shentsize > size:
+            raise bad(f"its section headers end at byte {shoff + shnum * shentsize}, the file has {size}")
+
+
 class Artifact:
     """One loaded .so artifact (see the module docstring)."""
 
     def __init__(self, path):
+        check_elf(path)
         # RTLD_LOCAL (ctypes' default): several artifacts coexist in one process.
         self.lib = ctypes.CDLL(os.path.abspath(path))
         self.desc = Descriptor.in_dll(self.lib, "kiln_artifact_v1")

@@ -240,40 +240,34 @@ static int write_c(const kn_plan *plan, const kn_target *t, const char *path, co
   return 0;
 }
 
-int kn_cg_package_c(const kn_plan *plan, const kn_target *t, const char *out_path, kn_diag *d) {
+int kn_cg_package_c(const kn_plan *plan, const kn_target *t, const char *out_path, const char *header_path,
+                    kn_diag *d) {
   size_t len = strlen(out_path);
   if (len < 3 || strcmp(out_path + len - 2, ".c"))
     return kn_diag_error(d, "output '%s' must end in .c for --target c", out_path);
   if (kn_cg_check_plan(plan, d)) return -1;
-  char *header_path = malloc(len + 1);
-  KN_ASSERT(header_path, "out of memory");
-  memcpy(header_path, out_path, len + 1);
-  header_path[len - 1] = 'h';
-
   int status = -1;
+  kn_cg_header_out h;
   kn_cg_tmpdir tmp;
-  char c_tmp[4200], h_tmp[4200];
-  if (kn_cg_tmpdir_create(&tmp, out_path, d)) {
-    free(header_path);
-    return -1;
-  }
+  char c_tmp[4200];
+  if (kn_cg_header_begin(&h, out_path, header_path, plan->prefix, d)) return -1;
+  if (kn_cg_tmpdir_create(&tmp, out_path, d)) goto fail_header;
   const char *base = strrchr(out_path, '/');
   base = base ? base + 1 : out_path;
   if (write_c(plan, t, kn_cg_tmpdir_file(&tmp, "artifact.c", c_tmp, sizeof c_tmp), base, d)) goto done;
-  if (kn_cg_write_header(plan, t, kn_cg_tmpdir_file(&tmp, "artifact.h", h_tmp, sizeof h_tmp), base, d))
-    goto done;
+  if (kn_cg_header_write(&h, plan, t, out_path, d)) goto done;
   if (rename(c_tmp, out_path) != 0) {
     kn_diag_error(d, "cannot create '%s': %s", out_path, strerror(errno));
     goto done;
   }
-  if (rename(h_tmp, header_path) != 0) {
-    kn_diag_error(d, "cannot create '%s': %s", header_path, strerror(errno));
+  if (kn_cg_header_commit(&h, d)) {
     unlink(out_path);
     goto done;
   }
   status = 0;
 done:
   kn_cg_tmpdir_remove(&tmp);
-  free(header_path);
+fail_header:
+  kn_cg_header_end(&h);
   return status;
 }

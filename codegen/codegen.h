@@ -1,6 +1,8 @@
 /* codegen.h — the public entry points of the CPU back end.
  *
  *   kn_cg_package   plan + target -> model.so / model.o and model.h
+ *   kn_cg_header_path / kn_cg_header_check   where the header goes, and
+ *                   whether the file there belongs to another artifact
  *   kn_cg_check_target   can this kiln package for a target (runtime present)
  *   kn_cg_kernel_asm / kn_cg_kernel_ir   one kernel as assembly / LLVM IR
  *                   text (tests, --dump, tuning diagnostics)
@@ -18,9 +20,13 @@
  * PREFIX_artifact / PREFIX_run / PREFIX_set_threads and kiln_artifact_v1;
  * ".o": relocatable object exporting the first three only; ".c" for the
  * portable C target: one C source file, see c_package.c) plus the header
- * next to it (same stem, ".h"). Both appear atomically: on any failure
- * neither file is created or replaced. Returns 0, or -1 with a diagnostic. */
-int kn_cg_package(const kn_plan *plan, const kn_target *t, const char *out_path, kn_diag *d);
+ * at `header_path`, or when NULL next to it (same stem, ".h"). Both appear
+ * atomically: on any failure neither file is created or replaced. A header
+ * kiln wrote for another prefix is not replaced: that is a diagnostic,
+ * before anything is written (kn_cg_header_check). Returns 0, or -1 with a
+ * diagnostic. */
+int kn_cg_package(const kn_plan *plan, const kn_target *t, const char *out_path, const char *header_path,
+                  kn_diag *d);
 
 /* A GPU artifact (t->arch == KN_ARCH_CUDA) from a plan of GPU kernels,
  * the module compiled from them (codegen/cuda.h: cubins and PTX) and each
@@ -33,7 +39,16 @@ int kn_cg_package(const kn_plan *plan, const kn_target *t, const char *out_path,
 struct kn_cuda_module;
 struct kn_cuda_launch;
 int kn_cg_package_cuda(const kn_plan *plan, const kn_target *t, const struct kn_cuda_module *module,
-                       const struct kn_cuda_launch *launches, const char *out_path, kn_diag *d);
+                       const struct kn_cuda_launch *launches, const char *out_path, const char *header_path,
+                       kn_diag *d);
+
+/* Where the header of `out_path` goes: header_path when not NULL, else the
+ * output's stem + ".h" (malloc'd; the caller frees). */
+char *kn_cg_header_path(const char *out_path, const char *header_path);
+/* -1 with a one-line diagnostic when `path` holds a header kiln wrote for a
+ * prefix other than `prefix` (it belongs to another artifact); 0 when the
+ * file is missing, kiln's for the same prefix, or not kiln's. */
+int kn_cg_header_check(const char *path, const char *prefix, kn_diag *d);
 
 /* 0 if this kiln can package artifacts for `t` (it carries a runtime for the
  * target's architecture: the host's, and aarch64's when it was built with the

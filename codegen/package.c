@@ -457,10 +457,11 @@ static const char *ext_of(const char *path) {
 
 static int package_object(const kn_plan *plan, const kn_target *code, const kn_target *header,
                           const gpu_parts *gpu, const unsigned char *rt_object, size_t rt_size,
-                          const char *out_path, bool shared, kn_diag *d);
+                          const char *out_path, const char *header_path, bool shared, kn_diag *d);
 
 int kn_cg_package_cuda(const kn_plan *plan, const kn_target *t, const kn_cuda_module *module,
-                       const kn_cuda_launch *launches, const char *out_path, kn_diag *d) {
+                       const kn_cuda_launch *launches, const char *out_path, const char *header_path,
+                       kn_diag *d) {
   if (t->arch != KN_ARCH_CUDA) return kn_diag_error(d, "kn_cg_package_cuda: the target is not cuda");
   if (strcmp(ext_of(out_path), ".so"))
     return kn_diag_error(d, "output '%s': a GPU artifact is a shared library: name it .so", out_path);
@@ -478,12 +479,14 @@ int kn_cg_package_cuda(const kn_plan *plan, const kn_target *t, const kn_cuda_mo
   kn_target host;
   if (kn_target_parse(host_spec, &host, d)) return -1;
   gpu_parts gpu = {.cuda = t, .module = module, .launches = launches, .grid = kn_cg_cuda_grid_kernel(plan, launches)};
-  return package_object(plan, &host, t, &gpu, kn_rt_object_cuda, kn_rt_object_cuda_size, out_path, true, d);
+  return package_object(plan, &host, t, &gpu, kn_rt_object_cuda, kn_rt_object_cuda_size, out_path, header_path,
+                        true, d);
 }
 
-int kn_cg_package(const kn_plan *plan, const kn_target *t, const char *out_path, kn_diag *d) {
+int kn_cg_package(const kn_plan *plan, const kn_target *t, const char *out_path, const char *header_path,
+                  kn_diag *d) {
   const char *ext = ext_of(out_path);
-  if (t->arch == KN_ARCH_C) return kn_cg_package_c(plan, t, out_path, d);
+  if (t->arch == KN_ARCH_C) return kn_cg_package_c(plan, t, out_path, header_path, d);
   if (!strcmp(ext, ".c"))
     return kn_diag_error(d, "output '%s': C source is written for --target c only", out_path);
   bool shared = !strcmp(ext, ".so");
@@ -496,7 +499,7 @@ int kn_cg_package(const kn_plan *plan, const kn_target *t, const char *out_path,
   const unsigned char *rt_object = runtime_object(t, &rt_size);
   if (!rt_object) return kn_cg_check_target(t, d);
   if (kn_cg_check_plan(plan, d)) return -1;
-  return package_object(plan, t, t, NULL, rt_object, rt_size, out_path, shared, d);
+  return package_object(plan, t, t, NULL, rt_object, rt_size, out_path, header_path, shared, d);
 }
 
 /* Writes the artifact (and its header) from the module built for `code`
@@ -504,24 +507,15 @@ int kn_cg_package(const kn_plan *plan, const kn_target *t, const char *out_path,
  * the header. Atomic: both files or neither. */
 static int package_object(const kn_plan *plan, const kn_target *code, const kn_target *header,
                           const gpu_parts *gpu, const unsigned char *rt_object, size_t rt_size,
-                          const char *out_path, bool shared, kn_diag *d) {
+                          const char *out_path, const char *header_path, bool shared, kn_diag *d) {
   const kn_target *t = code;
-  const char *ext = ext_of(out_path);
-  /* header path: same stem, .h */
-  size_t stem = strlen(out_path) - strlen(ext);
-  char *header_path = malloc(stem + 3);
-  KN_ASSERT(header_path, "out of memory");
-  memcpy(header_path, out_path, stem);
-  strcpy(header_path + stem, ".h");
-
   int status = -1;
+  kn_cg_header_out h;
   kn_cg_module m;
   kn_cg_tmpdir tmp;
-  char kobj[4200], robj[4200], out_tmp[4200], hdr_tmp[4200];
-  if (kn_cg_tmpdir_create(&tmp, out_path, d)) {
-    free(header_path);
-    return -1;
-  }
+  char kobj[4200], robj[4200], out_tmp[4200];
+  if (kn_cg_header_begin(&h, out_path, header_path, plan->prefix, d)) return -1;
+  if (kn_cg_tmpdir_create(&tmp, out_path, d)) goto fail_header;
   if (kn_cg_module_init(&m, t, plan->prefix, d)) goto fail_tmp;
   tables tb = {.m = &m};
   build_module(&tb, plan, shared, gpu);
@@ -534,16 +528,12 @@ static int package_object(const kn_plan *plan, const kn_target *code, const kn_t
   kn_cg_tmpdir_file(&tmp, shared ? "artifact.so" : "artifact.o", out_tmp, sizeof out_tmp);
   if (kn_cg_link(&tmp, kobj, robj, out_tmp, shared, t->arch != KN_BUILD_ARCH, d))
     goto fail_module;
-  const char *base = strrchr(out_path, '/');
-  if (kn_cg_write_header(plan, header, kn_cg_tmpdir_file(&tmp, "artifact.h", hdr_tmp, sizeof hdr_tmp),
-                         base ? base + 1 : out_path, d))
-    goto fail_module;
+  if (kn_cg_header_write(&h, plan, header, out_path, d)) goto fail_module;
   if (rename(out_tmp, out_path) != 0) {
     kn_diag_error(d, "cannot create '%s': %s", out_path, strerror(errno));
     goto fail_module;
   }
-  if (rename(hdr_tmp, header_path) != 0) {
-    kn_diag_error(d, "cannot create '%s': %s", header_path, strerror(errno));
+  if (kn_cg_header_commit(&h, d)) {
     unlink(out_path);
     goto fail_module;
   }
@@ -552,7 +542,8 @@ fail_module:
   kn_cg_module_free(&m);
 fail_tmp:
   kn_cg_tmpdir_remove(&tmp);
-  free(header_path);
+fail_header:
+  kn_cg_header_end(&h);
   return status;
 }
 

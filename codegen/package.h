@@ -27,9 +27,22 @@ int kn_cg_write_file(const char *path, const void *data, size_t n, kn_diag *d);
 int kn_cg_link(const kn_cg_tmpdir *t, const char *kernels_obj, const char *rt_obj,
                const char *out, bool shared, bool cross, kn_diag *d);
 
-/* Writes the C header of an artifact. */
-int kn_cg_write_header(const kn_plan *plan, const kn_target *t, const char *path,
-                       const char *artifact_file, kn_diag *d);
+/* The header of an artifact on its way into place (package_header.c):
+ * begin checks that `path` (header_path, or OUT.h beside out_path) holds
+ * no header of another prefix and makes a private folder beside it, before
+ * anything else is written; write puts the header there; commit renames it
+ * into place; end removes what is left. */
+typedef struct kn_cg_header_out {
+  char *path;
+  kn_cg_tmpdir tmp;
+  char tmp_file[4200];
+} kn_cg_header_out;
+int kn_cg_header_begin(kn_cg_header_out *h, const char *out_path, const char *header_path, const char *prefix,
+                       kn_diag *d);
+int kn_cg_header_write(kn_cg_header_out *h, const kn_plan *plan, const kn_target *t, const char *out_path,
+                       kn_diag *d);
+int kn_cg_header_commit(kn_cg_header_out *h, kn_diag *d);
+void kn_cg_header_end(kn_cg_header_out *h);
 
 /* Bad plans (indices, ABI bounds, names) as diagnostics. */
 int kn_cg_check_plan(const kn_plan *plan, kn_diag *d);
@@ -44,7 +57,8 @@ int kn_cg_check_cuda(const kn_plan *plan, const struct kn_cuda_module *module,
 kn_kernel *kn_cg_cuda_grid_kernel(const kn_plan *plan, const struct kn_cuda_launch *launches);
 
 /* The portable C artifact (c_package.c): OUT.c + OUT.h, for --target c. */
-int kn_cg_package_c(const kn_plan *plan, const kn_target *t, const char *out_path, kn_diag *d);
+int kn_cg_package_c(const kn_plan *plan, const kn_target *t, const char *out_path, const char *header_path,
+                    kn_diag *d);
 
 /* "TRIPLE -mcpu=CPU [-mattr=FEATURES]" (or "c") into buf. */
 void kn_cg_target_string(const kn_target *t, char *buf, size_t cap);

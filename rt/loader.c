@@ -2,13 +2,17 @@
  *
  * The ELF header is read before dlopen so that the common mistakes (an
  * aarch64 artifact on x86, a .o, a random file) get a clear message instead
- * of dlerror()'s. */
+ * of dlerror()'s, and the program headers are checked against the file's
+ * size so that a truncated copy is refused instead of killing the process
+ * (check_extent). */
 #include "rt/loader.h"
 
 #include <dlfcn.h>
+#include <elf.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #if defined(__x86_64__)
 #define HOST_MACHINE 62 /* EM_X86_64 */
@@ -21,6 +25,12 @@
 #define HOST_ARCH "this architecture"
 #endif
 
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define HOST_DATA ELFDATA2LSB
+#else
+#define HOST_DATA ELFDATA2MSB
+#endif
+
 static const char *machine_name(int m) {
   switch (m) {
   case 62: return "x86_64";
@@ -31,26 +41,100 @@ static const char *machine_name(int m) {
   }
 }
 
+/* The diagnostic of a file whose ELF structure does not fit in it. */
+#define TRUNCATED(fmt, ...) \
+  kn_diag_error(d, "'%s' is truncated or not an ELF shared object: " fmt, path, __VA_ARGS__)
+
+/* end = off + count * size, false on overflow or where end > file_size. */
+static bool fits(uint64_t off, uint64_t count, uint64_t size, uint64_t file_size, uint64_t *end) {
+  uint64_t bytes;
+  if (__builtin_mul_overflow(count, size, &bytes) || __builtin_add_overflow(off, bytes, end)) return false;
+  return *end <= file_size;
+}
+
+/* Every byte the program headers and the section header table name lies
+ * inside the file. dlopen maps each PT_LOAD segment by its file offset and
+ * does not compare it with the file's size: a segment cut short by a
+ * truncated copy is mapped anyway, and the first touch of a page past the
+ * end of the file kills the process with SIGBUS instead of an error. */
+static int check_extent(FILE *fp, const char *path, const Elf64_Ehdr *eh, uint64_t file_size,
+                        kn_diag *d) {
+  uint64_t end;
+  if (eh->e_phentsize != sizeof(Elf64_Phdr) || eh->e_phnum == 0 || eh->e_phnum == PN_XNUM)
+    return TRUNCATED("%u program headers of %u bytes", (unsigned)eh->e_phnum, (unsigned)eh->e_phentsize);
+  if (!fits(eh->e_phoff, eh->e_phnum, sizeof(Elf64_Phdr), file_size, &end))
+    return TRUNCATED("its program headers end at byte %llu, the file has %llu", (unsigned long long)end,
+                     (unsigned long long)file_size);
+  for (unsigned i = 0; i < eh->e_phnum; i++) {
+    Elf64_Phdr ph;
+    if (fseek(fp, (long)(eh->e_phoff + i * sizeof ph), SEEK_SET) || fread(&ph, sizeof ph, 1, fp) != 1)
+      return TRUNCATED("cannot read program header %u", i);
+    if (ph.p_type == PT_LOAD && ph.p_filesz > ph.p_memsz)
+      return TRUNCATED("segment %u holds %llu file bytes in %llu bytes of memory", i,
+                       (unsigned long long)ph.p_filesz, (unsigned long long)ph.p_memsz);
+    if (!fits(ph.p_offset, 1, ph.p_filesz, file_size, &end))
+      return TRUNCATED("segment %u ends at byte %llu, the file has %llu", i, (unsigned long long)end,
+                       (unsigned long long)file_size);
+  }
+  /* not needed to load, but a copy that lost them lost its end */
+  if (eh->e_shoff && !fits(eh->e_shoff, eh->e_shnum, eh->e_shentsize, file_size, &end))
+    return TRUNCATED("its section headers end at byte %llu, the file has %llu", (unsigned long long)end,
+                     (unsigned long long)file_size);
+  return 0;
+}
+
 static int check_elf(const char *path, kn_diag *d) {
   FILE *fp = fopen(path, "rb");
   if (!fp) return kn_diag_error(d, "cannot open artifact '%s': %s", path, strerror(errno));
-  unsigned char h[64];
+  struct stat st;
+  unsigned char h[sizeof(Elf64_Ehdr)];
+  int status = -1;
+  if (fstat(fileno(fp), &st) != 0) {
+    kn_diag_error(d, "cannot open artifact '%s': %s", path, strerror(errno));
+    goto done;
+  }
   size_t n = fread(h, 1, sizeof h, fp);
-  fclose(fp);
-  if (n < 20 || memcmp(h, "\x7f" "ELF", 4) != 0)
-    return kn_diag_error(d, "'%s' is not a Kiln artifact (not an ELF shared library)", path);
+  /* a prefix of the magic is a cut copy; anything else is another file */
+  if (memcmp(h, "\x7f" "ELF", n < 4 ? n : 4) != 0) {
+    kn_diag_error(d, "'%s' is not a Kiln artifact (not an ELF shared library)", path);
+    goto done;
+  }
+  if (n < 20) {
+    TRUNCATED("%zu bytes, shorter than an ELF header", n);
+    goto done;
+  }
   int machine = h[5] == 1 ? (h[18] | h[19] << 8) : (h[18] << 8 | h[19]);
   int type = h[5] == 1 ? (h[16] | h[17] << 8) : (h[16] << 8 | h[17]);
-  if (h[4] != 2 || machine != HOST_MACHINE)
-    return kn_diag_error(d, "'%s' is built for %s%s, but this machine is %s: run it on the target",
-                         path, machine_name(machine), h[4] == 2 ? "" : " (32-bit)", HOST_ARCH);
-  if (type == 1)
-    return kn_diag_error(d,
-                         "'%s' is a relocatable object (.o artifact): link it into your program; "
-                         "only .so artifacts can be loaded",
-                         path);
-  if (type != 3) return kn_diag_error(d, "'%s' is not a shared library", path);
-  return 0;
+  if (h[4] != 2 || machine != HOST_MACHINE) {
+    kn_diag_error(d, "'%s' is built for %s%s, but this machine is %s: run it on the target", path,
+                  machine_name(machine), h[4] == 2 ? "" : " (32-bit)", HOST_ARCH);
+    goto done;
+  }
+  if (type == 1) {
+    kn_diag_error(d,
+                  "'%s' is a relocatable object (.o artifact): link it into your program; "
+                  "only .so artifacts can be loaded",
+                  path);
+    goto done;
+  }
+  if (type != 3) {
+    kn_diag_error(d, "'%s' is not a shared library", path);
+    goto done;
+  }
+  if (n < sizeof h) {
+    TRUNCATED("%zu bytes, shorter than an ELF header", n);
+    goto done;
+  }
+  Elf64_Ehdr eh;
+  memcpy(&eh, h, sizeof eh);
+  if (h[EI_DATA] != HOST_DATA || eh.e_ehsize != sizeof eh) {
+    TRUNCATED("%s", "its ELF header does not describe a 64-bit object of this machine");
+    goto done;
+  }
+  status = check_extent(fp, path, &eh, (uint64_t)st.st_size, d);
+done:
+  fclose(fp);
+  return status;
 }
 
 int kn_loader_open(const char *path, kn_loader *l, kn_diag *d) {

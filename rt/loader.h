@@ -3,9 +3,9 @@
  * Used by `kiln run`, the autotuner's local runner and the tests; it is not
  * part of artifacts. An artifact is found through the well-known symbol
  * kiln_artifact_v1 (include/kiln/artifact.h), so the loader needs no
- * knowledge of the model's prefix. Bad files (missing, not ELF, another
- * architecture, a .o, not an artifact, another ABI version) give a one-line
- * diagnostic, never a crash. */
+ * knowledge of the model's prefix. Bad files (missing, not ELF, truncated,
+ * another architecture, a .o, not an artifact, another ABI version) give a
+ * one-line diagnostic, never a crash. */
 #ifndef KN_RT_LOADER_H
 #define KN_RT_LOADER_H
 

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codegen/codegen.h"
 #include "tools/cmds.h"
 #include "tools/options.h"
 #include "tools/pipeline.h"
@@ -53,6 +54,9 @@ static int parse_args(int argc, char **argv, kn_compile_opts *o, const char **bi
        "artifact to write (.so shared library, .o object, or\n.c portable C source with --target c);\n"
        "the header is written beside it as OUT.h",
        .str = &o->output},
+      {"--header", NULL, "PATH.h",
+       "write the header here instead of OUT.h (kiln does not\nreplace a header it wrote for another prefix)",
+       .str = &o->header},
       {"--target", NULL, "STRING",
        "\"TRIPLE [-mcpu=CPU] [-mattr=+f,-g]\" (default: the host),\nor \"c\" (portable C source, -o OUT.c)",
        .str = &o->target},
@@ -99,7 +103,20 @@ static int check_output(const kn_compile_opts *o) {
                     "(names starting with 'kiln' or 'kn_' are reserved)\n", o->prefix);
     return 2;
   }
+  if (o->header && !has_suffix(o->header, ".h")) {
+    fprintf(stderr, "kiln: error: compile: --header '%s' must end in .h\n", o->header);
+    return 2;
+  }
   return KN_OPTS_GO_ON;
+}
+
+/* Before the compile, so that it fails fast: the header's place holds no
+ * header of another prefix (kn_cg_package checks again before writing). */
+static int check_header(const kn_compile_opts *o, kn_diag *d) {
+  char *path = kn_cg_header_path(o->output, o->header);
+  int status = kn_cg_header_check(path, o->prefix, d);
+  free(path);
+  return status;
 }
 
 int kn_cmd_compile(int argc, char **argv) {
@@ -126,7 +143,7 @@ int kn_cmd_compile(int argc, char **argv) {
   o.binds = binds;
   o.n_binds = n_bind_args;
   if (check_output(&o) != KN_OPTS_GO_ON) goto out;
-  status = kn_compile(&o, &d) < 0 ? 1 : 0;
+  status = check_header(&o, &d) || kn_compile(&o, &d) < 0 ? 1 : 0;
   if (status) {
     if (d.count == 0) kn_diag_error(&d, "compile of '%s' failed", o.model);
     kn_diag_print(&d, "kiln");

@@ -235,8 +235,9 @@ static int cuda(kn_pipe *p) {
  * written, renamed into place. */
 static int package(kn_pipe *p) {
   if (p->target.arch == KN_ARCH_CUDA)
-    return kn_cg_package_cuda(&p->plan, &p->target, &p->cuda_module, p->launches, p->o->output, p->d);
-  return kn_cg_package(&p->plan, &p->target, p->o->output, p->d);
+    return kn_cg_package_cuda(&p->plan, &p->target, &p->cuda_module, p->launches, p->o->output, p->o->header,
+                              p->d);
+  return kn_cg_package(&p->plan, &p->target, p->o->output, p->o->header, p->d);
 }
 
 /* ---- what --dump-after prints ---------------------------------------------------------- */

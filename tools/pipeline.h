@@ -14,6 +14,7 @@ struct kn_plan;
 typedef struct kn_compile_opts {
   const char *model;      /* input .onnx */
   const char *output;     /* out.so or out.o (out.h is written beside it) */
+  const char *header;     /* --header: where the header goes instead, or NULL */
   const char *target;     /* target string, NULL = host */
   const char *prefix;     /* C identifier prefix of the artifact's symbols */
   const char *dump_after; /* stage name, or NULL */

@@ -106,7 +106,7 @@ int cg_package(cg_case *t, const char *ext) {
   snprintf(t->path, sizeof t->path, "%s/%s%s", t->dir, t->plan.prefix, ext);
   kn_diag d;
   kn_diag_init(&d);
-  int r = kn_cg_package(&t->plan, &t->target, t->path, &d);
+  int r = kn_cg_package(&t->plan, &t->target, t->path, NULL, &d);
   kn_diag_print(&d, "test");
   kn_diag_free(&d);
   return r;

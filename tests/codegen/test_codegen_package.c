@@ -11,7 +11,8 @@
  *  - two .o artifacts (each with its own runtime) link into one C program
  *    that includes both generated headers;
  *  - a failed package (missing directory, failing linker, bad plan) leaves
- *    no file behind. */
+ *    no file behind;
+ *  - a header of another prefix is never replaced; --header; per-file guards. */
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -430,28 +431,28 @@ static void test_failed_package_leaves_nothing(void **state) {
   char path[600];
   /* a directory that does not exist */
   snprintf(path, sizeof path, "%s/no/such/dir/model.so", t.dir);
-  assert_int_equal(kn_cg_package(&t.plan, &t.target, path, &d), -1);
+  assert_int_equal(kn_cg_package(&t.plan, &t.target, path, NULL, &d), -1);
   assert_true(d.count >= 1 && strstr(d.lines[0], "no/such/dir"));
   kn_diag_free(&d);
   /* a failing linker */
   setenv("KILN_CC", "false", 1);
   snprintf(path, sizeof path, "%s/model.so", t.dir);
-  assert_int_equal(kn_cg_package(&t.plan, &t.target, path, &d), -1);
+  assert_int_equal(kn_cg_package(&t.plan, &t.target, path, NULL, &d), -1);
   unsetenv("KILN_CC");
   assert_true(d.count >= 1 && strstr(d.lines[0], "false"));
   kn_diag_free(&d);
   assert_int_equal(dir_entries(t.dir), 0); /* no .so, no .h, no temp dir */
   /* bad plans and paths */
-  assert_int_equal(kn_cg_package(&t.plan, &t.target, "model.dll", &d), -1);
+  assert_int_equal(kn_cg_package(&t.plan, &t.target, "model.dll", NULL, &d), -1);
   assert_true(strstr(d.lines[0], ".so"));
   kn_diag_free(&d);
   t.plan.prefix = "bad-prefix";
-  assert_int_equal(kn_cg_package(&t.plan, &t.target, path, &d), -1);
+  assert_int_equal(kn_cg_package(&t.plan, &t.target, path, NULL, &d), -1);
   assert_true(strstr(d.lines[0], "bad-prefix"));
   kn_diag_free(&d);
   t.plan.prefix = "fail";
   t.steps[1].args[1].index = 7; /* no such constant */
-  assert_int_equal(kn_cg_package(&t.plan, &t.target, path, &d), -1);
+  assert_int_equal(kn_cg_package(&t.plan, &t.target, path, NULL, &d), -1);
   assert_true(strstr(d.lines[0], "add_bias"));
   kn_diag_free(&d);
   t.steps[1].args[1].index = 1;
@@ -460,16 +461,84 @@ static void test_failed_package_leaves_nothing(void **state) {
   if (t.target.arch != KN_ARCH_AARCH64) {
     /* a failing cross link (or a kiln without the aarch64 runtime) leaves nothing */
     setenv("KILN_AARCH64_CC", "false", 1);
-    assert_int_equal(kn_cg_package(&t.plan, &arm, path, &d), -1);
+    assert_int_equal(kn_cg_package(&t.plan, &arm, path, NULL, &d), -1);
     unsetenv("KILN_AARCH64_CC");
     assert_true(d.count >= 1 && (strstr(d.lines[0], "false") || strstr(d.lines[0], "gcc-aarch64")));
     kn_diag_free(&d);
   }
   assert_int_equal(dir_entries(t.dir), 0);
   /* and the same plan packages fine afterwards */
-  assert_int_equal(kn_cg_package(&t.plan, &t.target, path, &d), 0);
+  assert_int_equal(kn_cg_package(&t.plan, &t.target, path, NULL, &d), 0);
   assert_int_equal(dir_entries(t.dir), 2); /* model.so + model.h */
   kn_diag_free(&d);
+  cg_free(&t);
+}
+
+/* The whole of a (small) file, malloc'd and NUL terminated. */
+static char *slurp(const char *dir, const char *name) {
+  char path[600];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  FILE *fp = fopen(path, "rb");
+  assert_non_null(fp);
+  char *text = calloc(1, 1 << 20);
+  assert_non_null(text);
+  fread(text, 1, (1 << 20) - 1, fp);
+  fclose(fp);
+  return text;
+}
+
+/* A header kiln wrote for another prefix is not replaced, and nothing is
+ * written (the .so and the .o of one stem with two prefixes used to leave
+ * the .so without its header); --header puts it elsewhere; the same prefix
+ * recompiles in place; each header's include guard holds its file name. */
+static void test_header_of_another_prefix(void **state) {
+  (void)state;
+  cg_case t;
+  cg_init(&t, "model");
+  build_two_steps(&t, 1.0f);
+  kn_diag d;
+  kn_diag_init(&d);
+  char so[600], obj[600], c_out[600], elsewhere[600], other[600];
+  snprintf(so, sizeof so, "%s/net.so", t.dir);
+  snprintf(obj, sizeof obj, "%s/net.o", t.dir);
+  snprintf(c_out, sizeof c_out, "%s/net.c", t.dir);
+  snprintf(elsewhere, sizeof elsewhere, "%s/net_obj.h", t.dir);
+  snprintf(other, sizeof other, "%s/other.so", t.dir);
+  assert_int_equal(kn_cg_package(&t.plan, &t.target, so, NULL, &d), 0);
+  char *before = slurp(t.dir, "net.h");
+  assert_non_null(strstr(before, "#ifndef KILN_MODEL_NET_H\n#define KILN_MODEL_NET_H\n"));
+  t.plan.prefix = "net";
+  assert_int_equal(kn_cg_package(&t.plan, &t.target, obj, NULL, &d), -1);
+  assert_int_equal(d.count, 1);
+  assert_non_null(strstr(d.lines[0], "net.h' is the header of another artifact (net.so, prefix 'model'), "
+                                     "not of prefix 'net'"));
+  assert_non_null(strstr(d.lines[0], "--header PATH"));
+  kn_diag_free(&d);
+  kn_target c_target;
+  assert_int_equal(parse("c", &c_target, &d), 0);
+  assert_int_equal(kn_cg_package(&t.plan, &c_target, c_out, NULL, &d), -1);
+  assert_non_null(strstr(d.lines[0], "prefix 'model'"));
+  kn_diag_free(&d);
+  assert_int_equal(dir_entries(t.dir), 2); /* net.so, net.h: no .o, .c or temp dir */
+  char *after = slurp(t.dir, "net.h");
+  assert_string_equal(before, after);
+  free(after);
+  /* --header elsewhere */
+  assert_int_equal(kn_cg_package(&t.plan, &t.target, obj, elsewhere, &d), 0);
+  after = slurp(t.dir, "net_obj.h");
+  assert_non_null(strstr(after, "#ifndef KILN_NET_NET_OBJ_H\n"));
+  assert_non_null(strstr(after, "Artifact: net.o\n"));
+  free(after);
+  assert_int_equal(dir_entries(t.dir), 4);
+  /* the same prefix again, in place; another file of the default prefix */
+  t.plan.prefix = "model";
+  assert_int_equal(kn_cg_package(&t.plan, &t.target, so, NULL, &d), 0);
+  assert_int_equal(kn_cg_package(&t.plan, &t.target, other, NULL, &d), 0);
+  after = slurp(t.dir, "other.h");
+  assert_non_null(strstr(after, "#ifndef KILN_MODEL_OTHER_H\n"));
+  free(after);
+  assert_int_equal(d.count, 0);
+  free(before);
   cg_free(&t);
 }
 
@@ -480,6 +549,7 @@ int main(void) {
       cmocka_unit_test(test_shared_library), cmocka_unit_test(test_object_artifacts),
       cmocka_unit_test(test_run_profiled),
       cmocka_unit_test(test_failed_package_leaves_nothing),
+      cmocka_unit_test(test_header_of_another_prefix),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -332,6 +332,37 @@ def case_compile_unwritable_output(c):
     c.expect_error(["compile", c.model("tiny_mlp"), "-o", out], ["no_such_dir"], c.tmp)
 
 
+def case_compile_header_of_another_prefix(c):
+    """The .so and then the .o of one stem with another prefix: the .o's compile
+    is refused in one line and writes nothing (it used to replace the .so's
+    header); --header puts its header elsewhere."""
+    d = c.fresh_dir("header")
+    model = c.model("tiny_cnn")
+    proc = run([c.kiln, "compile", model, "-o", os.path.join(d, "m.so")])
+    if proc.returncode != 0:
+        raise CaseFailure(f"setup: kiln compile -o m.so failed: {describe_failure(proc)}")
+    with open(os.path.join(d, "m.h")) as f:
+        before = f.read()
+    err = c.expect_error(["compile", model, "-o", os.path.join(d, "m.o"), "--prefix", "cnn"],
+                         ["m.h' is the header of another artifact (m.so, prefix 'model')",
+                          "not of prefix 'cnn'", "--header PATH"], d)
+    if len(err.strip().splitlines()) != 1:
+        raise CaseFailure(f"expected one line:\n{err}")
+    with open(os.path.join(d, "m.h")) as f:
+        if f.read() != before:
+            raise CaseFailure("m.h was rewritten")
+    proc = run([c.kiln, "compile", model, "-o", os.path.join(d, "m.o"), "--prefix", "cnn",
+                "--header", os.path.join(d, "cnn.h")])
+    if proc.returncode != 0 or sorted(os.listdir(d)) != ["cnn.h", "m.h", "m.o", "m.so"]:
+        raise CaseFailure(f"--header: {describe_failure(proc)}; files {sorted(os.listdir(d))}")
+
+
+def case_compile_header_not_dot_h(c):
+    d = c.fresh_dir("header")
+    c.expect_error(["compile", c.model("tiny_cnn"), "-o", os.path.join(d, "m.so"), "--header",
+                    os.path.join(d, "m.so")], ["--header", "m.so", "must end in .h"], d)
+
+
 def bind_model(c):
     """Reshape(x, shape) with `shape` a graph input, and x with the batch dim."""
     return save_model(c.path("bind.onnx"),
@@ -445,6 +476,67 @@ def case_run_not_an_artifact(c):
     with open(p, "w") as f:
         f.write("this is not a shared object\n")
     run_case(c, [p, "--input", f"input={good_input(c)}"], ["not_an_artifact.so"])
+
+
+def artifact_cuts(c):
+    """Prefixes of the tiny_cnn artifact: inside the ELF header, the program
+    headers, every KB of the segments and the section headers at the end."""
+    with open(c.artifact(), "rb") as f:
+        data = f.read()
+    sizes = sorted({1, 3, 4, 19, 20, 40, 63, 64, 65, 100, 777, 4095, 4097, len(data) - 1,
+                    *range(1024, len(data), 1024)})
+    for n in sizes:
+        p = c.path(f"cut_{n}.so")
+        with open(p, "wb") as f:
+            f.write(data[:n])
+        yield n, p
+
+
+def truncated_case(c, command, extra):
+    """kiln COMMAND on every cut: exit 1, no signal, exactly one line naming the file."""
+    for n, p in artifact_cuts(c):
+        out_dir = c.fresh_dir(command)
+        args = [command, p, *extra]
+        if command == "run":
+            args += ["--output-dir", out_dir]
+        err = c.expect_error(args, [os.path.basename(p), "is truncated or not an ELF shared object"], out_dir)
+        lines = [ln for ln in err.splitlines() if ln.strip()]
+        if len(lines) != 1:
+            raise CaseFailure(f"kiln {command} on {n} bytes: {len(lines)} lines, expected one:\n{err}")
+
+
+def case_run_truncated_artifact(c):
+    truncated_case(c, "run", ["--input", f"input={good_input(c)}"])
+
+
+def case_profile_truncated_artifact(c):
+    # --profile fills inputs not given with deterministic values
+    truncated_case(c, "run", ["--profile", "--bench", "1"])
+
+
+def case_inspect_truncated_artifact(c):
+    truncated_case(c, "inspect", [])
+
+
+def case_python_truncated_artifact(c):
+    """bench/kiln_artifact.py refuses every cut with a ValueError before ctypes loads it."""
+    cuts = [p for _, p in artifact_cuts(c)]
+    script = ("import sys\n"
+              f"sys.path.insert(0, {os.path.join(REPO, 'bench')!r})\n"
+              "from kiln_artifact import Artifact\n"
+              "for p in sys.argv[2:]:\n"
+              "    try:\n"
+              "        Artifact(p)\n"
+              "    except ValueError as e:\n"
+              "        if 'is truncated or not an ELF shared object' not in str(e):\n"
+              "            sys.exit(f'{p}: {e}')\n"
+              "    else:\n"
+              "        sys.exit(f'{p}: loaded')\n"
+              "Artifact(sys.argv[1])\n")
+    proc = run([sys.executable, "-c", script, c.artifact(), *cuts], timeout=120)
+    if proc.returncode != 0:
+        raise CaseFailure(f"kiln_artifact.py on cut artifacts: {describe_failure(proc)}")
+    print(f"  {len(cuts)} cuts refused, the whole artifact loads")
 
 
 def case_run_unknown_flag(c):

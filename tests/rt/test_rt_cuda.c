@@ -66,7 +66,7 @@ static void package(cg_case *t) {
   kn_diag_init(&d);
   assert_int_equal(kn_target_parse("cuda -arch=sm_80,sm_90", &cuda, &d), 0);
   snprintf(t->path, sizeof t->path, "%s/%s.so", t->dir, t->plan.prefix);
-  int r = kn_cg_package_cuda(&t->plan, &cuda, &mod, launches, t->path, &d);
+  int r = kn_cg_package_cuda(&t->plan, &cuda, &mod, launches, t->path, NULL, &d);
   kn_diag_print(&d, "test");
   kn_diag_free(&d);
   assert_int_equal(r, 0);

@@ -1,6 +1,7 @@
-/* test_rt_loader.c — the loader's diagnostics on bad files, the runtime's
+/* test_rt_loader.c — the loader's diagnostics on bad and truncated files, the runtime's
  * argument checks and status codes, the thread pool under concurrent runs,
  * and dlclose / reopen of an artifact whose pool is running. */
+#include <elf.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,6 +80,68 @@ static void test_bad_files(void **state) {
   cg_step(&t, k, (int[]){KILN_ARG_INPUT, KILN_ARG_OUTPUT}, (int[]){ix, iy});
   assert_int_equal(cg_package(&t, ".o"), 0);
   expect_open_error(t.path, "relocatable");
+  cg_free(&t);
+}
+
+/* Writes bytes[0, n) to DIR/name into path. */
+static void write_prefix(const char *dir, const char *name, const unsigned char *bytes, size_t n, char *path,
+                         size_t cap) {
+  snprintf(path, cap, "%s/%s", dir, name);
+  FILE *fp = fopen(path, "wb");
+  assert_non_null(fp);
+  assert_int_equal(fwrite(bytes, 1, n, fp), n);
+  assert_int_equal(fclose(fp), 0);
+}
+
+/* Every cut of an artifact (inside the ELF header, the program headers, a
+ * segment, the section headers) is refused with one line, never loaded:
+ * dlopen maps segments past the end of a cut file and the first touch of
+ * such a page is SIGBUS. An artifact without section headers (sstrip)
+ * still loads whole, and its cuts are refused by the segments alone. */
+static void test_truncated(void **state) {
+  (void)state;
+  cg_case t;
+  cg_init(&t, "cut");
+  build(&t);
+  FILE *fp = fopen(t.path, "rb");
+  assert_non_null(fp);
+  static unsigned char bytes[1 << 20];
+  size_t size = fread(bytes, 1, sizeof bytes, fp);
+  fclose(fp);
+  assert_true(size > 4096 && size < sizeof bytes);
+  char path[600];
+  const char *message = "is truncated or not an ELF shared object";
+  size_t odd[] = {0, 1, 3, 4, 19, 20, 40, 63, 64, 65, 100, 1000, 4095, 4097, size / 2, size - 1};
+  for (size_t i = 0; i < sizeof odd / sizeof *odd; i++) {
+    write_prefix(t.dir, "piece.so", bytes, odd[i], path, sizeof path);
+    expect_open_error(path, message);
+  }
+  for (size_t n = 512; n < size; n += 512) {
+    write_prefix(t.dir, "piece.so", bytes, n, path, sizeof path);
+    expect_open_error(path, message);
+  }
+  /* no section headers: loads whole; cut inside its last segment, refused */
+  Elf64_Ehdr eh;
+  memcpy(&eh, bytes, sizeof eh);
+  size_t last_end = 0;
+  for (int i = 0; i < eh.e_phnum; i++) {
+    Elf64_Phdr ph;
+    memcpy(&ph, bytes + eh.e_phoff + (size_t)i * sizeof ph, sizeof ph);
+    if (ph.p_type == PT_LOAD && ph.p_offset + ph.p_filesz > last_end) last_end = ph.p_offset + ph.p_filesz;
+  }
+  eh.e_shoff = 0;
+  eh.e_shnum = 0;
+  eh.e_shstrndx = 0;
+  memcpy(bytes, &eh, sizeof eh);
+  write_prefix(t.dir, "sstripped.so", bytes, size, path, sizeof path);
+  kn_loader l;
+  kn_diag d;
+  kn_diag_init(&d);
+  assert_int_equal(kn_loader_open(path, &l, &d), 0);
+  kn_loader_close(&l);
+  kn_diag_free(&d);
+  write_prefix(t.dir, "sstripped_cut.so", bytes, last_end - 1, path, sizeof path);
+  expect_open_error(path, "segment");
   cg_free(&t);
 }
 
@@ -190,6 +253,7 @@ static void test_reopen(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_bad_files),
+      cmocka_unit_test(test_truncated),
       cmocka_unit_test(test_status_codes),
       cmocka_unit_test(test_concurrent_runs),
       cmocka_unit_test(test_reopen),
