@@ -207,6 +207,15 @@ void kn_npy_free(kn_npy *n) {
   memset(n, 0, sizeof *n);
 }
 
+int kn_create_beside(const char *path, char *tmp, size_t size) {
+  for (int i = 0; i < 1000; i++) {
+    snprintf(tmp, size, "%s.tmp%ld.%d", path, (long)getpid(), i);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd >= 0 || errno != EEXIST) return fd;
+  }
+  return -1;
+}
+
 int kn_npy_write(const char *path, kn_dtype dtype, int rank, const int64_t *dims,
                  const void *data, kn_diag *d) {
   const char *code = NULL;
@@ -234,17 +243,15 @@ int kn_npy_write(const char *path, kn_dtype dtype, int rank, const int64_t *dims
                               (unsigned char)(n >> 8)};
   size_t bytes = (size_t)numel * kn_dtype_size(dtype);
 
-  size_t plen = strlen(path);
-  char *tmp = malloc(plen + 16);
+  size_t tmp_size = strlen(path) + 32;
+  char *tmp = malloc(tmp_size);
   KN_ASSERT(tmp, "out of memory");
-  snprintf(tmp, plen + 16, "%s.tmpXXXXXX", path);
-  int fd = mkstemp(tmp);
+  int fd = kn_create_beside(path, tmp, tmp_size);
   if (fd < 0) {
     kn_diag_error(d, "cannot write '%s': %s", path, strerror(errno));
     free(tmp);
     return -1;
   }
-  fchmod(fd, 0644);
   FILE *fp = fdopen(fd, "wb");
   bool ok = fp && fwrite(prefix, 1, 10, fp) == 10 && fwrite(header, 1, (size_t)n, fp) == (size_t)n &&
             fwrite(data, 1, bytes, fp) == bytes;

@@ -24,8 +24,15 @@ int kn_npy_parse(const void *buf, size_t len, const char *name, kn_npy *out, kn_
 int kn_npy_read(const char *path, kn_npy *out, kn_diag *d);
 void kn_npy_free(kn_npy *n);
 
-/* Writes atomically (temp file in the same directory + rename). */
+/* Writes atomically (kn_create_beside + rename), mode 0666 less the umask. */
 int kn_npy_write(const char *path, kn_dtype dtype, int rank, const int64_t *dims,
                  const void *data, kn_diag *d);
+
+/* Creates a new file beside `path` (its name into tmp, `size` bytes; at
+ * least strlen(path) + 32) for writing `path` atomically by rename: mode
+ * 0666 less the umask, as any output (mkstemp's 0600 would hide the file
+ * from the group); O_EXCL, so an existing file or link of that name is
+ * never followed. Returns the descriptor, or -1 with errno. */
+int kn_create_beside(const char *path, char *tmp, size_t size);
 
 #endif

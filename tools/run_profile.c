@@ -28,7 +28,6 @@
 #include "tools/run_profile.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -36,6 +35,7 @@
 
 #include "rt/measure_util.h"
 #include "bench/peak.h"
+#include "tools/npy.h"
 
 #define PEAK_SECONDS 0.2
 
@@ -169,25 +169,12 @@ static void trace_pipe(FILE *fp, const kiln_artifact *a, const step_events *x, c
   free(name);
 }
 
-/* Creates a file beside `path`, its name in tmp, for writing `path`
- * atomically: mode 0666 less the umask, as any output of kiln (mkstemp's
- * 0600 would leave the trace unreadable to the group); O_EXCL, so an
- * existing file or link of that name is never followed. */
-static int create_beside(const char *path, char *tmp, size_t size) {
-  for (int i = 0; i < 1000; i++) {
-    snprintf(tmp, size, "%s.tmp%ld.%d", path, (long)getpid(), i);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd >= 0 || errno != EEXIST) return fd;
-  }
-  return -1;
-}
-
 static int write_trace(const char *path, const kiln_artifact *a, const run_record *runs, long n_runs,
                        int threads, int64_t batch, kn_diag *d) {
   size_t len = strlen(path) + 32;
   char *tmp = malloc(len);
   KN_ASSERT(tmp, "out of memory");
-  int fd = create_beside(path, tmp, len);
+  int fd = kn_create_beside(path, tmp, len);
   if (fd < 0) {
     kn_diag_error(d, "cannot write trace '%s': %s", path, strerror(errno));
     free(tmp);
@@ -222,10 +209,10 @@ static int write_trace(const char *path, const kiln_artifact *a, const run_recor
     int64_t n = runs[r].n_events, e = 0;
     while (e < n) { /* the step indices are checked; a stray task event first passes as a step */
       step_events x, y;
-      int64_t next = step_at(ev, n, e, &x);
-      if (next < n && (step_at(ev, n, next, &y), ran_as_pipe(a, &x, &y))) {
+      int64_t next = step_at(ev, n, e, &x), after = next < n ? step_at(ev, n, next, &y) : n;
+      if (next < n && ran_as_pipe(a, &x, &y)) {
         trace_pipe(fp, a, &x, &y, r, t0, batch);
-        e = step_at(ev, n, next, &y);
+        e = after;
       } else {
         trace_step(fp, a, &x, r, t0, batch);
         e = next;

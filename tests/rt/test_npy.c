@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -83,6 +84,30 @@ static void test_round_trip(void **state) {
     }
   /* the data is 64-byte aligned in the file, as NumPy does it */
   assert_int_equal(sh("test $(( ($(stat -c %%s %s/float32_1.npy) - 20) %% 64 )) -eq 0", dir), 0);
+}
+
+/* Outputs are created 0666 less the umask, like any file a program writes
+ * (not mkstemp's 0600), and nothing is left beside them. */
+static void test_mode_follows_umask(void **state) {
+  (void)state;
+  static const mode_t masks[] = {027, 022, 077};
+  for (size_t m = 0; m < sizeof masks / sizeof masks[0]; m++) {
+    char path[128];
+    snprintf(path, sizeof path, "%s/mode_%zu.npy", dir, m);
+    const int64_t dims[] = {3};
+    const float data[] = {1, 2, 3};
+    kn_diag d;
+    kn_diag_init(&d);
+    mode_t old = umask(masks[m]);
+    int rc = kn_npy_write(path, KN_DT_F32, 1, dims, data, &d);
+    umask(old);
+    assert_int_equal(rc, 0);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0666 & ~masks[m]);
+    kn_diag_free(&d);
+  }
+  assert_int_equal(sh("test -z \"$(ls %s | grep tmp)\"", dir), 0);
 }
 
 static void test_numpy_files(void **state) {
@@ -246,6 +271,7 @@ static void test_random_corruption(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_round_trip),
+      cmocka_unit_test(test_mode_follows_umask),
       cmocka_unit_test(test_numpy_files),
       cmocka_unit_test(test_malformed),
       cmocka_unit_test(test_random_corruption),
