@@ -19,6 +19,7 @@
 
 #include "ir/loop/loop.h"
 #include "ir/loop/range.h"
+#include "codegen/expr_dag.h"
 #include "codegen/target.h"
 
 typedef struct kn_cg_module {
@@ -54,7 +55,6 @@ int kn_cg_emit_asm(kn_cg_module *m, char **text, kn_diag *d);
 /* ---- shared by llvm_kernel.c, llvm_expr.c and llvm_math.c ---- */
 typedef struct kn_cg_binding kn_cg_binding;
 typedef struct kn_cg_bufmap kn_cg_bufmap;
-typedef struct kn_cg_memo kn_cg_memo;
 
 /* Per-kernel emission state. */
 typedef struct kn_cg_fn {
@@ -68,8 +68,7 @@ typedef struct kn_cg_fn {
   int n_vars, cap_vars;
   kn_cg_bufmap *bufs; /* buffer -> typed base pointer */
   int n_bufs, cap_bufs;
-  kn_cg_memo *memo; /* expr -> value / range, valid within one statement */
-  int memo_cap, memo_used;
+  kn_cg_dag memo; /* expr -> value / range, cleared at every statement */
   int parallel_depth; /* PARALLEL loops enclosing the current statement */
   int loop_depth;     /* FOR loops enclosing the current statement */
   int n_split;        /* PARALLEL loops split across tasks (at most 1) */
@@ -86,19 +85,11 @@ struct kn_cg_bufmap {
   LLVMValueRef ptr; /* pointer to the memory element type */
 };
 
-struct kn_cg_memo {
-  const kn_expr *e;
-  LLVMValueRef v;   /* NULL until emitted */
-  bool has_range;   /* range computed */
-  kn_range range;
-};
-
 LLVMTypeRef kn_cg_reg_type(kn_cg_module *m, kn_dtype t, int lanes);
 LLVMTypeRef kn_cg_mem_type(kn_cg_module *m, kn_dtype t, int lanes);
 
 /* Expressions (llvm_expr.c). */
 LLVMValueRef kn_cg_expr(kn_cg_fn *f, const kn_expr *e);
-void kn_cg_memo_clear(kn_cg_fn *f);
 /* Conservative value range of an int expression under the current bindings. */
 kn_range kn_cg_range(kn_cg_fn *f, const kn_expr *e);
 /* Stores `value` (register form) to buffer[index] (scalar or vector). */

@@ -35,6 +35,14 @@ kn_cg_dag_slot *kn_cg_dag_slot_of(kn_cg_dag *d, const kn_expr *e) {
   return &d->slots[i];
 }
 
+kn_cg_dag_slot *kn_cg_dag_find(const kn_cg_dag *d, const kn_expr *e) {
+  if (!d->used) return NULL;
+  for (size_t i = hash_ptr(e, d->cap);; i = (i + 1) & (size_t)(d->cap - 1)) {
+    if (!d->slots[i].e) return NULL;
+    if (d->slots[i].e == e) return &d->slots[i];
+  }
+}
+
 void kn_cg_dag_clear(kn_cg_dag *d) {
   if (d->used) memset(d->slots, 0, sizeof *d->slots * (size_t)d->cap);
   d->used = 0;

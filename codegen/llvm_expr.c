@@ -174,50 +174,6 @@ LLVMValueRef kn_cg_call_libm(kn_cg_fn *f, const char *name, LLVMValueRef *args, 
   return out;
 }
 
-/* ---- memo: expr pointer -> value, cleared at every statement ---- */
-
-static size_t memo_hash(const kn_expr *e, int cap) {
-  uintptr_t x = (uintptr_t)e;
-  x ^= x >> 17;
-  x *= 0x9E3779B97F4A7C15ull;
-  return (size_t)(x >> 20) & (size_t)(cap - 1);
-}
-
-void kn_cg_memo_clear(kn_cg_fn *f) {
-  if (f->memo_used) memset(f->memo, 0, sizeof *f->memo * (size_t)f->memo_cap);
-  f->memo_used = 0;
-}
-
-/* The entry of e, inserted empty if absent. */
-static kn_cg_memo *memo_slot(kn_cg_fn *f, const kn_expr *e) {
-  if ((f->memo_used + 1) * 2 > f->memo_cap) {
-    kn_cg_memo *old = f->memo;
-    int old_cap = f->memo_cap;
-    f->memo_cap = old_cap ? old_cap * 2 : 256;
-    f->memo = calloc((size_t)f->memo_cap, sizeof *f->memo);
-    KN_ASSERT(f->memo, "out of memory");
-    f->memo_used = 0;
-    for (int i = 0; i < old_cap; i++)
-      if (old[i].e) *memo_slot(f, old[i].e) = old[i];
-    free(old);
-  }
-  size_t i = memo_hash(e, f->memo_cap);
-  while (f->memo[i].e && f->memo[i].e != e) i = (i + 1) & (size_t)(f->memo_cap - 1);
-  if (!f->memo[i].e) {
-    f->memo[i].e = e;
-    f->memo_used++;
-  }
-  return &f->memo[i];
-}
-
-static LLVMValueRef memo_get(kn_cg_fn *f, const kn_expr *e) {
-  if (!f->memo_used) return NULL;
-  for (size_t i = memo_hash(e, f->memo_cap);; i = (i + 1) & (size_t)(f->memo_cap - 1)) {
-    if (!f->memo[i].e) return NULL;
-    if (f->memo[i].e == e) return f->memo[i].v;
-  }
-}
-
 /* ---- value ranges (ints) ---- */
 
 static bool const_int_of(const kn_expr *e, int64_t *v) {
@@ -246,11 +202,11 @@ static kn_range memo_range(void *ctx, const kn_expr *e) { return kn_cg_range(ctx
 
 /* Memoised per statement: shared subtrees are analysed once. */
 kn_range kn_cg_range(kn_cg_fn *f, const kn_expr *e) {
-  kn_cg_memo *m = memo_slot(f, e);
+  kn_cg_dag_slot *m = kn_cg_dag_slot_of(&f->memo, e);
   if (!m->has_range) {
     kn_range_env env = {.var = binding_range, .sub = memo_range, .ctx = f};
     kn_range r = kn_range_of(&env, e);
-    m = memo_slot(f, e); /* the table may have grown */
+    m = kn_cg_dag_slot_of(&f->memo, e); /* the table may have grown */
     m->range = r;
     m->has_range = true;
   }
@@ -1033,9 +989,9 @@ static LLVMValueRef emit(kn_cg_fn *f, const kn_expr *e) {
 }
 
 LLVMValueRef kn_cg_expr(kn_cg_fn *f, const kn_expr *e) {
-  LLVMValueRef v = memo_get(f, e);
-  if (v) return v;
-  v = emit(f, e);
-  memo_slot(f, e)->v = v;
+  const kn_cg_dag_slot *known = kn_cg_dag_find(&f->memo, e);
+  if (known && known->value) return known->value;
+  LLVMValueRef v = emit(f, e);
+  kn_cg_dag_slot_of(&f->memo, e)->value = v;
   return v;
 }

@@ -46,7 +46,7 @@ static LLVMValueRef i64c(kn_cg_fn *f, int64_t v) {
 static void emit_stmt(kn_cg_fn *f, const kn_stmt *s);
 
 static void emit_for(kn_cg_fn *f, const kn_stmt *s) {
-  kn_cg_memo_clear(f);
+  kn_cg_dag_clear(&f->memo);
   LLVMValueRef min = kn_cg_expr(f, s->u.loop.min), extent = kn_cg_expr(f, s->u.loop.extent);
   KN_ASSERT(s->u.loop.kind == KN_FOR_SERIAL || s->u.loop.kind == KN_FOR_PARALLEL,
             "VECTORIZED / UNROLLED loop reached codegen (run kn_loop_finalize)");
@@ -90,7 +90,7 @@ static void emit_for(kn_cg_fn *f, const kn_stmt *s) {
   LLVMBasicBlockRef in_bbs[2] = {pre, latch};
   LLVMAddIncoming(iv, in_vals, in_bbs, 2);
   LLVMPositionBuilderAtEnd(f->b, exit);
-  kn_cg_memo_clear(f);
+  kn_cg_dag_clear(&f->memo);
 }
 
 static void emit_alloc(kn_cg_fn *f, const kn_stmt *s) {
@@ -119,10 +119,10 @@ static void emit_stmt(kn_cg_fn *f, const kn_stmt *s) {
   switch (s->kind) {
   case KN_S_FOR: emit_for(f, s); return;
   case KN_S_STORE: {
-    kn_cg_memo_clear(f);
+    kn_cg_dag_clear(&f->memo);
     LLVMValueRef v = kn_cg_expr(f, s->u.store.value);
     kn_cg_store(f, s->u.store.buffer, s->u.store.index, v);
-    kn_cg_memo_clear(f);
+    kn_cg_dag_clear(&f->memo);
     return;
   }
   case KN_S_ALLOC: emit_alloc(f, s); return;
@@ -130,9 +130,9 @@ static void emit_stmt(kn_cg_fn *f, const kn_stmt *s) {
     for (int i = 0; i < s->u.seq.n; i++) emit_stmt(f, s->u.seq.stmts[i]);
     return;
   case KN_S_IF: {
-    kn_cg_memo_clear(f);
+    kn_cg_dag_clear(&f->memo);
     LLVMValueRef c = kn_cg_expr(f, s->u.ifs.cond);
-    kn_cg_memo_clear(f);
+    kn_cg_dag_clear(&f->memo);
     LLVMBasicBlockRef then_bb = LLVMAppendBasicBlockInContext(f->m->ctx, f->fn, "then");
     LLVMBasicBlockRef else_bb = s->u.ifs.else_s ? LLVMAppendBasicBlockInContext(f->m->ctx, f->fn, "else") : NULL;
     LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(f->m->ctx, f->fn, "");
@@ -146,23 +146,23 @@ static void emit_stmt(kn_cg_fn *f, const kn_stmt *s) {
       LLVMBuildBr(f->b, join);
     }
     LLVMPositionBuilderAtEnd(f->b, join);
-    kn_cg_memo_clear(f);
+    kn_cg_dag_clear(&f->memo);
     return;
   }
   case KN_S_LET: {
-    kn_cg_memo_clear(f);
+    kn_cg_dag_clear(&f->memo);
     kn_range range = kn_cg_range(f, s->u.let.value);
     LLVMValueRef v = kn_cg_expr(f, s->u.let.value);
     push_var(f, s->u.let.var, v, range);
     emit_stmt(f, s->u.let.body);
     f->n_vars--;
-    kn_cg_memo_clear(f);
+    kn_cg_dag_clear(&f->memo);
     return;
   }
   case KN_S_PREFETCH:
-    kn_cg_memo_clear(f);
+    kn_cg_dag_clear(&f->memo);
     kn_cg_prefetch(f, s->u.prefetch.buffer, s->u.prefetch.index, s->u.prefetch.level);
-    kn_cg_memo_clear(f);
+    kn_cg_dag_clear(&f->memo);
     return;
   case KN_S_GPU: KN_UNREACHABLE("GPU statement in a CPU kernel");
   }
@@ -217,7 +217,7 @@ LLVMValueRef kn_cg_emit_kernel(kn_cg_module *m, const kn_kernel *k) {
   LLVMDisposeBuilder(f.b);
   free(f.vars);
   free(f.bufs);
-  free(f.memo);
+  kn_cg_dag_free(&f.memo);
 
   /* the ABI wrapper */
   LLVMTypeRef wparams[4] = {LLVMPointerType(i8p, 0), i64, i64, i64};
