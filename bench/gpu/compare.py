@@ -4,7 +4,7 @@
                                  [--batch 1] [--seed 0] [--bench N --warmup W] [--no-ref]
 
 The artifact (a GPU one or any other: the ABI is the same, host pointers in
-and out) is loaded through bench/kiln_artifact.py and run on the seeded random
+and out) is loaded through the kiln package (bench/kiln_artifact.py) and run on the seeded random
 inputs of the model tests (tests/models/common.py); ONNX Runtime on the CPU,
 fp32, optimizations off, computes the reference from the same values. Where
 the artifact takes a narrower float type than the model, the input is rounded
@@ -37,41 +37,30 @@ REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(REPO, "bench"))
 sys.path.insert(0, os.path.join(REPO, "tests", "models"))
 import kiln_artifact  # noqa: E402
+from kiln import dtypes  # noqa: E402  (kiln_artifact put python/ on sys.path)
 from common import make_inputs, model_inputs, ort_reference  # noqa: E402
 
-BF16 = 16  # ONNX TensorProto.BFLOAT16: numpy has no such type; stored as uint16 bits
-kiln_artifact.ONNX_TO_NP.setdefault(BF16, np.uint16)
 FP32_RTOL = 1e-3
 MIN_COSINE = 0.999
 
 
-def to_bf16_bits(a):
-    """float32 -> bfloat16 bits (round to nearest even)."""
-    bits = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
-    rounding = ((bits >> 16) & 1) + 0x7FFF
-    return ((bits + rounding) >> 16).astype(np.uint16)
-
-
-def from_bf16_bits(b):
-    return (b.astype(np.uint32) << 16).view(np.float32)
-
-
-def to_artifact(a, code, dtype):
-    """An input for the artifact (tensor of ONNX dtype `code`) and the value the
-    reference must see (the same numbers, in the model's dtype)."""
-    if code == BF16:
-        bits = to_bf16_bits(a)
-        return bits, from_bf16_bits(bits).astype(a.dtype)
-    if a.dtype == dtype:
+def to_artifact(a, t):
+    """An input buffer for the artifact's tensor `t` (a kiln.Tensor) and the
+    value the reference must see (the same numbers, in the model's dtype).
+    bfloat16 and the other narrow floats round as the kiln package does."""
+    if dtypes.is_converted(t.type):
+        buf = dtypes.encode(t.type, np.ascontiguousarray(a, dtype=np.float32))
+        return buf, dtypes.decode(t.type, buf).astype(a.dtype)
+    if a.dtype == t.storage:
         return a, a
-    if np.issubdtype(a.dtype, np.floating) and np.issubdtype(dtype, np.floating):
-        narrow = a.astype(dtype)
+    if np.issubdtype(a.dtype, np.floating) and np.issubdtype(t.storage, np.floating):
+        narrow = a.astype(t.storage)
         return narrow, narrow.astype(a.dtype)
-    raise ValueError(f"artifact wants {np.dtype(dtype).name}, the model's input is {a.dtype}")
+    raise ValueError(f"artifact wants {t.type}, the model's input is {a.dtype}")
 
 
-def from_artifact(a, code):
-    return from_bf16_bits(a) if code == BF16 else a
+def from_artifact(a, t):
+    return dtypes.decode(t.type, a)
 
 
 def check(got, want, precision):
@@ -109,7 +98,7 @@ def run(args):
     arrays, ref_feeds = [None] * len(art.inputs), {}
     for name, a in feeds.items():
         t, i = by_name[name]
-        arrays[i], ref_feeds[name] = to_artifact(a, art.desc.inputs[i].dtype, t.dtype)
+        arrays[i], ref_feeds[name] = to_artifact(a, t)
 
     call, outs = art.prepare(*arrays)
     call()
@@ -119,7 +108,7 @@ def run(args):
         for i, t in enumerate(art.outputs):
             if t.name not in ref:
                 raise ValueError(f"artifact output '{t.name}' is not an output of the model")
-            r = check(from_artifact(outs[i], art.desc.outputs[i].dtype), ref[t.name], args.precision)
+            r = check(from_artifact(outs[i], t), ref[t.name], args.precision)
             results.append(dict(r, output=t.name))
         row["pass"] = all(r["ok"] for r in results)
         for key, worst in (("max_abs_err", max), ("tol", max), ("max_ref", max), ("cosine", min),
