@@ -9,7 +9,9 @@
 #      aarch64 cross gcc + sysroot and qemu-user (cross-compiling, cross tests), and
 #      Debian's PyTorch for /usr/bin/python3 (used only to export models).
 #   2. PyPI packages (python3 -m pip): onnx (its onnx.proto is what the frontend
-#      decoder is generated from), onnxruntime and numpy for the test oracles.
+#      decoder is generated from), onnxruntime and numpy for the test oracles;
+#      wheel (with setuptools) so that the python_install test can pip-install
+#      python/ into a venv without the network.
 #      python3 is the first one on PATH (a pyenv one here); when that is
 #      Debian's externally-managed python, they go into a venv in build-venv/.
 #   3. Build: cmake -S . -B build -DCMAKE_BUILD_TYPE=Release; the CLI lands at
@@ -73,9 +75,9 @@ else
 fi
 
 # ---- 2. PyPI packages -----------------------------------------------------------------
-PIP_PKGS=(onnx==1.22.0 onnxruntime numpy)
-PY_CHECK='import onnx, onnxruntime, numpy; assert onnx.__version__ == "1.22.0", onnx.__version__'
-step "Python packages (onnx, onnxruntime, numpy)"
+PIP_PKGS=(onnx==1.22.0 onnxruntime numpy setuptools wheel)
+PY_CHECK='import onnx, onnxruntime, numpy, setuptools, wheel; assert onnx.__version__ == "1.22.0", onnx.__version__'
+step "Python packages (onnx, onnxruntime, numpy, setuptools, wheel)"
 PY="${KILN_PYTHON:-python3}"
 if [ -x build-venv/bin/python3 ] && [ -z "${KILN_PYTHON:-}" ]; then
   PY="$ROOT/build-venv/bin/python3"

@@ -7,7 +7,9 @@
 #    and numeric tests, and the model tests (tests/models: Kiln vs ONNX Runtime
 #    on the exported models, artifact checks, bad-input checks), and the cross
 #    tests (label "cross": aarch64 artifacts run under qemu-aarch64; skipped,
-#    not failed, without qemu-user or the aarch64 cross compiler).
+#    not failed, without qemu-user or the aarch64 cross compiler), and the
+#    Python package's tests (label "python"; python_install pip-installs
+#    python/ into a fresh venv and runs them from there).
 # 2. ASan+UBSan build in build-asan/ (-DKILN_SANITIZE=ON) and the tests there
 #    except the large models, the artifact harness and the cross tests (label
 #    filter KILN_ASAN_EXCLUDE, default "models-large|artifact|cross"): unit tests plus the
