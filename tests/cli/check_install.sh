@@ -12,8 +12,15 @@
 # run through the installed kiln-run-aarch64, after moving the prefix (kiln
 # finds its helpers from its own location); without them the test is
 # skipped (exit 77) after the host checks.
+#
+# check_install.sh BUILD_DIR MODEL.onnx CROSS deb — the same checks on the
+# Debian package: `cpack --config BUILD_DIR/CPackConfig.cmake` makes one
+# kiln_VERSION_ARCH.deb whose fields name kiln, the version kiln prints, this
+# machine's architecture and the LLVM packages kiln runs; it is unpacked with
+# dpkg-deb -x (no root needed) and its usr/ is the prefix. Without cpack or
+# dpkg-deb, skipped (exit 77).
 set -u
-build=$1 model=$2 cross=$3
+build=$1 model=$2 cross=$3 mode=${4:-install}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/kiln-install.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 fail() {
@@ -21,8 +28,31 @@ fail() {
   exit 1
 }
 
-cmake --install "$build" --prefix "$tmp/p" >"$tmp/install.log" 2>&1 ||
-  fail "cmake --install: $(tail -3 "$tmp/install.log")"
+if [ "$mode" = deb ]; then
+  for tool in cpack dpkg-deb dpkg; do
+    command -v $tool >/dev/null || { echo "SKIP: no $tool"; exit 77; }
+  done
+  (cd "$tmp" && cpack --config "$build/CPackConfig.cmake" -B "$tmp/deb") >"$tmp/cpack.log" 2>&1 ||
+    fail "cpack: $(tail -3 "$tmp/cpack.log")"
+  debs=("$tmp"/deb/kiln_*.deb)
+  [ ${#debs[@]} = 1 ] && [ -f "${debs[0]}" ] || fail "cpack made no single kiln_*.deb: $(ls "$tmp/deb")"
+  deb=${debs[0]}
+  dpkg-deb -I "$deb" >"$tmp/fields" || fail "dpkg-deb -I $(basename "$deb")"
+  cat "$tmp/fields"
+  built=$("$build/kiln" --version | head -1 | cut -d' ' -f2)
+  [ "$(dpkg-deb -f "$deb" Package)" = kiln ] || fail "Package is not kiln"
+  [ "$(dpkg-deb -f "$deb" Version)" = "$built" ] || fail "Version is not $built (kiln --version)"
+  [ "$(dpkg-deb -f "$deb" Architecture)" = "$(dpkg --print-architecture)" ] || fail "Architecture is not this machine's"
+  llvm=$("$build/kiln" --version | sed -n 's/^LLVM: \([0-9]*\)\..*/\1/p')
+  for dep in libllvm$llvm libprotobuf-c1 lld-$llvm llvm-$llvm; do
+    dpkg-deb -f "$deb" Depends | tr ',' '\n' | grep -Eq "^ *$dep( |$)" || fail "Depends lacks $dep"
+  done
+  dpkg-deb -x "$deb" "$tmp/root" || fail "dpkg-deb -x $(basename "$deb")"
+  mv "$tmp/root/usr" "$tmp/p" || fail "the package has no usr/"
+else
+  cmake --install "$build" --prefix "$tmp/p" >"$tmp/install.log" 2>&1 ||
+    fail "cmake --install: $(tail -3 "$tmp/install.log")"
+fi
 for f in bin/kiln bin/kiln-runner bin/kiln-peak; do
   [ -x "$tmp/p/$f" ] || fail "$f not installed (or not executable)"
 done
