@@ -275,6 +275,45 @@ static void print_table(FILE *out, const kiln_artifact *a, step_stat *stats, dou
           run_ms, outside_ms);
 }
 
+/* The table as the JSON member "profile" (rows in the table's order). */
+static void json_table(kn_jw *j, const kiln_artifact *a, const step_stat *stats, double run_ms, double outside_ms,
+                       const kn_profile_opts *o, double peak, bool peak_measured) {
+  double total_ms = 0, total_flops = 0;
+  for (int i = 0; i < a->n_steps; i++) {
+    total_ms += stats[i].median_ms;
+    total_flops += stats[i].flops;
+  }
+  kn_jw_object(j, "profile");
+  kn_jw_int(j, "runs", o->runs);
+  kn_jw_int(j, "warmup", o->warmup);
+  if (peak > 0) kn_jw_num(j, "peak_gflops", peak);
+  else kn_jw_null(j, "peak_gflops");
+  kn_jw_str(j, "peak_source", peak <= 0 ? NULL : peak_measured ? "measured" : "--peak");
+  kn_jw_num(j, "total_ms", total_ms);
+  kn_jw_num(j, "total_gflop", total_flops * 1e-9);
+  kn_jw_num(j, "run_ms", run_ms);
+  kn_jw_num(j, "outside_ms", outside_ms);
+  kn_jw_array(j, "kernels", false);
+  for (int i = 0; i < a->n_steps; i++) {
+    const kiln_step *st = &a->steps[stats[i].step];
+    double ms = stats[i].median_ms, gflops = ms > 0 ? stats[i].flops / (ms * 1e6) : 0;
+    kn_jw_object(j, NULL);
+    kn_jw_int(j, "step", stats[i].step);
+    kn_jw_str(j, "kernel", st->name);
+    kn_jw_num(j, "median_ms", ms);
+    kn_jw_num(j, "share", total_ms > 0 ? ms / total_ms : 0);
+    kn_jw_num(j, "gflops", gflops);
+    if (peak > 0) kn_jw_num(j, "peak_fraction", gflops / peak);
+    else kn_jw_null(j, "peak_fraction");
+    if (stats[i].idle >= 0) kn_jw_num(j, "idle", stats[i].idle);
+    else kn_jw_null(j, "idle");
+    kn_jw_str(j, "nodes", st->nodes ? st->nodes : "");
+    kn_jw_end(j);
+  }
+  kn_jw_end(j);
+  kn_jw_end(j);
+}
+
 int kn_run_profile(const kn_loader *l, const void *const *inputs, void *const *outputs,
                    void *workspace, int64_t batch, const kn_profile_opts *o, FILE *out,
                    kn_diag *d) {
@@ -352,6 +391,7 @@ int kn_run_profile(const kn_loader *l, const void *const *inputs, void *const *o
       write_trace(o->trace_path, a, runs, o->runs, o->threads, batch, d))
     goto done;
   print_table(out, a, stats, run_ms, outside_ms, o, batch, peak, o->peak_gflops <= 0);
+  if (o->json) json_table(o->json, a, stats, run_ms, outside_ms, o, peak, o->peak_gflops <= 0);
   if (o->trace_path)
     fprintf(out, "trace: %s (%ld runs; open in https://ui.perfetto.dev or chrome://tracing)\n",
             o->trace_path, o->runs);
