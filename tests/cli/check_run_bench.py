@@ -29,6 +29,10 @@ Cases:
                --output-dir D into D.
   inspect_json kiln inspect --json of the .so and of the .onnx: valid JSON
                holding what the text output lists (tensors, kernels, census).
+  inspect_gpu_json  the same for a GPU artifact (--target cuda, compiled
+               with NVRTC; skipped without it): images, device workspace,
+               each kernel's grids at batch 1 and max batch, block, shared
+               bytes and argument count.
   json_escape  a model whose input, output and node names hold a quote, a
                backslash, control characters and non-ASCII text: inspect
                --json (.onnx and .so) and run --json give back the exact
@@ -282,6 +286,34 @@ def case_inspect_json(c):
     print(f"  {len(doc['kernels'])} kernels, {len(model['ops'])} op types")
 
 
+def case_inspect_gpu_json(c):
+    so = os.path.join(c.tmp, "gpu.so")
+    proc = run([c.kiln, "compile", c.model, "-o", so, "--target", "cuda -arch=sm_80", "--max-batch", "4"])
+    if proc.returncode != 0:
+        if "NVRTC" in proc.stderr or "nvrtc" in proc.stderr:
+            print(f"  SKIP: no NVRTC here: {proc.stderr.strip()}")
+            return
+        raise CaseFailure(f"kiln compile --target cuda: {describe_failure(proc)}")
+    doc, _ = inspect_json(c, so)
+    text = c.kiln_cmd(["inspect", so], c.tmp).stdout
+    images = [(int(sm), "ptx" if kind == "compute" else "cubin", int(n))
+              for kind, sm, n in re.findall(r"^image: (sm|compute)_(\d+) .*?, (\d+) bytes$", text, re.M)]
+    if [(i["sm"], i["kind"], i["bytes"]) for i in doc["images"]] != images or not images:
+        raise CaseFailure(f"images: JSON {doc['images']}, text {images}")
+    m = re.search(r"^device workspace: (\d+) bytes", text, re.M)
+    if doc["device_workspace_bytes"] != int(m.group(1)):
+        raise CaseFailure(f"device workspace: JSON {doc['device_workspace_bytes']}, text {m.group(1)}")
+    rows = re.findall(r"^\s+(\d+)\s+(\S+)\s+grid (\d+)x(\d+)x(\d+) / (\d+)x(\d+)x(\d+)\s+block (\d+)x(\d+)x(\d+)"
+                      r"\s+shared (\d+)\s+args (\d+)", text, re.M)
+    want = [[int(r[0]), r[1], [int(x) for x in r[2:5]], [int(x) for x in r[5:8]], [int(x) for x in r[8:11]],
+             int(r[11]), int(r[12])] for r in rows]
+    got = [[k["step"], k["name"], k["grid_batch_1"], k["grid_max_batch"], k["block"], k["shared_bytes"], k["args"]]
+           for k in doc["kernels"]]
+    if got != want or not want:
+        raise CaseFailure(f"GPU kernels: JSON {got}, text {want}")
+    print(f"  {len(images)} images, {len(want)} kernels with their launches")
+
+
 def weird_model(path, name_in, name_out):
     import onnx
     from onnx import TensorProto, helper
@@ -321,7 +353,8 @@ def case_json_escape(c):
 
 CASES = {"no_inputs": case_no_inputs, "sweep": case_sweep, "batch_errors": case_batch_errors,
          "json_file": case_json_file, "json_stdout": case_json_stdout, "outputs": case_outputs,
-         "inspect_json": case_inspect_json, "json_escape": case_json_escape}
+         "inspect_json": case_inspect_json, "inspect_gpu_json": case_inspect_gpu_json,
+         "json_escape": case_json_escape}
 
 
 def main(argv=None):
