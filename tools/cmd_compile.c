@@ -49,6 +49,7 @@ static int parse_args(int argc, char **argv, kn_compile_opts *o, const char **bi
   const char *stages[MAX_STAGES + 1];
   char dump_help[1024];
   dump_after_stages(stages, dump_help, sizeof dump_help);
+  bool progress = false;
   const kn_opt opts[] = {
       {"--output", "-o", "PATH",
        "artifact to write (.so shared library, .o object, or\n.c portable C source with --target c);\n"
@@ -81,10 +82,15 @@ static int parse_args(int argc, char **argv, kn_compile_opts *o, const char **bi
        .str = &o->precision, .choices = precisions},
       {"--dump-after", NULL, "=STAGE", dump_help, .str = &o->dump_after, .choices = stages},
       {"--verbose", "-v", NULL, "print a summary line", .flag = &o->verbose},
+      {"--progress", NULL, NULL,
+       "print each stage's time on stderr as it ends (by default\nonly on a terminal, once the compile has run 2 s)",
+       .flag = &progress},
   };
   const kn_cmd_spec spec = {"compile", "usage: kiln compile MODEL.onnx -o OUT.so|OUT.o|OUT.c [options]", "model",
                             opts, (int)(sizeof opts / sizeof *opts), NULL};
-  return kn_opts_parse(&spec, argc, argv, &o->model);
+  int status = kn_opts_parse(&spec, argc, argv, &o->model);
+  o->progress = progress ? KN_PROGRESS_ALWAYS : KN_PROGRESS_AUTO;
+  return status;
 }
 
 /* The output's name and the prefix; KN_OPTS_GO_ON or 2. */

@@ -3,13 +3,15 @@
  * sizes and the plan; for a GPU artifact (ABI 1.4) also the code images
  * (sm, cubin or PTX, bytes) and each kernel's launch shape, its grid at
  * batch 1 and at max_batch from the artifact's own grid function.
- * Loading runs nothing and needs no GPU or driver. */
+ * Loading runs nothing and needs no GPU or driver. With --json the same
+ * facts are one JSON object (docs/cli.md lists its members). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "rt/loader.h"
 #include "tools/inspect_artifact.h"
+#include "tools/json_out.h"
 
 static void print_tensor(const char *kind, const kiln_tensor_desc *t) {
   char shape[256];
@@ -50,10 +52,121 @@ static int print_gpu(const kiln_artifact *a, kn_diag *d) {
   return 0;
 }
 
-int kn_inspect_artifact(const char *path, kn_diag *d) {
+/* A tensor as JSON: dims per batch unit, and the axes the batch multiplies. */
+static void json_tensor(kn_jw *j, const kiln_tensor_desc *t) {
+  kn_jw_object(j, NULL);
+  kn_jw_str(j, "name", t->name);
+  kn_jw_str(j, "dtype", kn_dtype_name(kn_loader_dtype(t)));
+  kn_jw_array(j, "shape", true);
+  for (int i = 0; i < t->rank; i++) kn_jw_int(j, NULL, t->dims[i]);
+  kn_jw_end(j);
+  kn_jw_array(j, "batch_axes", true);
+  for (int i = 0; i < t->rank; i++)
+    if ((t->batch_mask >> i) & 1u) kn_jw_int(j, NULL, i);
+  kn_jw_end(j);
+  kn_jw_end(j);
+}
+
+static void json_grid(kn_jw *j, const char *key, const int64_t *xyz) {
+  kn_jw_array(j, key, true);
+  for (int i = 0; i < 3; i++) kn_jw_int(j, NULL, xyz[i]);
+  kn_jw_end(j);
+}
+
+/* The artifact as one JSON object on stdout. */
+static int json_artifact(const char *path, const kiln_artifact *a, kn_diag *d) {
+  const kiln_gpu *g = a->abi_minor >= 4 ? a->gpu : NULL;
+  int64_t *grid1 = NULL, *gridn = NULL;
+  if (g) {
+    grid1 = calloc((size_t)a->n_steps * 3 + 1, sizeof *grid1);
+    gridn = calloc((size_t)a->n_steps * 3 + 1, sizeof *gridn);
+    if (!grid1 || !gridn) {
+      free(grid1);
+      free(gridn);
+      return kn_diag_error(d, "out of memory");
+    }
+    void *args1[1] = {grid1}, *argsn[1] = {gridn};
+    g->grid(args1, 1, 0, 1);
+    g->grid(argsn, a->max_batch, 0, 1);
+  }
+  kn_jw j;
+  kn_jw_init(&j, stdout);
+  kn_jw_object(&j, NULL);
+  kn_jw_str(&j, "artifact", path);
+  kn_jw_str(&j, "prefix", a->prefix);
+  kn_jw_str(&j, "kiln_version", a->kiln_version);
+  kn_jw_int(&j, "abi_version", a->abi_version);
+  kn_jw_int(&j, "abi_minor", a->abi_minor);
+  kn_jw_str(&j, "target", a->target);
+  kn_jw_int(&j, "max_batch", a->max_batch);
+  kn_jw_array(&j, "inputs", false);
+  for (int i = 0; i < a->n_inputs; i++) json_tensor(&j, &a->inputs[i]);
+  kn_jw_end(&j);
+  kn_jw_array(&j, "outputs", false);
+  for (int i = 0; i < a->n_outputs; i++) json_tensor(&j, &a->outputs[i]);
+  kn_jw_end(&j);
+  kn_jw_int(&j, "workspace_bytes", a->workspace_size);
+  kn_jw_int(&j, "workspace_align", a->workspace_align);
+  kn_jw_int(&j, "weights", a->n_consts);
+  if (g) {
+    kn_jw_int(&j, "device_workspace_bytes", g->workspace_size);
+    kn_jw_array(&j, "images", false);
+    for (int i = 0; i < g->n_images; i++) {
+      kn_jw_object(&j, NULL);
+      kn_jw_int(&j, "sm", g->images[i].sm);
+      kn_jw_str(&j, "kind", g->images[i].ptx ? "ptx" : "cubin");
+      kn_jw_int(&j, "bytes", g->images[i].size);
+      kn_jw_end(&j);
+    }
+    kn_jw_end(&j);
+  }
+  kn_jw_array(&j, "kernels", false);
+  for (int s = 0; s < a->n_steps; s++) {
+    const kiln_step *st = &a->steps[s];
+    kn_jw_object(&j, NULL);
+    kn_jw_int(&j, "step", s);
+    kn_jw_str(&j, "name", st->name);
+    kn_jw_int(&j, "args", st->n_args);
+    kn_jw_bool(&j, "parallel", st->parallel);
+    kn_jw_bool(&j, "check", a->abi_minor >= 2 && st->check);
+    kn_jw_num(&j, "flops_per_batch", st->flops);
+    kn_jw_str(&j, "nodes", st->nodes ? st->nodes : "");
+    if (g) {
+      const kiln_gpu_launch *l = &g->launches[s];
+      json_grid(&j, "grid_batch_1", &grid1[3 * s]);
+      json_grid(&j, "grid_max_batch", &gridn[3 * s]);
+      kn_jw_array(&j, "block", true);
+      for (int i = 0; i < 3; i++) kn_jw_int(&j, NULL, l->block[i]);
+      kn_jw_end(&j);
+      kn_jw_int(&j, "shared_bytes", l->shared_bytes);
+    }
+    kn_jw_end(&j);
+  }
+  kn_jw_end(&j);
+  kn_jw_array(&j, "pipes", false);
+  for (int i = 0; a->abi_minor >= 3 && i < a->n_pipes; i++) {
+    kn_jw_array(&j, NULL, true);
+    kn_jw_int(&j, NULL, a->pipes[i].first);
+    kn_jw_int(&j, NULL, a->pipes[i].first + 1);
+    kn_jw_end(&j);
+  }
+  kn_jw_end(&j);
+  kn_jw_end(&j);
+  free(grid1);
+  free(gridn);
+  if (fflush(stdout) != 0 || ferror(stdout)) return kn_diag_error(d, "cannot write to stdout");
+  return 0;
+}
+
+int kn_inspect_artifact(const char *path, bool json, kn_diag *d) {
   kn_loader l;
   if (kn_loader_open(path, &l, d)) return -1;
   const kiln_artifact *a = l.art;
+  if (json) {
+    int rc = json_artifact(path, a, d);
+    kn_loader_close(&l);
+    return rc;
+  }
   bool gpu = a->abi_minor >= 4 && a->gpu;
   printf("artifact: %s\nprefix: %s\nkiln: %s\nabi: %u.%u\ntarget: %s\n", path, a->prefix, a->kiln_version,
          a->abi_version, a->abi_minor, a->target);

@@ -5,8 +5,9 @@
 
 #include "base/base.h"
 
-/* Prints the artifact's description to stdout. Returns 0, or -1 with a
- * diagnostic (the loader's, for a file that is not an artifact). */
-int kn_inspect_artifact(const char *path, kn_diag *d);
+/* Prints the artifact's description to stdout, as text or (json) as one
+ * JSON object. Returns 0, or -1 with a diagnostic (the loader's, for a file
+ * that is not an artifact). */
+int kn_inspect_artifact(const char *path, bool json, kn_diag *d);
 
 #endif

@@ -8,12 +8,18 @@
  * and `stop_after` stops after; the docs list the same names. Steps are
  * plain functions of one kn_pipe, which carries the data from one step to the
  * next; every entry point (kn_compile, the loaders `kiln tune` and the
- * fuzzers use, kn_pipeline_optimize) runs a range of this one table. */
+ * fuzzers use, kn_pipeline_optimize) runs a range of this one table.
+ *
+ * Steps that end a stage a user recognises (load, optimize, fuse, schedule,
+ * plan, codegen) name it; kn_compile can print each stage's wall time on
+ * stderr as it ends (o->progress): a long compile says where it is. */
 #include "tools/pipeline.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "codegen/codegen.h"
 #include "codegen/cuda.h"
@@ -47,6 +53,7 @@ typedef struct kn_pipe {
   const char *cuda_source;
   kn_cuda_launch *launches;
   kn_cuda_module cuda_module;
+  struct progress *progress; /* kn_compile's stage times, or NULL */
 } kn_pipe;
 
 typedef int (*step_fn)(kn_pipe *p);
@@ -61,7 +68,8 @@ typedef struct step {
   const char *name;
   step_fn run;
   unsigned flags;
-  dump_fn dump; /* what --dump-after prints; NULL: not a stage to print */
+  dump_fn dump;      /* what --dump-after prints; NULL: not a stage to print */
+  const char *stage; /* the stage of the progress lines this step ends, or NULL */
 } step;
 
 /* ---- the steps ---------------------------------------------------------------------- */
@@ -280,42 +288,42 @@ static void dump_loops(kn_pipe *p, FILE *out) { dump_kernels(p, NULL, out); }
 
 static const step steps[] = {
     /* load: the ONNX graph as imported, --bind applied */
-    {"import", load, 0, dump_graph},
+    {"import", load, 0, dump_graph, NULL},
     /* expand: composite ops into primitive ones, control flow inlined */
-    {"decompose", decompose, 0, dump_graph},
-    {"inline_control", inline_control, 0, dump_graph},
-    {"decompose_nested", decompose, 0, dump_graph}, /* composites that sat inside If / Loop / Scan bodies */
+    {"decompose", decompose, 0, dump_graph, NULL},
+    {"inline_control", inline_control, 0, dump_graph, NULL},
+    {"decompose_nested", decompose, 0, dump_graph, NULL}, /* composites that sat inside If / Loop / Scan bodies */
     /* run-time values: shapes that depend on input values, for the declared ones, with run-time checks */
-    {"data_dependent", data_dependent, UNTYPED, dump_graph},
-    {"runtime_slices", runtime_slices, UNTYPED, dump_graph},
-    {"runtime_resize", runtime_resize, UNTYPED, dump_graph},
-    {"specialize", specialize, UNTYPED, dump_graph},
-    {"value_checks", value_checks, 0, dump_graph},
+    {"data_dependent", data_dependent, UNTYPED, dump_graph, NULL},
+    {"runtime_slices", runtime_slices, UNTYPED, dump_graph, NULL},
+    {"runtime_resize", runtime_resize, UNTYPED, dump_graph, NULL},
+    {"specialize", specialize, UNTYPED, dump_graph, NULL},
+    {"value_checks", value_checks, 0, dump_graph, NULL},
     /* infer */
-    {"infer", infer, 0, dump_graph},
-    {"tuned_convs", tuned_convs, 0, NULL},
+    {"infer", infer, 0, dump_graph, "load"},
+    {"tuned_convs", tuned_convs, 0, NULL, NULL},
     /* optimise: shapes re-inferred after each pass */
-    {"decompose_attention", decompose_attention, RETYPE, dump_graph},
-    {"fold_constants", fold_constants, RETYPE, dump_graph},
-    {"dce", dce, RETYPE, dump_graph},
-    {"fold_conv_bn", fold_conv_bn, RETYPE, dump_graph},
-    {"layout", layout, RETYPE, dump_graph},
-    {"winograd", winograd, RETYPE, dump_graph},
-    {"explicit_pad", explicit_pad, RETYPE, dump_graph},
-    {"scale_weights", scale_weights, RETYPE, dump_graph},
-    {"split_pool", split_pool, RETYPE, dump_graph},
-    {"cleanup", cleanup, 0, dump_graph},
-    {"precision", precision, RETYPE, dump_graph},
-    {"split_topk", split_topk, 0, dump_graph},
-    {"outputs", outputs, 0, dump_graph},
+    {"decompose_attention", decompose_attention, RETYPE, dump_graph, NULL},
+    {"fold_constants", fold_constants, RETYPE, dump_graph, NULL},
+    {"dce", dce, RETYPE, dump_graph, NULL},
+    {"fold_conv_bn", fold_conv_bn, RETYPE, dump_graph, NULL},
+    {"layout", layout, RETYPE, dump_graph, NULL},
+    {"winograd", winograd, RETYPE, dump_graph, NULL},
+    {"explicit_pad", explicit_pad, RETYPE, dump_graph, NULL},
+    {"scale_weights", scale_weights, RETYPE, dump_graph, NULL},
+    {"split_pool", split_pool, RETYPE, dump_graph, NULL},
+    {"cleanup", cleanup, 0, dump_graph, NULL},
+    {"precision", precision, RETYPE, dump_graph, NULL},
+    {"split_topk", split_topk, 0, dump_graph, NULL},
+    {"outputs", outputs, 0, dump_graph, "optimize"},
     /* fuse, schedule, lower */
-    {"fuse", fuse, 0, dump_groups},
-    {"te", schedule, 0, dump_te},
-    {"loops", NULL, 0, dump_loops}, /* lowered by the step above, kernel by kernel: a stage to print */
+    {"fuse", fuse, 0, dump_groups, "fuse"},
+    {"te", schedule, 0, dump_te, NULL},
+    {"loops", NULL, 0, dump_loops, "schedule"}, /* lowered by the step above, kernel by kernel: a stage to print */
     /* plan, emit, package */
-    {"plan", plan, 0, NULL},
-    {"cuda", cuda, 0, dump_cuda}, /* GPU targets: CUDA C through NVRTC */
-    {"package", package, 0, NULL},
+    {"plan", plan, 0, NULL, "plan"},
+    {"cuda", cuda, 0, dump_cuda, NULL}, /* GPU targets: CUDA C through NVRTC */
+    {"package", package, 0, NULL, "codegen"},
 };
 enum { N_STEPS = sizeof steps / sizeof steps[0] };
 
@@ -338,6 +346,50 @@ bool kn_pipeline_stage_valid(const char *name) {
 
 bool kn_pipeline_step_valid(const char *name) { return step_index(name) >= 0; }
 
+/* ---- progress ------------------------------------------------------------------------ */
+
+/* The stages kn_compile has finished, printed once the compile is long
+ * enough to want them: a compile that ends before the threshold prints
+ * nothing, one that passes it prints the stages done so far, then each as
+ * it ends. */
+#define MAX_PROGRESS_STAGES 8
+typedef struct progress {
+  double start, threshold; /* seconds; threshold < 0: never */
+  double last;             /* when the previous stage ended */
+  int n_done, n_printed;
+  const char *names[MAX_PROGRESS_STAGES];
+  double seconds[MAX_PROGRESS_STAGES];
+} progress;
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* The threshold o->progress asks for: --progress none, `kiln compile` a
+ * terminal's $KILN_PROGRESS_AFTER seconds (default 2), else never. */
+static double progress_threshold(const kn_compile_opts *o) {
+  if (o->progress == KN_PROGRESS_ALWAYS) return 0;
+  if (o->progress != KN_PROGRESS_AUTO || !isatty(STDERR_FILENO)) return -1;
+  const char *env = getenv("KILN_PROGRESS_AFTER");
+  char *end;
+  double after = env && *env ? strtod(env, &end) : 2;
+  return env && *env && (*end || !(after >= 0)) ? 2 : after;
+}
+
+static void progress_stage(progress *pr, const char *name) {
+  double now = now_s();
+  if (pr->n_done < MAX_PROGRESS_STAGES) {
+    pr->names[pr->n_done] = name;
+    pr->seconds[pr->n_done++] = now - pr->last;
+  }
+  pr->last = now;
+  if (pr->threshold < 0 || now - pr->start < pr->threshold) return;
+  for (; pr->n_printed < pr->n_done; pr->n_printed++)
+    fprintf(stderr, "kiln: %s %.2f s\n", pr->names[pr->n_printed], pr->seconds[pr->n_printed]);
+}
+
 /* Runs steps[first .. last]; *stopped when o->stop_after was among them. */
 static int run_steps(kn_pipe *p, int first, int last, bool *stopped) {
   const kn_compile_opts *o = p->o;
@@ -353,6 +405,7 @@ static int run_steps(kn_pipe *p, int first, int last, bool *stopped) {
       if (kn_graph_verify(p->g, p->d) < 0) return -1;
 #endif
     }
+    if (s->stage && p->progress) progress_stage(p->progress, s->stage);
     if (s->dump && o->dump_after && !strcmp(o->dump_after, s->name)) {
       fprintf(stdout, "# after %s\n", s->name);
       s->dump(p, stdout);
@@ -463,7 +516,10 @@ int kn_compile(const kn_compile_opts *o, kn_diag *d) {
   kn_graph_init(&g);
   kn_arena arena;
   kn_arena_init(&arena);
-  kn_pipe p = {.o = o, .g = &g, .d = d, .arena = &arena, .ec = {.arena = &arena}, .typed = -1};
+  progress pr = {.start = now_s(), .threshold = progress_threshold(o)};
+  pr.last = pr.start;
+  kn_pipe p = {.o = o, .g = &g, .d = d, .arena = &arena, .ec = {.arena = &arena}, .typed = -1,
+               .progress = pr.threshold >= 0 ? &pr : NULL};
   int status = -1;
   bool stopped = false;
   if (kn_target_parse(o->target, &p.target, d) < 0 || kn_cg_check_target(&p.target, d) < 0) goto done;

@@ -30,6 +30,11 @@ typedef struct kn_compile_opts {
   const char *stop_after;
   int64_t max_batch;
   bool verbose;
+  /* Stage times on stderr (kn_compile only): KN_PROGRESS_OFF (library
+   * callers: kiln tune, tests), KN_PROGRESS_AUTO (`kiln compile`: only when
+   * stderr is a terminal, once the compile has run $KILN_PROGRESS_AFTER
+   * seconds, default 2) or KN_PROGRESS_ALWAYS (--progress: every stage). */
+  int progress;
   const kn_binding *binds; /* --bind: graph inputs made constants */
   int n_binds;
   /* --conv-algo: which 3x3 stride-1 convs run as Winograd
@@ -56,6 +61,8 @@ typedef struct kn_compile_opts {
   int (*on_plan)(void *ctx, const kn_graph *g, const struct kn_plan *plan, kn_diag *d);
   void *on_plan_ctx;
 } kn_compile_opts;
+
+enum { KN_PROGRESS_OFF, KN_PROGRESS_AUTO, KN_PROGRESS_ALWAYS };
 
 /* Which schedule each step of a compiled artifact got. */
 typedef struct kn_compile_report {

@@ -35,6 +35,7 @@
 
 #include "rt/measure_util.h"
 #include "bench/peak.h"
+#include "tools/json_out.h"
 #include "tools/npy.h"
 
 #define PEAK_SECONDS 0.2
@@ -58,20 +59,6 @@ static int cmp_stat_desc(const void *a, const void *b) {
   return x->step - y->step;
 }
 
-/* A JSON string literal of s. */
-static void json_string(FILE *fp, const char *s) {
-  fputc('"', fp);
-  for (const unsigned char *c = (const unsigned char *)(s ? s : ""); *c; c++) {
-    if (*c == '"' || *c == '\\')
-      fprintf(fp, "\\%c", *c);
-    else if (*c < 0x20)
-      fprintf(fp, "\\u%04x", *c);
-    else
-      fputc(*c, fp);
-  }
-  fputc('"', fp);
-}
-
 typedef struct run_record {
   int64_t begin_ns, end_ns; /* wall time of the P_run_profiled call */
   int64_t n_events;
@@ -81,7 +68,7 @@ typedef struct run_record {
 static void trace_event(FILE *fp, const char *name, const char *cat, int64_t t0, int64_t begin,
                         int64_t end, int tid) {
   fputs(",\n{\"name\": ", fp);
-  json_string(fp, name);
+  kn_jw_write_string(fp, name);
   fprintf(fp, ", \"cat\": \"%s\", \"ph\": \"X\", \"ts\": %.3f, \"dur\": %.3f, \"pid\": 1, \"tid\": %d",
           cat, (double)(begin - t0) / 1e3, (double)(end - begin) / 1e3, tid);
 }
@@ -127,7 +114,7 @@ static void trace_step(FILE *fp, const kiln_artifact *a, const step_events *x, l
   trace_event(fp, st->name, "kernel", t0, x->whole->begin_ns, x->whole->end_ns, 0);
   fprintf(fp, ", \"args\": {\"run\": %ld, \"step\": %d, \"tasks\": %d, \"gflop\": %.6g, \"nodes\": ", run,
           x->whole->step, x->whole->ntasks, st->flops * (double)batch * 1e-9);
-  json_string(fp, st->nodes);
+  kn_jw_write_string(fp, st->nodes);
   fputs("}}", fp);
   for (int64_t t = 0; t < x->n_tasks; t++) {
     const kiln_prof_event *ev = &x->tasks[t];
@@ -155,9 +142,9 @@ static void trace_pipe(FILE *fp, const kiln_artifact *a, const step_events *x, c
           (s1->flops + s2->flops) * (double)batch * 1e-9,
           (double)(x->whole->end_ns - x->whole->begin_ns) / 1e6,
           (double)(y->whole->end_ns - y->whole->begin_ns) / 1e6);
-  json_string(fp, s1->nodes);
+  kn_jw_write_string(fp, s1->nodes);
   fputs(", ", fp);
-  json_string(fp, s2->nodes);
+  kn_jw_write_string(fp, s2->nodes);
   fputs("]}}", fp);
   for (int64_t t = 0; t < x->n_tasks; t++) {
     const kiln_prof_event *e1 = &x->tasks[t], *e2 = &y->tasks[t];
@@ -190,14 +177,14 @@ static int write_trace(const char *path, const kiln_artifact *a, const run_recor
   }
   int64_t t0 = runs[0].begin_ns;
   fprintf(fp, "{\"displayTimeUnit\": \"ms\", \"otherData\": {\"artifact\": ");
-  json_string(fp, a->prefix);
+  kn_jw_write_string(fp, a->prefix);
   fprintf(fp, ", \"target\": ");
-  json_string(fp, a->target);
+  kn_jw_write_string(fp, a->target);
   fprintf(fp, ", \"batch\": %lld, \"threads\": %d, \"runs\": %ld},\n\"traceEvents\": [\n",
           (long long)batch, threads, n_runs);
   fprintf(fp, "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": 1, \"tid\": 0, "
               "\"args\": {\"name\": ");
-  json_string(fp, a->prefix);
+  kn_jw_write_string(fp, a->prefix);
   fputs("}}", fp);
   for (int t = 0; t < threads; t++)
     fprintf(fp, ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 1, \"tid\": %d, "
@@ -288,6 +275,45 @@ static void print_table(FILE *out, const kiln_artifact *a, step_stat *stats, dou
           run_ms, outside_ms);
 }
 
+/* The table as the JSON member "profile" (rows in the table's order). */
+static void json_table(kn_jw *j, const kiln_artifact *a, const step_stat *stats, double run_ms, double outside_ms,
+                       const kn_profile_opts *o, double peak, bool peak_measured) {
+  double total_ms = 0, total_flops = 0;
+  for (int i = 0; i < a->n_steps; i++) {
+    total_ms += stats[i].median_ms;
+    total_flops += stats[i].flops;
+  }
+  kn_jw_object(j, "profile");
+  kn_jw_int(j, "runs", o->runs);
+  kn_jw_int(j, "warmup", o->warmup);
+  if (peak > 0) kn_jw_num(j, "peak_gflops", peak);
+  else kn_jw_null(j, "peak_gflops");
+  kn_jw_str(j, "peak_source", peak <= 0 ? NULL : peak_measured ? "measured" : "--peak");
+  kn_jw_num(j, "total_ms", total_ms);
+  kn_jw_num(j, "total_gflop", total_flops * 1e-9);
+  kn_jw_num(j, "run_ms", run_ms);
+  kn_jw_num(j, "outside_ms", outside_ms);
+  kn_jw_array(j, "kernels", false);
+  for (int i = 0; i < a->n_steps; i++) {
+    const kiln_step *st = &a->steps[stats[i].step];
+    double ms = stats[i].median_ms, gflops = ms > 0 ? stats[i].flops / (ms * 1e6) : 0;
+    kn_jw_object(j, NULL);
+    kn_jw_int(j, "step", stats[i].step);
+    kn_jw_str(j, "kernel", st->name);
+    kn_jw_num(j, "median_ms", ms);
+    kn_jw_num(j, "share", total_ms > 0 ? ms / total_ms : 0);
+    kn_jw_num(j, "gflops", gflops);
+    if (peak > 0) kn_jw_num(j, "peak_fraction", gflops / peak);
+    else kn_jw_null(j, "peak_fraction");
+    if (stats[i].idle >= 0) kn_jw_num(j, "idle", stats[i].idle);
+    else kn_jw_null(j, "idle");
+    kn_jw_str(j, "nodes", st->nodes ? st->nodes : "");
+    kn_jw_end(j);
+  }
+  kn_jw_end(j);
+  kn_jw_end(j);
+}
+
 int kn_run_profile(const kn_loader *l, const void *const *inputs, void *const *outputs,
                    void *workspace, int64_t batch, const kn_profile_opts *o, FILE *out,
                    kn_diag *d) {
@@ -365,6 +391,7 @@ int kn_run_profile(const kn_loader *l, const void *const *inputs, void *const *o
       write_trace(o->trace_path, a, runs, o->runs, o->threads, batch, d))
     goto done;
   print_table(out, a, stats, run_ms, outside_ms, o, batch, peak, o->peak_gflops <= 0);
+  if (o->json) json_table(o->json, a, stats, run_ms, outside_ms, o, peak, o->peak_gflops <= 0);
   if (o->trace_path)
     fprintf(out, "trace: %s (%ld runs; open in https://ui.perfetto.dev or chrome://tracing)\n",
             o->trace_path, o->runs);

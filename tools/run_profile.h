@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "rt/loader.h"
+#include "tools/json_out.h"
 
 typedef struct kn_profile_opts {
   long runs;              /* profiled runs (>= 1), after `warmup` plain ones */
@@ -14,6 +15,7 @@ typedef struct kn_profile_opts {
   int threads;            /* the pool size the artifact was set to */
   double peak_gflops;     /* > 0: given (--peak); 0: measured now (~0.2 s) */
   const char *trace_path; /* NULL: no trace */
+  kn_jw *json;            /* non-NULL: the table also goes there, as the member "profile" of the open object */
 } kn_profile_opts;
 
 /* Runs the artifact o->warmup + o->runs times on the bound buffers, prints the

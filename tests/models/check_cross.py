@@ -125,7 +125,8 @@ def case_bench(c):
     line = proc.stdout.strip()
     print(f"  {line}")
     if proc.returncode != 0 or not re.fullmatch(
-            r"latency: median [0-9.]+ ms, p90 [0-9.]+ ms \(3 runs, 1 threads\)", line):
+            r"latency: median [0-9.]+ ms, p90 [0-9.]+ ms, throughput [0-9.]+ samples/s "
+            r"\(batch 1, 3 runs, 1 threads\)", line):
         raise Failure(f"unexpected --bench output: {describe_failure(proc)} {line!r}")
     if not os.path.isfile(os.path.join(c.tmp, "bench_out", "output.npy")):
         raise Failure("kiln run --bench wrote no output .npy")
