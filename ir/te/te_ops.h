@@ -67,7 +67,8 @@ kn_expr *kn_te_ix_in_range(kn_te_ctx *c, kn_expr *i, kn_expr *extent);
  * overwriting a real element, and a clamped gather returns a plausible real
  * row that hides the bad index; 0 / nothing is the same "no element" on
  * both sides and costs one compare and select per gathered element.
- * Used by Gather, GatherElements, GatherND, ScatterElements (Scatter) and
+ * `kiln compile --check-indices` makes such a run fail instead
+ * (ir/passes/pass_index_checks.c). Used by Gather, GatherElements, GatherND, ScatterElements (Scatter) and
  * ScatterND, and by the reference interpreter (kn_ref_index_at).
  *
  * kn_te_index_wrap: v (any integer dtype) as int64, + dim when negative.

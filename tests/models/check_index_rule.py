@@ -7,6 +7,9 @@ other names no element, so a gather reads 0 there and a scatter drops that updat
 
   rule_OP: `kiln compile` + `kiln run` and the reference interpreter (ref_run) both give what a
            numpy statement of the rule gives, exactly.
+  check_OP: compiled with --check-indices, the same feed makes `kiln run` exit non-zero with one
+           line naming the problem (KILN_ERR_INDEX, status 7) and write no output; a feed of valid
+           indices (negative ones included) runs and matches ONNX Runtime.
 
     check_index_rule.py --ref-run build/tests/graph/ref_run [--kiln build/kiln] [--case NAME]
 """
@@ -18,7 +21,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
-from common import TempDir, default_kiln, describe_failure, run, sanitizer_report
+from common import TempDir, default_kiln, describe_failure, ort_reference, run, sanitizer_report
 
 BIG, SMALL = 1000000, -1000000000
 F32, I64 = TensorProto.FLOAT, TensorProto.INT64
@@ -193,7 +196,45 @@ def check_rule(kiln, ref, tmp, name, op):
     print("  reference interpreter: as the rule says")
 
 
+def inspect(kiln, artifact):
+    proc = run([kiln, "inspect", artifact])
+    if proc.returncode != 0:
+        raise CaseFailure(f"kiln inspect {artifact}: {describe_failure(proc)}")
+    return proc.stdout
+
+
+def check_checked(kiln, tmp, name, op):
+    m, bad, good, _ = OPS[op]()
+    _, plain = compile_model(kiln, tmp, name + "_plain", m, [])
+    text = inspect(kiln, plain)
+    if "abi: 1.3" not in text or "check)" in text:
+        raise CaseFailure(f"without --check-indices the artifact has a check or is not ABI 1.3:\n{text}")
+    path, out = compile_model(kiln, tmp, name, m, ["--check-indices"])
+    text = inspect(kiln, out)
+    if "abi: 1.5" not in text or text.count("(index check)") != 1:
+        raise CaseFailure(f"with --check-indices: expected ABI 1.5 and one index check step:\n{text}")
+    print("  without the option: no check step (ABI 1.3); with it: one index check step (ABI 1.5)")
+    proc, odir = kiln_run(kiln, tmp, name + "_bad", out, bad)
+    lines = proc.stderr.strip().splitlines()
+    if (proc.returncode == 0 or sanitizer_report(proc.stderr) or len(lines) != 1
+            or "index is out of range" not in lines[0] or "status 7" not in lines[0]):
+        raise CaseFailure(f"out-of-range indices: expected one line with KILN_ERR_INDEX, got "
+                          f"{describe_failure(proc)}")
+    if os.path.isdir(odir) and os.listdir(odir):
+        raise CaseFailure(f"the refused run wrote {os.listdir(odir)}")
+    print(f"  out of range: {lines[0]}")
+    proc, odir = kiln_run(kiln, tmp, name + "_good", out, good)
+    if proc.returncode != 0 or sanitizer_report(proc.stderr):
+        raise CaseFailure(f"valid indices: {describe_failure(proc)}")
+    want = ort_reference(path, good)["y"]
+    got = np.load(os.path.join(odir, "y.npy"))
+    if not np.array_equal(got, want):
+        raise CaseFailure(f"valid indices: kiln gives\n{got}\nONNX Runtime\n{want}")
+    print("  valid indices (negative ones too): outputs match ONNX Runtime")
+
+
 CASES = {f"rule_{op}": op for op in OPS}
+CASES.update({f"check_{op}": op for op in OPS})
 
 
 def main():
@@ -212,9 +253,12 @@ def main():
         for name in args.case or list(CASES):
             print(f"{name}:")
             try:
-                if not args.ref_run:
-                    raise CaseFailure("--ref-run is required")
-                check_rule(args.kiln, args.ref_run, tmp, name, CASES[name])
+                if name.startswith("rule_"):
+                    if not args.ref_run:
+                        raise CaseFailure("--ref-run is required")
+                    check_rule(args.kiln, args.ref_run, tmp, name, CASES[name])
+                else:
+                    check_checked(args.kiln, tmp, name, CASES[name])
                 print(f"PASS {name}")
                 passed += 1
             except CaseFailure as e:

@@ -117,8 +117,7 @@ static void test_nodriver(void **state) {
 
   kn_loader l;
   const kiln_artifact *a = open_copy(&t, &l, "nodriver");
-  assert_int_equal(a->abi_minor, KILN_ABI_MINOR);
-  assert_int_equal(a->abi_minor, 4);
+  assert_int_equal(a->abi_minor, 4); /* KILN_ABI_MINOR (5) only with an index check */
   assert_string_equal(a->target, "cuda -arch=sm_80,sm_90");
   assert_int_equal(a->workspace_size, 0);
   assert_non_null(a->gpu);
