@@ -6,8 +6,8 @@
  *
  * Per Gather, GatherElements, GatherND, ScatterElements (Scatter) and
  * ScatterND whose indices are not constants, one bool check
- * (kn_pass_add_check_kind, KN_CHECK_INDEX) built of ordinary ops, so the check is compiled
- * like the rest of the model:
+ * (kn_pass_add_check_kind, KN_CHECK_INDEX) built of ordinary ops, so that
+ * it is compiled like the rest of the model:
  *   all(-dim <= i && i < dim)   (ReduceMin of the int32 casts)
  * with dim the extent of the axis each index addresses (GatherND /
  * ScatterND: a vector along the indices' last axis). Runs on the imported
