@@ -181,7 +181,7 @@ static int write_c(const kn_plan *plan, const kn_target *t, const char *path, co
       fputs(", ", fp);
       put_cstring(fp, st->kernel->nodes ? st->kernel->nodes : "");
       fprintf(fp, ", %d, %d, %d, %d, %.17g},\n", st->n_args, first, st->kernel->parallel ? 1 : 0,
-              st->check ? 1 : 0, st->kernel->flops);
+              st->check, st->kernel->flops);
       first += st->n_args;
     }
     fprintf(fp, "};\n");
@@ -211,8 +211,9 @@ static int write_c(const kn_plan *plan, const kn_target *t, const char *path, co
           "}\n\n",
           p, p, p, p, p, p, p, p);
   fprintf(fp, "const kiln_artifact %s_artifact = {\n", p);
-  /* CPU artifacts stay at ABI 1.3: the 1.4 fields are for GPU artifacts */
-  fprintf(fp, "    .abi_version = KILN_ABI_VERSION,\n    .abi_minor = 3,\n");
+  /* ABI 1.3, or 1.5 with an index check (kn_plan_abi_minor: the 1.4 fields
+   * last_error and gpu are then NULL, as designated initializers leave them) */
+  fprintf(fp, "    .abi_version = KILN_ABI_VERSION,\n    .abi_minor = %d,\n", kn_plan_abi_minor(plan, false));
   fprintf(fp, "    .prefix = ");
   put_cstring(fp, p);
   fprintf(fp, ",\n    .kiln_version = \"%s\",\n    .target = ", KILN_VERSION);

@@ -17,7 +17,9 @@
  * the grid function (package_cuda.c) and the sizes the runtime needs; the
  * descriptor has the ABI 1.4 fields; the entry points call the GPU runtime
  * (rt/runtime_cuda.c), which is linked in place of rt/runtime.c. CPU
- * artifacts keep abi_minor 3 and the 1.3 layout, byte for byte. */
+ * artifacts keep abi_minor 3 and the 1.3 layout, byte for byte, unless a
+ * step checks indices (--check-indices): then abi_minor 5 and the 1.4 layout
+ * with last_error and gpu NULL (kn_plan_abi_minor). */
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
@@ -38,10 +40,6 @@ extern const unsigned char kn_rt_object_aarch64[]; /* rt/kn_rt_blob_aarch64.c (g
 extern const size_t kn_rt_object_aarch64_size;     /* size 0 without a cross compiler) */
 extern const unsigned char kn_rt_object_cuda[];    /* rt/kn_rt_cuda_blob.c (generated) */
 extern const size_t kn_rt_object_cuda_size;
-
-/* The descriptor's abi_minor in CPU artifacts: they carry none of the 1.4
- * additions (GPU fields, last_error), and their bytes stay as they were. */
-#define KN_CPU_ABI_MINOR 3
 
 #if defined(__x86_64__)
 #define KN_BUILD_ARCH KN_ARCH_X86_64
@@ -365,7 +363,7 @@ static void build_module(tables *t, const kn_plan *p, bool shared, const gpu_par
     LLVMValueRef f[8] = {
         gpu ? LLVMConstPointerNull(t->i8p) : LLVMConstBitCast(fns[s], t->i8p),
         cstr(t, gpu ? gpu->launches[s].name : st->kernel->name), cstr(t, st->kernel->nodes),
-        i32c(t, st->n_args), i32c(t, first), i32c(t, st->kernel->parallel ? 1 : 0), i32c(t, st->check ? 1 : 0),
+        i32c(t, st->n_args), i32c(t, first), i32c(t, st->kernel->parallel ? 1 : 0), i32c(t, st->check),
         LLVMConstReal(t->f64, st->kernel->flops),
     };
     steps[s] = LLVMConstNamedStruct(t->step_ty, f, 8);
@@ -385,7 +383,9 @@ static void build_module(tables *t, const kn_plan *p, bool shared, const gpu_par
   char name[512];
   snprintf(name, sizeof name, "%s_artifact", p->prefix);
   LLVMTypeRef art_ty = t->art_ty;
-  if (gpu) { /* the 1.3 layout, then last_error and gpu */
+  int minor = kn_plan_abi_minor(p, gpu != NULL);
+  bool fields_1_4 = minor >= 4; /* GPU artifacts, and CPU ones with an index check (NULL there) */
+  if (fields_1_4) { /* the 1.3 layout, then last_error and gpu */
     art_ty = LLVMStructCreateNamed(m->ctx, "kiln_artifact_1_4");
     LLVMTypeRef f[24];
     LLVMGetStructElementTypes(t->art_ty, f);
@@ -410,7 +410,7 @@ static void build_module(tables *t, const kn_plan *p, bool shared, const gpu_par
                      art_p);
   LLVMValueRef fields[24] = {
       i32c(t, KILN_ABI_VERSION),
-      i32c(t, gpu ? KILN_ABI_MINOR : KN_CPU_ABI_MINOR),
+      i32c(t, minor),
       cstr(t, p->prefix),
       cstr(t, KILN_VERSION),
       cstr(t, target),
@@ -432,6 +432,7 @@ static void build_module(tables *t, const kn_plan *p, bool shared, const gpu_par
       i32c(t, p->n_pipes),
       array_or_null(t, t->pipe_ty, pipes, p->n_pipes, "pipes", 4),
   };
+  fields[22] = fields[23] = LLVMConstNull(t->i8p);
   if (gpu) {
     snprintf(name, sizeof name, "%s_last_error", p->prefix);
     fields[22] = LLVMConstBitCast(define_wrapper(t, name, t->i8p, NULL, 0, "kn_rt_cuda_last_error", NULL), t->i8p);
@@ -439,7 +440,7 @@ static void build_module(tables *t, const kn_plan *p, bool shared, const gpu_par
     LLVMValueRef set_stream = define_wrapper(t, name, t->i32, &t->i8p, 1, "kn_rt_cuda_set_stream", NULL);
     fields[23] = gpu_table(t, p, gpu, set_stream);
   }
-  LLVMSetInitializer(art, LLVMConstNamedStruct(art_ty, fields, gpu ? 24 : 22));
+  LLVMSetInitializer(art, LLVMConstNamedStruct(art_ty, fields, fields_1_4 ? 24 : 22));
   LLVMSetGlobalConstant(art, 1);
   LLVMSetAlignment(art, 8);
   if (shared) LLVMAddAlias2(m->mod, art_ty, 0, art, "kiln_artifact_v1");

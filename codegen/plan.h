@@ -30,7 +30,9 @@ typedef struct kn_plan_arg {
 
 typedef struct kn_plan_step {
   kn_kernel *kernel;
-  bool check; /* computes a run-time check: a bool scalar in its output */
+  /* 0, or the run-time check it computes (a bool scalar in its output):
+   * KILN_CHECK_VALUE or KILN_CHECK_INDEX, kiln_step.check's value */
+  int check;
   int n_args; /* == kernel->n_params */
   kn_plan_arg *args;
 } kn_plan_step;
@@ -56,5 +58,14 @@ typedef struct kn_plan {
   int64_t workspace_bytes;
   int64_t max_batch;
 } kn_plan;
+
+/* The abi_minor an artifact of plan p says (docs/abi.md#versions): 5 when
+ * a step checks indices (KILN_CHECK_INDEX), else 4 for GPU artifacts and 3
+ * for CPU ones, whose bytes so stay what they were. */
+static inline int kn_plan_abi_minor(const kn_plan *p, bool gpu) {
+  for (int s = 0; s < p->n_steps; s++)
+    if (p->steps[s].check == KILN_CHECK_INDEX) return 5;
+  return gpu ? 4 : 3;
+}
 
 #endif

@@ -241,6 +241,7 @@ const char *kn_loader_status_name(int status) {
   case KILN_ERR_CAPACITY: return "the profile event buffer is too small";
   case KILN_ERR_VALUE: return "an input value contradicts the shapes the model declares (see docs/abi.md)";
   case KILN_ERR_DEVICE: return "no usable GPU";
+  case KILN_ERR_INDEX: return "a gather or scatter index is out of range (see docs/ops.md)";
   default: return "unknown error";
   }
 }

@@ -435,10 +435,15 @@ static int64_t run_pipe(pool *p, const kiln_artifact *a, const kiln_pipe *q, voi
   return 2 * (1 + tasks);
 }
 
+/* The status a failed check step stops the run with (kiln_step.check). */
+static int check_status(const kiln_step *step) {
+  return step->check == KILN_CHECK_INDEX ? KILN_ERR_INDEX : KILN_ERR_VALUE;
+}
+
 /* Runs every step; with `events`, records them (the caller checked that the
  * buffer holds profile_capacity() events) and sets *n_events to the number
- * written. Returns KILN_OK, or KILN_ERR_VALUE at the first check step that
- * computed false (the plan puts them before any step writing an output). */
+ * written. Returns KILN_OK, or KILN_ERR_VALUE / KILN_ERR_INDEX at the first
+ * check step that computed false (the plan puts them before any step writing an output). */
 static int run_steps(pool *p, const kiln_artifact *a, const void *const *inputs, void *const *outputs,
                      void *workspace, int64_t batch, kiln_prof_event *events, int64_t *n_events) {
   int64_t n = 0;
@@ -463,7 +468,7 @@ static int run_steps(pool *p, const kiln_artifact *a, const void *const *inputs,
       else
         step->fn(args, batch, 0, 1);
       if (a->abi_minor >= 2 && step->check && !*(const uint8_t *)args[0]) {
-        status = KILN_ERR_VALUE;
+        status = check_status(step);
         break;
       }
       continue;
@@ -480,7 +485,7 @@ static int run_steps(pool *p, const kiln_artifact *a, const void *const *inputs,
                                .ntasks = parallel ? p->nthreads : 1, .begin_ns = begin,
                                .end_ns = now_ns()};
     if (a->abi_minor >= 2 && step->check && !*(const uint8_t *)args[0]) {
-      status = KILN_ERR_VALUE;
+      status = check_status(step);
       break;
     }
   }

@@ -409,6 +409,10 @@ static int run_steps(gpu_state *s, const kiln_artifact *a, const void *const *in
       unsigned char ok = 0;
       CHECK(drv.MemcpyDtoHAsync(&ok, values[0], 1, stream), "cuMemcpyDtoHAsync (check)");
       CHECK(drv.StreamSynchronize(stream), step->name);
+      if (!ok && step->check == KILN_CHECK_INDEX) {
+        set_error("step %d (%s): a gather or scatter index is out of range", st, step->name);
+        return KILN_ERR_INDEX;
+      }
       if (!ok) {
         set_error("step %d (%s): an input value contradicts the shapes the model was compiled for", st, step->name);
         return KILN_ERR_VALUE;

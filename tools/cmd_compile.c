@@ -80,6 +80,10 @@ static int parse_args(int argc, char **argv, kn_compile_opts *o, const char **bi
        "fp32 (default), fp16 or bf16: float32 weights converted at\ncompile time, activations stored in 16 bits, "
        "sums in\nfloat32; the artifact's inputs and outputs stay float32",
        .str = &o->precision, .choices = precisions},
+      {"--check-indices", NULL, NULL,
+       "check gather / scatter indices at run time: an index out\nof range makes P_run return KILN_ERR_INDEX "
+       "(7) and write\nno output (default: it reads 0 / drops the update)",
+       .flag = &o->check_indices},
       {"--dump-after", NULL, "=STAGE", dump_help, .str = &o->dump_after, .choices = stages},
       {"--verbose", "-v", NULL, "print a summary line", .flag = &o->verbose},
       {"--progress", NULL, NULL,

@@ -13,6 +13,13 @@
 #include "tools/inspect_artifact.h"
 #include "tools/json_out.h"
 
+/* "  (check)" for a check step of input values, "  (index check)" for one of
+ * --check-indices (kiln_step.check), "" otherwise. */
+static const char *check_label(const kiln_artifact *a, const kiln_step *step) {
+  if (a->abi_minor < 2 || !step->check) return "";
+  return step->check == KILN_CHECK_INDEX ? "  (index check)" : "  (check)";
+}
+
 static void print_tensor(const char *kind, const kiln_tensor_desc *t) {
   char shape[256];
   kn_loader_shape_str(t, 0, shape, sizeof shape);
@@ -45,7 +52,7 @@ static int print_gpu(const kiln_artifact *a, kn_diag *d) {
     printf("  %3d  %-28s grid %lldx%lldx%lld / %lldx%lldx%lld  block %dx%dx%d  shared %d  args %d%s\n", s,
            a->steps[s].name, (long long)x[0], (long long)x[1], (long long)x[2], (long long)y[0], (long long)y[1],
            (long long)y[2], l->block[0], l->block[1], l->block[2], l->shared_bytes, a->steps[s].n_args,
-           a->steps[s].check ? "  (check)" : "");
+           check_label(a, &a->steps[s]));
   }
   free(grid1);
   free(gridn);
@@ -182,7 +189,7 @@ int kn_inspect_artifact(const char *path, bool json, kn_diag *d) {
     printf("kernels:\n");
     for (int s = 0; s < a->n_steps; s++)
       printf("  %3d  %-28s args %d%s%s\n", s, a->steps[s].name, a->steps[s].n_args,
-             a->steps[s].parallel ? "  parallel" : "", a->abi_minor >= 2 && a->steps[s].check ? "  (check)" : "");
+             a->steps[s].parallel ? "  parallel" : "", check_label(a, &a->steps[s]));
   }
   kn_loader_close(&l);
   return status;

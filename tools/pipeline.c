@@ -93,9 +93,18 @@ static int runtime_slices(kn_pipe *p) { return kn_pass_runtime_slices(p->g, p->d
 static int runtime_resize(kn_pipe *p) { return kn_pass_runtime_resize(p->g, p->d); }
 static int specialize(kn_pipe *p) { return kn_pass_specialize(p->g, p->d); }
 
+/* --check-indices: on the imported graph, so only the model's own gathers
+ * and scatters are checked (pass_index_checks.c). */
+static int index_checks(kn_pipe *p) {
+  if (!p->o->check_indices) return 1;
+  int n = kn_pass_index_checks(p->g, p->d);
+  p->checks_added |= n > 0;
+  return n < 0 ? -1 : 0;
+}
+
 static int value_checks(kn_pipe *p) {
   int n = kn_pass_value_checks(p->g, p->d);
-  p->checks_added = n > 0;
+  p->checks_added |= n > 0;
   return n < 0 ? -1 : 0;
 }
 
@@ -289,6 +298,7 @@ static void dump_loops(kn_pipe *p, FILE *out) { dump_kernels(p, NULL, out); }
 static const step steps[] = {
     /* load: the ONNX graph as imported, --bind applied */
     {"import", load, 0, dump_graph, NULL},
+    {"index_checks", index_checks, 0, dump_graph, NULL},
     /* expand: composite ops into primitive ones, control flow inlined */
     {"decompose", decompose, 0, dump_graph, NULL},
     {"inline_control", inline_control, 0, dump_graph, NULL},
@@ -444,7 +454,7 @@ int kn_pipeline_load_buffer(const uint8_t *data, size_t size, int64_t max_batch,
 }
 
 int kn_pipeline_prepare(const kn_compile_opts *o, kn_graph *g, kn_diag *d) {
-  return run_range(o, g, "decompose", "infer", NULL, d);
+  return run_range(o, g, "index_checks", "infer", NULL, d);
 }
 
 int kn_pipeline_optimize(const kn_compile_opts *o, kn_graph *g, kn_diag *d) {

@@ -48,6 +48,11 @@ typedef struct kn_compile_opts {
    * tensors stored in that format, accumulation in float32, the artifact's
    * inputs and outputs still float32 (ir/passes/pass_precision.c) */
   const char *precision;
+  /* --check-indices: the artifact checks every gather / scatter index it
+   * reads at run time and P_run returns KILN_ERR_INDEX, writing no output,
+   * when one is out of range (ir/passes/pass_index_checks.c); false: such
+   * indices follow Kiln's rule (docs/ops.md), at no run-time cost */
+  bool check_indices;
   /* for `kiln tune`'s model check (model_check.c): with tuning_log, every
    * kernel keeps its default schedule (the log still decides the convs'
    * algorithms, so the kernels are the tuned build's) */

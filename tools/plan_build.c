@@ -247,7 +247,8 @@ int kn_plan_build(const kn_graph *g, const kn_kernel_build *kernels_in, int n_ke
   plan->max_batch = g->max_batch;
   storage *st = calloc((size_t)g->n_values + 1, sizeof(storage));
   bool *is_check = calloc((size_t)g->n_values + 1, sizeof(bool)); /* roots of run-time checks */
-  KN_ASSERT(st && is_check, "out of memory");
+  int *check_of = calloc((size_t)g->n_values + 1, sizeof(int));    /* ... their kiln_step.check */
+  KN_ASSERT(st && is_check && check_of, "out of memory");
   int status = 0, n_public = g->n_outputs - g->n_checks;
 
   plan->n_inputs = g->n_inputs;
@@ -273,6 +274,8 @@ int kn_plan_build(const kn_graph *g, const kn_kernel_build *kernels_in, int n_ke
     }
     KN_ASSERT(c->producer >= 0 && c->dtype == KN_DT_BOOL, "a check is a computed bool");
     is_check[r] = true;
+    bool index = g->check_kinds && g->check_kinds[i - n_public] == KN_CHECK_INDEX;
+    check_of[r] = index ? KILN_CHECK_INDEX : KILN_CHECK_VALUE;
   }
   if (status < 0) goto done;
   int *order = check_first_order(g, kernels_in, n_kernels, is_check);
@@ -344,7 +347,7 @@ int kn_plan_build(const kn_graph *g, const kn_kernel_build *kernels_in, int n_ke
     const kn_kernel_build *kb = &kernels[k];
     kn_plan_step *step = &plan->steps[plan->n_steps++];
     step->kernel = kb->kernel;
-    step->check = is_check[root_of(g, kb->output)];
+    step->check = check_of[root_of(g, kb->output)];
     step->n_args = kb->n_inputs + 1;
     step->args = KN_NEW_ARRAY(arena, kn_plan_arg, step->n_args);
     for (int i = 0; i < step->n_args; i++) {
@@ -364,6 +367,7 @@ int kn_plan_build(const kn_graph *g, const kn_kernel_build *kernels_in, int n_ke
   free(written);
 done:
   free(is_check);
+  free(check_of);
   free(st);
   return status;
 }

@@ -31,14 +31,17 @@
  *   3  kiln_artifact.n_pipes / pipes (row-pipelined pairs of steps);
  *   4  KILN_ERR_DEVICE, kiln_artifact.last_error / P_last_error, and GPU
  *      artifacts: kiln_artifact.gpu, kiln_gpu, P_set_stream (docs/abi.md).
- *      CPU artifacts still say 3: they carry none of these fields. */
+ *      CPU artifacts still say 3: they carry none of these fields;
+ *   5  kiln_step.check = KILN_CHECK_INDEX and KILN_ERR_INDEX (`kiln compile
+ *      --check-indices`). Only artifacts with such a step say 5; CPU ones
+ *      then carry the 1.4 fields too, last_error and gpu NULL. */
 #ifndef KILN_ARTIFACT_H
 #define KILN_ARTIFACT_H
 
 #include <stdint.h>
 
 #define KILN_ABI_VERSION 1
-#define KILN_ABI_MINOR 4
+#define KILN_ABI_MINOR 5
 
 /* Status codes returned by P_run and P_set_threads. */
 enum {
@@ -51,6 +54,14 @@ enum {
                             (ABI 1.2; no output written) */
   KILN_ERR_DEVICE = 6,   /* ABI 1.4, GPU artifacts: no driver, no GPU, no image for it, or a
                             CUDA error; P_last_error() says which in one line */
+  KILN_ERR_INDEX = 7,    /* ABI 1.5, artifacts compiled with --check-indices: a gather or scatter
+                            index read at run time is out of range (no output written) */
+};
+
+/* kiln_step.check: what a check step checks, so which status stops the run. */
+enum {
+  KILN_CHECK_VALUE = 1, /* ABI 1.2: input values vs the compiled shapes: KILN_ERR_VALUE */
+  KILN_CHECK_INDEX = 2, /* ABI 1.5: gather / scatter indices in range: KILN_ERR_INDEX */
 };
 
 /* Element types use ONNX TensorProto.DataType codes (1 = float32, 7 = int64...). */
@@ -85,8 +96,9 @@ typedef struct kiln_step {
   int32_t n_args;
   int32_t first_arg; /* index into kiln_artifact.args */
   int32_t parallel;  /* 1: call once per task on the pool; 0: once */
-  int32_t check;    /* ABI 1.2: 1 = the step computes a bool scalar into its first argument,
-                       and P_run stops with KILN_ERR_VALUE when it is false; 0 before 1.2 */
+  int32_t check;    /* ABI 1.2: non-zero = the step computes a bool scalar into its first argument,
+                       and P_run stops when it is false, with KILN_ERR_VALUE (KILN_CHECK_VALUE)
+                       or KILN_ERR_INDEX (KILN_CHECK_INDEX, ABI 1.5); 0 before 1.2 */
   double flops; /* per batch unit */
 } kiln_step;
 

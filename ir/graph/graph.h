@@ -135,6 +135,12 @@ typedef struct kn_origin {
 /* Most values, and most nodes, one graph holds. */
 #define KN_GRAPH_MAX_ELEMS (1 << 24)
 
+/* What a run-time check (kn_graph.n_checks) guards. */
+typedef enum kn_check_kind {
+  KN_CHECK_VALUE, /* input values vs the compiled shapes: KILN_ERR_VALUE */
+  KN_CHECK_INDEX, /* --check-indices, gather / scatter indices in range: KILN_ERR_INDEX */
+} kn_check_kind;
+
 typedef struct kn_graph {
   kn_arena arena;
   /* The value and node tables. Neither moves when the graph grows, so a
@@ -155,6 +161,10 @@ typedef struct kn_graph {
    * computes them in the workspace first and P_run returns KILN_ERR_VALUE
    * when one is false. */
   int n_checks;
+  /* check_kinds[j]: what check j (outputs[n_outputs - n_checks + j])
+   * guards, so which status P_run returns when it is false; NULL: all
+   * KN_CHECK_VALUE. Written only by kn_pass_add_check(_kind). */
+  const kn_check_kind *check_kinds;
   /* The shape each model output declares in the ONNX graph (n_outputs -
    * n_checks entries), rank -1 where not fully static; NULL when not imported. */
   kn_shape *out_declared;

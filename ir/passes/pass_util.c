@@ -30,12 +30,17 @@ bool kn_pass_declared_shape(const kn_graph *g, int v, kn_shape *s) {
   return false;
 }
 
-void kn_pass_add_check(kn_graph *g, int v) {
+void kn_pass_add_check(kn_graph *g, int v) { kn_pass_add_check_kind(g, v, KN_CHECK_VALUE); }
+
+void kn_pass_add_check_kind(kn_graph *g, int v, kn_check_kind kind) {
   int *outputs = KN_NEW_ARRAY(&g->arena, int, g->n_outputs + 2);
   memcpy(outputs, g->outputs, sizeof(int) * (size_t)g->n_outputs);
   outputs[g->n_outputs++] = v;
   g->outputs = outputs;
-  g->n_checks++;
+  kn_check_kind *kinds = KN_NEW_ARRAY(&g->arena, kn_check_kind, g->n_checks + 1);
+  for (int j = 0; j < g->n_checks; j++) kinds[j] = g->check_kinds ? g->check_kinds[j] : KN_CHECK_VALUE;
+  kinds[g->n_checks++] = kind;
+  g->check_kinds = kinds;
 }
 
 void kn_pass_count_uses(const kn_graph *g, int *uses) {

@@ -104,6 +104,10 @@ int kn_pass_runtime_resize(kn_graph *g, kn_diag *d);
  * axis), as kn_pass_add_check entries (pass_value_checks.c). Returns how many
  * it added. */
 int kn_pass_value_checks(kn_graph *g, kn_diag *d);
+/* `kiln compile --check-indices`: a KN_CHECK_INDEX check per gather / scatter
+ * whose indices are read at run time, that they lie in [-dim, dim)
+ * (pass_index_checks.c). Returns how many it added. */
+int kn_pass_index_checks(kn_graph *g, kn_diag *d);
 
 /* ---- helpers shared by the pass files (pass_util.c) ---- */
 
@@ -119,6 +123,8 @@ bool kn_pass_is_runtime_value(const kn_graph *g, int v);
 /* Appends bool scalar v as a run-time check (kn_graph.n_checks): P_run
  * returns KILN_ERR_VALUE, writing no output, when it is false. */
 void kn_pass_add_check(kn_graph *g, int v);
+/* The same for a check of another kind (KN_CHECK_INDEX: KILN_ERR_INDEX). */
+void kn_pass_add_check_kind(kn_graph *g, int v, kn_check_kind kind);
 /* uses[v] = input slots of live nodes reading v + graph output slots naming v
  * (uses has g->n_values entries). */
 void kn_pass_count_uses(const kn_graph *g, int *uses);

@@ -145,6 +145,15 @@ int kn_ref_error(kn_ref_call *c, const char *fmt, ...) {
   return rc;
 }
 
+int kn_ref_index_at(kn_ref_call *c, int64_t v, int64_t dim, int64_t *at) {
+  if (v >= -dim && v < dim) {
+    *at = v < 0 ? v + dim : v;
+    return 1;
+  }
+  if (c->run_time) return 0;
+  return kn_ref_error(c, "index %lld out of range for dim %lld", (long long)v, (long long)dim);
+}
+
 /* ---- dispatch ---- */
 
 static int dispatch(kn_ref_call *c) {
@@ -283,7 +292,7 @@ int kn_ref_eval_node(kn_graph *g, int node, kn_diag *d) {
     out[k].shape = val->shape;
     out[k].data = kn_arena_alloc(&g->arena, kn_dtype_size(val->dtype) * (size_t)kn_ref_numel(&val->shape));
   }
-  kn_ref_call c = {g, n, in, n->n_in, out, n->n_out, &g->arena, d};
+  kn_ref_call c = {g, n, in, n->n_in, out, n->n_out, &g->arena, d, .run_time = false};
   int rc = kn_ref_compute(&c);
   for (int k = 0; k < n->n_out && rc == 0; k++) {
     kn_value *val = &g->values[n->out[k]];
@@ -354,7 +363,7 @@ int kn_ref_run_graph(const kn_graph *g, const void *const *inputs, void **output
       out[k].data = kn_arena_alloc(&arena, kn_dtype_size(val->dtype) * (size_t)kn_ref_numel(&out[k].shape));
     }
     if (rc) break;
-    kn_ref_call c = {g, n, in, n->n_in, out, n->n_out, &arena, d};
+    kn_ref_call c = {g, n, in, n->n_in, out, n->n_out, &arena, d, .run_time = true};
     rc = kn_ref_compute(&c);
     if (rc == KN_REF_NOFOLD)
       rc = kn_diag_error(d, "ref: node '%s' (%s) cannot be evaluated", n->name, n->op_type);

@@ -55,6 +55,10 @@ typedef struct kn_ref_call {
   int n_out;
   kn_arena *arena; /* for out[i].coef and scratch */
   kn_diag *d;
+  /* kn_ref_run_graph (a model run): out-of-range gather / scatter indices
+   * follow Kiln's run-time rule (kn_ref_index_at). false when folding
+   * constants, where such an index is a compile-time error. */
+  bool run_time;
 } kn_ref_call;
 
 /* Computes one node: 0, KN_REF_NOFOLD, or -1 with a diagnostic. */
@@ -82,6 +86,13 @@ void kn_ref_strides(const kn_shape *s, int64_t *stride);
 int64_t kn_ref_bcast_offset(const kn_shape *in, const kn_shape *out, const int64_t *idx);
 /* Advances a row-major multi-index; false after the last element. */
 bool kn_ref_next_index(const kn_shape *s, int64_t *idx);
+/* A gather / scatter index v for an axis of extent dim, by Kiln's rule for
+ * out-of-range indices (docs/ops.md; the TE side is kn_te_index_read in
+ * ir/te/te_ops.h): valid in [-dim, dim), negative ones + dim. Stores the
+ * wrapped index in *at and returns 1 when valid; else returns 0 when c runs a
+ * model (a gather then reads 0, a scatter drops the update) or -1 with a
+ * diagnostic when c folds constants. */
+int kn_ref_index_at(kn_ref_call *c, int64_t v, int64_t dim, int64_t *at);
 /* "node 'name' (Op)" prefix helper for diagnostics. */
 int kn_ref_error(kn_ref_call *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -167,15 +167,16 @@ static int gather_nd(kn_ref_call *c) {
     int64_t xi[KN_MAX_RANK], ii[KN_MAX_RANK];
     for (int a = 0; a < q - 1; a++) ii[a] = idx[a];
     for (int a = 0; a < b; a++) xi[a] = idx[a];
+    int valid = 1;
     for (int t = 0; t < k; t++) {
       ii[q - 1] = t;
       int64_t v = ((const int64_t *)ind->data)[offset_of(&ind->shape, ii)];
-      int64_t dim = x->shape.dim[b + t];
-      if (v < -dim || v >= dim) return kn_ref_error(c, "index %lld out of range", (long long)v);
-      xi[b + t] = v < 0 ? v + dim : v;
+      int ok = kn_ref_index_at(c, v, x->shape.dim[b + t], &xi[b + t]);
+      if (ok < 0) return -1;
+      valid &= ok;
     }
     for (int a = b + k; a < x->shape.rank; a++) xi[a] = idx[q - 1 + a - b - k];
-    copy_elem(y, i, x, offset_of(&x->shape, xi));
+    if (valid) copy_elem(y, i, x, offset_of(&x->shape, xi)); /* else stays 0: out of range */
   }
   return 0;
 }

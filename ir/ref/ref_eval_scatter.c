@@ -5,7 +5,9 @@
  * each update in order (reduction none: the last write wins; add / mul /
  * max / min combine with what is there). The compute definitions
  * (te_ops_scatter.c) use the opposite, gather form, so the two check each
- * other. Out-of-range indices are an error here. */
+ * other. An out-of-range index drops its update in a model run and is an
+ * error when folding constants (kn_ref_index_at); TensorScatter's write
+ * position is checked apart. */
 #include <string.h>
 
 #include "ir/ref/ref_eval.h"
@@ -65,12 +67,11 @@ static int scatter_elements(kn_ref_call *c) {
   copy_data(c);
   int64_t idx[KN_MAX_RANK] = {0}, n = kn_ref_numel(&ind->shape);
   for (int64_t i = 0; i < n; i++, kn_ref_next_index(&ind->shape, idx)) {
-    int64_t v = kn_ref_load_int(ind->dtype, ind->data, i), dim = x->shape.dim[axis];
-    if (v < -dim || v >= dim) return kn_ref_error(c, "index %lld out of range", (long long)v);
     int64_t yi[KN_MAX_RANK];
     memcpy(yi, idx, sizeof yi);
-    yi[axis] = v < 0 ? v + dim : v;
-    apply(y, offset_of(&y->shape, yi), upd, i, red);
+    int ok = kn_ref_index_at(c, kn_ref_load_int(ind->dtype, ind->data, i), x->shape.dim[axis], &yi[axis]);
+    if (ok < 0) return -1;
+    if (ok) apply(y, offset_of(&y->shape, yi), upd, i, red);
   }
   return 0;
 }
@@ -86,11 +87,13 @@ static int scatter_nd(kn_ref_call *c) {
   copy_data(c);
   for (int64_t j = 0; j < count; j++) {
     int64_t xi[KN_MAX_RANK] = {0};
+    int valid = 1;
     for (int64_t t = 0; t < k; t++) {
-      int64_t v = ((const int64_t *)ind->data)[j * k + t], dim = x->shape.dim[t];
-      if (v < -dim || v >= dim) return kn_ref_error(c, "index %lld out of range", (long long)v);
-      xi[t] = v < 0 ? v + dim : v;
+      int ok = kn_ref_index_at(c, ((const int64_t *)ind->data)[j * k + t], x->shape.dim[t], &xi[t]);
+      if (ok < 0) return -1;
+      valid &= ok;
     }
+    if (!valid) continue; /* out of range: the update is dropped */
     int64_t base = offset_of(&x->shape, xi); /* trailing indices 0 */
     for (int64_t s = 0; s < slice; s++) apply(y, base + s, upd, j * slice + s, red);
   }

@@ -144,13 +144,16 @@ static int gather(kn_ref_call *c) {
   int64_t n_ind = kn_ref_numel(&ind->shape);
   size_t es = esize(x);
   for (int64_t j = 0; j < n_ind; j++) {
-    int64_t k = kn_ref_load_int(ind->dtype, ind->data, j);
-    if (k < -dim || k >= dim)
-      return kn_ref_error(c, "index %lld out of range for dim %lld", (long long)k, (long long)dim);
-    if (k < 0) k += dim;
-    for (int64_t o = 0; o < outer; o++)
-      memcpy((char *)y->data + (size_t)((o * n_ind + j) * inner) * es,
-             (const char *)x->data + (size_t)((o * dim + k) * inner) * es, (size_t)inner * es);
+    int64_t k;
+    int ok = kn_ref_index_at(c, kn_ref_load_int(ind->dtype, ind->data, j), dim, &k);
+    if (ok < 0) return -1;
+    for (int64_t o = 0; o < outer; o++) {
+      char *dst = (char *)y->data + (size_t)((o * n_ind + j) * inner) * es;
+      if (ok)
+        memcpy(dst, (const char *)x->data + (size_t)((o * dim + k) * inner) * es, (size_t)inner * es);
+      else
+        memset(dst, 0, (size_t)inner * es); /* out of range: 0 */
+    }
   }
   return 0;
 }
@@ -165,13 +168,15 @@ static int gather_elements(kn_ref_call *c) {
   kn_ref_strides(&x->shape, xs);
   size_t es = esize(x);
   for (int64_t i = 0; i < n; i++, kn_ref_next_index(&y->shape, idx)) {
-    int64_t k = kn_ref_load_int(ind->dtype, ind->data, i), dim = x->shape.dim[axis];
-    if (k < -dim || k >= dim)
-      return kn_ref_error(c, "index %lld out of range for dim %lld", (long long)k, (long long)dim);
-    if (k < 0) k += dim;
+    int64_t k;
+    int ok = kn_ref_index_at(c, kn_ref_load_int(ind->dtype, ind->data, i), x->shape.dim[axis], &k);
+    if (ok < 0) return -1;
     int64_t off = 0;
     for (int a = 0; a < r; a++) off += (a == axis ? k : idx[a]) * xs[a];
-    memcpy((char *)y->data + (size_t)i * es, (const char *)x->data + (size_t)off * es, es);
+    if (ok)
+      memcpy((char *)y->data + (size_t)i * es, (const char *)x->data + (size_t)off * es, es);
+    else
+      memset((char *)y->data + (size_t)i * es, 0, es); /* out of range: 0 */
   }
   return 0;
 }

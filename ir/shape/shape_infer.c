@@ -328,7 +328,7 @@ static void propagate_known(kn_infer *c) {
   }
   kn_diag quiet;
   kn_diag_init(&quiet);
-  kn_ref_call call = {c->g, n, in, n->n_in, out, n->n_out, &c->scratch, &quiet};
+  kn_ref_call call = {c->g, n, in, n->n_in, out, n->n_out, &c->scratch, &quiet, .run_time = false};
   if (kn_ref_compute(&call) == 0)
     for (int k = 0; k < n->n_out; k++) c->known[n->out[k]] = out[k];
   kn_diag_free(&quiet);

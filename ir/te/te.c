@@ -254,6 +254,22 @@ kn_expr *kn_te_ix_in_range(kn_te_ctx *c, kn_expr *i, kn_expr *extent) {
   return kn_te_and(c, lo, hi);
 }
 
+kn_expr *kn_te_index_wrap(kn_te_ctx *c, kn_expr *v, kn_expr *dim) {
+  v = kn_e_cast(c->ec, KN_DT_I64, v);
+  kn_expr *neg = kn_e_bin(c->ec, KN_E_LT, v, kn_te_ix(c, 0));
+  return kn_e_select(c->ec, neg, kn_te_ix_add(c, v, dim), v);
+}
+
+kn_expr *kn_te_index_read(kn_te_ctx *c, kn_expr *v, kn_expr *dim, kn_expr **valid) {
+  kn_expr *w = kn_te_index_wrap(c, v, dim);
+  *valid = kn_te_and(c, *valid, kn_te_ix_in_range(c, w, dim));
+  return kn_te_ix_clamp(c, w, dim);
+}
+
+kn_expr *kn_te_index_or_zero(kn_te_ctx *c, kn_expr *valid, kn_expr *e) {
+  return valid ? kn_e_select(c->ec, valid, e, kn_te_num(c, e->dtype, 0)) : e;
+}
+
 kn_expr *kn_te_and(kn_te_ctx *c, kn_expr *a, kn_expr *b) {
   if (!a) return b;
   if (!b) return a;

@@ -59,6 +59,28 @@ kn_expr *kn_te_ix_clamp(kn_te_ctx *c, kn_expr *i, kn_expr *extent);
 /* 0 <= i < extent as a bool expression (constant-folded where possible);
  * NULL means "always true". */
 kn_expr *kn_te_ix_in_range(kn_te_ctx *c, kn_expr *i, kn_expr *extent);
+/* Run-time indices: Kiln's one rule for out-of-range values (docs/ops.md).
+ * An index v read at run time for an axis of extent dim is valid, as in
+ * ONNX, in [-dim, dim), a negative one counting from the end. An index
+ * outside names no element: a gather reads 0 (false) there and a scatter
+ * drops that update. Why not clamp: a scatter cannot clamp without
+ * overwriting a real element, and a clamped gather returns a plausible real
+ * row that hides the bad index; 0 / nothing is the same "no element" on
+ * both sides and costs one compare and select per gathered element.
+ * `kiln compile --check-indices` makes such a run fail instead
+ * (ir/passes/pass_index_checks.c). Used by Gather, GatherElements, GatherND, ScatterElements (Scatter) and
+ * ScatterND, and by the reference interpreter (kn_ref_index_at).
+ *
+ * kn_te_index_wrap: v (any integer dtype) as int64, + dim when negative.
+ * It equals an in-bounds index exactly when v is valid, so a scatter's hit
+ * test (wrapped == output index) drops invalid updates by itself. */
+kn_expr *kn_te_index_wrap(kn_te_ctx *c, kn_expr *v, kn_expr *dim);
+/* For gathers: the wrapped index clamped into [0, dim) (a load that is
+ * always in bounds), ANDing "v is valid" into *valid (start it at NULL,
+ * "true"); read through kn_te_index_or_zero. */
+kn_expr *kn_te_index_read(kn_te_ctx *c, kn_expr *v, kn_expr *dim, kn_expr **valid);
+/* select(valid, e, 0) (e itself when valid is NULL). */
+kn_expr *kn_te_index_or_zero(kn_te_ctx *c, kn_expr *valid, kn_expr *e);
 /* a && b where either may be NULL ("true"). */
 kn_expr *kn_te_and(kn_te_ctx *c, kn_expr *a, kn_expr *b);
 bool kn_te_ix_const(const kn_expr *e, int64_t *v);

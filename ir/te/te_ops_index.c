@@ -12,7 +12,9 @@
  *    BitShift = a * 2^s or a / 2^s (unsigned), 2^s built from the bits of s
  *    by selects, 0 when s >= the width.
  *  - OneHot, GatherND, EyeLike, ReverseSequence: one injective compute each;
- *    indices read at run time are wrapped (negative) and clamped.
+ *    GatherND's indices follow kn_te_index_read's rule (te_ops.h: out of
+ *    range reads 0); OneHot's out-of-range index gives a row of off values,
+ *    as ONNX says; ReverseSequence clamps its lengths to the time axis.
  *  - Einsum: one reduction stage over the summed labels of the product of
  *    the operands (a plain product when nothing is summed).
  *  - TopK: kiln.TopKRank counts, per element, the elements before it in
@@ -23,12 +25,6 @@
 
 #include "ir/graph/index_family.h"
 #include "ir/te/te_ops.h"
-
-/* Wraps a negative index (adds dim) and clamps it into [0, dim). */
-static kn_expr *wrap_clamp(kn_te_ctx *c, kn_expr *i, kn_expr *dim) {
-  kn_expr *neg = kn_e_bin(c->ec, KN_E_LT, i, kn_te_ix(c, 0));
-  return kn_te_ix_clamp(c, kn_e_select(c->ec, neg, kn_te_ix_add(c, i, dim), i), dim);
-}
 
 /* Element 0 of t (any rank) as an int64 index expression. */
 static kn_expr *first_int(kn_te_ctx *c, kn_te_tensor *t) {
@@ -165,16 +161,16 @@ static kn_te_tensor *gather_nd_def(kn_te_ctx *c, const kn_node *n, kn_te_tensor 
   int64_t k;
   if (!kn_te_ix_const(ind->shape[q - 1], &k) || k < 1 || b + k > x->rank || o->dtype != x->dtype)
     return kn_te_unsupported(d, n, "indices shape");
-  kn_expr *idx[KN_TE_MAX_RANK], *ii[KN_TE_MAX_RANK], *xi[KN_TE_MAX_RANK];
+  kn_expr *idx[KN_TE_MAX_RANK], *ii[KN_TE_MAX_RANK], *xi[KN_TE_MAX_RANK], *valid = NULL;
   kn_te_axis_exprs(c, o, idx);
   for (int a = 0; a < q - 1; a++) ii[a] = idx[a];
   for (int a = 0; a < b; a++) xi[a] = idx[a];
   for (int t = 0; t < k; t++) {
     ii[q - 1] = kn_te_ix(c, t);
-    xi[b + t] = wrap_clamp(c, kn_te_at(c, ind, ii), x->shape[b + t]);
+    xi[b + t] = kn_te_index_read(c, kn_te_at(c, ind, ii), x->shape[b + t], &valid);
   }
   for (int a = b + (int)k; a < x->rank; a++) xi[a] = idx[q - 1 + a - b - (int)k];
-  o->body = kn_te_at(c, x, xi);
+  o->body = kn_te_index_or_zero(c, valid, kn_te_at(c, x, xi));
   return o;
 }
 

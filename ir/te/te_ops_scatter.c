@@ -6,7 +6,8 @@
  * a reduction stage indexed by the output axes runs over the update
  * positions that could target it (ScatterElements: the updates' axis;
  * ScatterND: every leading dim of the indices) and tests whether the
- * (wrapped) index hits the element:
+ * (wrapped) index hits the element; an out-of-range index hits nothing, so
+ * its update is dropped (kn_te_index_wrap, te_ops.h: Kiln's one rule):
  *  - reduction none: stage `last` = max over hits of the update's position
  *    (-1 for none), so the last update in order wins, as in ONNX; the output
  *    reads updates at that position, or the data;
@@ -22,13 +23,6 @@
 #include "ir/te/te_ops.h"
 
 static kn_expr *cmp(kn_te_ctx *c, kn_expr_kind k, kn_expr *a, kn_expr *b) { return kn_e_bin(c->ec, k, a, b); }
-
-/* An int index read at run time, negative wrapped by +dim (not clamped:
- * out-of-range values simply hit nothing). */
-static kn_expr *wrap(kn_te_ctx *c, kn_expr *v, kn_expr *dim) {
-  v = kn_e_cast(c->ec, KN_DT_I64, v);
-  return kn_e_select(c->ec, cmp(c, KN_E_LT, v, kn_te_ix(c, 0)), kn_te_ix_add(c, v, dim), v);
-}
 
 typedef enum { RED_NONE, RED_ADD, RED_MUL, RED_MAX, RED_MIN } red_kind;
 
@@ -102,7 +96,8 @@ static kn_te_tensor *scatter_elements_def(kn_te_ctx *c, const kn_node *n, kn_te_
       ui[a] = idx[a];
     }
   }
-  kn_expr *hit = kn_te_and(c, inside, cmp(c, KN_E_EQ, wrap(c, kn_te_at(c, ind, ui), x->shape[axis]), idx[axis]));
+  kn_expr *at = kn_te_index_wrap(c, kn_te_at(c, ind, ui), x->shape[axis]);
+  kn_expr *hit = kn_te_and(c, inside, cmp(c, KN_E_EQ, at, idx[axis]));
   kn_expr *data = kn_te_at(c, x, idx);
   if (red == RED_NONE) {
     kn_expr *last = fold(c, n, o, "last", KN_DT_I64, KN_RED_MAX, &k, &ext, 1,
@@ -141,7 +136,7 @@ static kn_te_tensor *scatter_nd_def(kn_te_ctx *c, const kn_node *n, kn_te_tensor
   kn_expr *hit = NULL;
   for (int t = 0; t < k; t++) {
     ii[q - 1] = kn_te_ix(c, t);
-    hit = kn_te_and(c, hit, cmp(c, KN_E_EQ, wrap(c, kn_te_at(c, ind, ii), x->shape[t]), idx[t]));
+    hit = kn_te_and(c, hit, cmp(c, KN_E_EQ, kn_te_index_wrap(c, kn_te_at(c, ind, ii), x->shape[t]), idx[t]));
   }
   for (int a = (int)k; a < r; a++) ui[q - 1 + a - (int)k] = idx[a];
   kn_expr *data = kn_te_at(c, x, idx);

@@ -6,7 +6,8 @@
  * Each is one compute `out[i...] = in[f(i...)]` (Concat: a select chain over
  * its inputs; Pad: a select with the pad value). The output extents come from
  * the graph; the index maps are built from the attributes/constant inputs
- * and every load stays in bounds: wrapped or padded indices are clamped, and
+ * and every load stays in bounds: padded indices are clamped, and gather
+ * indices follow kn_te_index_read's rule (te_ops.h); and
  * where the dims are constants the map is checked against the output shape.
  * Views re-index through the flat index (after peeling equal leading and
  * trailing dims) so the lowering may alias them or compute them. */
@@ -185,13 +186,9 @@ static kn_expr *split_def(sh *s, int out) {
   return load(s, s->x, xi);
 }
 
-/* Wraps a negative gather index and clamps it into [0, dim). */
-static kn_expr *wrap_index(kn_te_ctx *c, kn_expr *i, kn_expr *dim) {
-  kn_expr *neg = kn_e_bin(c->ec, KN_E_LT, i, kn_te_ix(c, 0));
-  kn_expr *w = kn_e_select(c->ec, neg, kn_te_ix_add(c, i, dim), i);
-  return kn_te_ix_clamp(c, w, dim);
-}
-
+/* Gather: out[.., j.., ..] = x[.., indices[j..], ..]; an index read at run
+ * time follows kn_te_index_read's rule (out of range: 0), a constant one
+ * out of range for a constant dim is an error here. */
 static kn_expr *gather_def(sh *s, kn_te_tensor *indices) {
   kn_te_ctx *c = s->c;
   int r = s->x->rank, q = indices->rank;
@@ -201,7 +198,7 @@ static kn_expr *gather_def(sh *s, kn_te_tensor *indices) {
   if (indices->dtype != KN_DT_I64 && indices->dtype != KN_DT_I32)
     return fail(s, "indices of dtype %s", kn_dtype_name(indices->dtype));
   kn_expr *dim = s->x->shape[axis];
-  kn_expr *g;
+  kn_expr *g, *valid = NULL;
   int64_t k, dimc;
   int count;
   if (q == 0 && kn_te_const_ints(c, s->n->in[1], &k, 1, &count) && count == 1) {
@@ -209,20 +206,20 @@ static kn_expr *gather_def(sh *s, kn_te_tensor *indices) {
       if (k < -dimc || k >= dimc) return fail(s, "index %lld out of range", (long long)k);
       g = kn_te_ix(c, k < 0 ? k + dimc : k);
     } else {
-      g = k < 0 ? kn_te_ix_clamp(c, kn_te_ix_add(c, dim, kn_te_ix(c, k)), dim)
-                : kn_te_ix_min(c, kn_te_ix(c, k), kn_te_ix_sub(c, dim, kn_te_ix(c, 1)));
+      g = kn_te_index_read(c, kn_te_ix(c, k), dim, &valid);
     }
   } else {
     kn_expr *ii[KN_TE_MAX_RANK];
     for (int j = 0; j < q; j++) ii[j] = s->idx[axis + j];
-    g = wrap_index(c, kn_e_cast(c->ec, KN_DT_I64, load(s, indices, ii)), dim);
+    g = kn_te_index_read(c, load(s, indices, ii), dim, &valid);
   }
   kn_expr *xi[KN_TE_MAX_RANK];
   for (int a = 0; a < r; a++) xi[a] = a < axis ? s->idx[a] : a == axis ? g : s->idx[a + q - 1];
-  return load(s, s->x, xi);
+  return kn_te_index_or_zero(c, valid, load(s, s->x, xi));
 }
 
-/* GatherElements: out[i] = x[i with i[axis] replaced by indices[i]]. */
+/* GatherElements: out[i] = x[i with i[axis] replaced by indices[i]] (the
+ * run-time rule of kn_te_index_read). */
 static kn_expr *gather_elements_def(sh *s, kn_te_tensor *indices) {
   int r = s->x->rank;
   int axis = kn_te_norm_axis(kn_node_attr_int(s->n, "axis", 0), r);
@@ -230,10 +227,10 @@ static kn_expr *gather_elements_def(sh *s, kn_te_tensor *indices) {
   if (indices->rank != r || s->o->rank != r) return fail(s, "indices rank");
   if (indices->dtype != KN_DT_I64 && indices->dtype != KN_DT_I32)
     return fail(s, "indices of dtype %s", kn_dtype_name(indices->dtype));
-  kn_expr *xi[KN_TE_MAX_RANK];
+  kn_expr *xi[KN_TE_MAX_RANK], *valid = NULL;
   for (int a = 0; a < r; a++) xi[a] = s->idx[a];
-  xi[axis] = wrap_index(s->c, kn_e_cast(s->c->ec, KN_DT_I64, load(s, indices, s->idx)), s->x->shape[axis]);
-  return load(s, s->x, xi);
+  xi[axis] = kn_te_index_read(s->c, load(s, indices, s->idx), s->x->shape[axis], &valid);
+  return kn_te_index_or_zero(s->c, valid, load(s, s->x, xi));
 }
 
 /* Trilu: x where col - row >= k (upper) or <= k (lower), else 0; k is input

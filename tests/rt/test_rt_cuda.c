@@ -12,7 +12,8 @@
  *     device (PTX) and an older one (error); weights uploaded once over two
  *     runs; inputs and outputs copied, or used in place when they are device
  *     pointers; one launch per step with the grid for the run's batch and
- *     the step's arguments; the stream; profiling events; cuInit failing.
+ *     the step's arguments; the stream; profiling events; cuInit failing;
+ *     an index check step (ABI 1.5) stopping a run with KILN_ERR_INDEX.
  *     Kernels do not execute: the mock gives "addone" kernels a meaning of
  *     its own so that the data flow can be checked. */
 #include <dlfcn.h>
@@ -34,8 +35,10 @@ static const char *const images_text[3] = {
 static const float weight[4] = {1, 2, 3, 4};
 
 /* x (N x W) -> step 0 addone_a(x, ws) -> step 1 addone_b(ws, y, weight):
- * y = x + 2 under the mock. Packages to t->dir/PREFIX.so. */
-static void package(cg_case *t) {
+ * y = x + 2 under the mock. Packages to t->dir/PREFIX.so. check0: step 0's
+ * kiln_step.check (0: none), so that the runtime reads its first argument's
+ * first byte, x's, as the check's flag. */
+static void package(cg_case *t, int check0) {
   int ix = cg_input_batched(t, "x", KN_DT_F32, W), iy = cg_output_batched(t, "y", KN_DT_F32, W);
   int iw = cg_const(t, "w", weight, sizeof weight);
   t->plan.workspace_bytes = (int64_t)sizeof(float) * W * t->plan.max_batch;
@@ -49,6 +52,7 @@ static void package(cg_case *t) {
     k->batch = n;
     if (s == 0)
       cg_step(t, k, (int[]){KILN_ARG_INPUT, KILN_ARG_WORKSPACE}, (int[]){ix, 0});
+    if (s == 0) t->plan.steps[t->plan.n_steps - 1].check = check0;
     else
       cg_step(t, k, (int[]){KILN_ARG_WORKSPACE, KILN_ARG_OUTPUT, KILN_ARG_CONST}, (int[]){0, iy, iw});
     launches[s] = (kn_cuda_launch){.name = names[s], .block = {BLOCK, 1, 1}, .shared_bytes = s ? 64 * 1024 : 0};
@@ -102,7 +106,7 @@ static void test_nodriver(void **state) {
   }
   cg_case t;
   cg_init(&t, "g");
-  package(&t);
+  package(&t, 0);
   /* no CUDA library among the artifact's dependencies */
   assert_int_equal(cg_system("readelf -d '%s' | grep NEEDED | grep -Eqv 'libc\\.so|libm\\.so|libpthread|libdl'",
                              t.path),
@@ -117,8 +121,7 @@ static void test_nodriver(void **state) {
 
   kn_loader l;
   const kiln_artifact *a = open_copy(&t, &l, "nodriver");
-  assert_int_equal(a->abi_minor, KILN_ABI_MINOR);
-  assert_int_equal(a->abi_minor, 4);
+  assert_int_equal(a->abi_minor, 4); /* KILN_ABI_MINOR (5) only with an index check */
   assert_string_equal(a->target, "cuda -arch=sm_80,sm_90");
   assert_int_equal(a->workspace_size, 0);
   assert_non_null(a->gpu);
@@ -178,7 +181,7 @@ static void test_mock(void **state) {
   mock_cuda_stats *m = mock_driver();
   cg_case t;
   cg_init(&t, "g");
-  package(&t);
+  package(&t, 0);
   float x[4 * W], y[4 * W];
   for (int i = 0; i < 4 * W; i++) x[i] = (float)i;
 
@@ -302,9 +305,37 @@ static void test_mock(void **state) {
   cg_free(&t);
 }
 
+/* An index check step (--check-indices, ABI 1.5): a false flag stops the run
+ * with KILN_ERR_INDEX and a one-line reason, a true one runs on. */
+static void test_mock_index_check(void **state) {
+  (void)state;
+  mock_driver();
+  cg_case t;
+  cg_init(&t, "g");
+  package(&t, KILN_CHECK_INDEX);
+  float x[W] = {0}, y[W];
+  setenv("MOCK_CUDA_SM", "80", 1);
+  kn_loader l;
+  const kiln_artifact *a = open_copy(&t, &l, "index");
+  assert_int_equal(a->abi_minor, 5);
+  assert_int_equal(a->steps[0].check, KILN_CHECK_INDEX);
+  assert_int_equal(run_on(a, x, y, 1), KILN_ERR_INDEX); /* x's first byte 0: the flag is false */
+  expect_contains(a->last_error(), "step 0 (gpu_addone_a): a gather or scatter index is out of range");
+  kn_diag d;
+  kn_diag_init(&d);
+  assert_int_equal(kn_loader_run(&l, (const void *const[]){x}, (void *const[]){y}, NULL, 1, &d), -1);
+  expect_contains(d.lines[0], "(status 7)");
+  kn_diag_free(&d);
+  ((unsigned char *)x)[0] = 1; /* true */
+  assert_int_equal(run_on(a, x, y, 1), KILN_OK);
+  assert_string_equal(a->last_error(), "");
+  kn_loader_close(&l);
+  cg_free(&t);
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest nodriver[] = {cmocka_unit_test(test_nodriver)};
-  const struct CMUnitTest mocked[] = {cmocka_unit_test(test_mock)};
+  const struct CMUnitTest mocked[] = {cmocka_unit_test(test_mock), cmocka_unit_test(test_mock_index_check)};
   if (argc > 1 && !strcmp(argv[1], "mock")) return cmocka_run_group_tests(mocked, NULL, NULL);
   return cmocka_run_group_tests(nodriver, NULL, NULL);
 }
