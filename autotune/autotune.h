@@ -82,6 +82,7 @@ typedef enum kn_at_status {
   KN_AT_CRASH,   /* the build or the run died (signal, assert) */
   KN_AT_TIMEOUT, /* the build or the run took too long */
   KN_AT_INVALID, /* the schedule does not fit / lowering or codegen failed */
+  KN_AT_NOISY,   /* timed twice, both times disturbed by other processes (rt/measure_util.h) */
   KN_AT_STATUS_COUNT
 } kn_at_status;
 const char *kn_at_status_name(kn_at_status s);
@@ -96,6 +97,8 @@ typedef struct kn_at_record {
                  * the task's default (tune.c, phase 7) */
   bool in_model; /* "cache":"model" (warm false): the kernel's median time inside the whole
                   * model (`kiln tune`'s model check, tools/model_check.c) */
+  bool noisy;    /* "noisy":true: status ok although the timing stayed disturbed
+                  * (kept by `kiln tune --keep-noisy`) */
 } kn_at_record;
 
 typedef struct kn_at_log {
@@ -136,6 +139,14 @@ void kn_at_log_add(kn_at_log *log, const kn_at_record *r); /* copies the strings
 int kn_at_log_append(FILE *f, const kn_at_record *r, kn_diag *d);
 
 /* ---- compile with a log ---- */
+/* What the log gave one kernel. */
+typedef enum kn_at_replay_outcome {
+  KN_AT_NO_RECORD,    /* no ok record of its workload key */
+  KN_AT_BEST_DEFAULT, /* the best record is its default schedule */
+  KN_AT_UNFIT,        /* the best record does not fit the kernel (a stale or foreign log) */
+  KN_AT_TUNED,        /* it runs the best record's schedule */
+} kn_at_replay_outcome;
+
 typedef struct kn_at_replay {
   const kn_at_log *log;
   kn_arena *arena;
@@ -144,9 +155,12 @@ typedef struct kn_at_replay {
   int rank;               /* > 0: the rank-th runner-up timed alone (kn_at_log_ranked_alone), */
   bool alone;             /* or with `alone`, the best timed alone: model records ignored */
   /* optional (cap > 0), per kernel built, in build order: its workload key,
-   * its default's trace and the tuned trace it got (NULL: the default) */
+   * its default's trace, the tuned trace it got (NULL: the default), what
+   * the log had for it and the record it took, if any */
   int cap;
   const char **keys, **default_traces, **tuned_traces;
+  kn_at_replay_outcome *outcomes;
+  const kn_at_record **records;
 } kn_at_replay;
 /* A provider that replaces the default schedule with the best valid record
  * of the kernel's workload. */
@@ -175,7 +189,8 @@ typedef struct kn_at_result {
   kn_at_status status;
   double seconds;
   double max_error; /* vs the reference, when compared */
-  char detail[160]; /* why it failed */
+  bool noisy;       /* status OK, but the timing cannot be trusted (detail says why) */
+  char detail[160]; /* why it failed, or why it is noisy */
 } kn_at_result;
 
 /* ---- the tuning session ---- */
@@ -214,7 +229,7 @@ typedef struct kn_at_strategy {
 } kn_at_strategy;
 kn_at_strategy kn_at_strategy_random(uint64_t *seed);
 
-typedef enum kn_at_fault { KN_AT_FAULT_NONE, KN_AT_FAULT_CRASH, KN_AT_FAULT_WRONG, KN_AT_FAULT_HANG } kn_at_fault;
+typedef enum kn_at_fault { KN_AT_FAULT_NONE, KN_AT_FAULT_CRASH, KN_AT_FAULT_WRONG, KN_AT_FAULT_HANG, KN_AT_FAULT_BUSY } kn_at_fault;
 
 typedef struct kn_at_options {
   int trials;              /* candidates beyond the defaults, over all tasks */
@@ -229,14 +244,18 @@ typedef struct kn_at_options {
   int early_stop;              /* stop when no task improved > 1% in this many trials (0: default) */
   int confirm_rounds;          /* end: time each task's best and default again, in turns (0: no) */
   bool no_early_stop;
-  /* tests: the first candidate measured crashes / is wrong / hangs (planted) */
-  kn_at_fault plant[3];
+  bool keep_noisy;             /* record timings that stay noisy as ok, marked "noisy" */
+  /* tests: the first candidates measured crash / are wrong / hang / are
+   * timed under planted load (planted) */
+  kn_at_fault plant[4];
   int n_plant;
 } kn_at_options;
 
 typedef struct kn_at_summary {
   int tasks, kernels, measured, resumed;
   int by_status[KN_AT_STATUS_COUNT];
+  int timings, noisy_timings, remeasured; /* every timing (defaults, candidates, confirms); of them noisy
+                                           * at the end; re-timed because noisy */
   double default_e2e, best_e2e; /* seconds: sum over kernels */
   bool interrupted;
   bool early_stopped, out_of_time;

@@ -27,7 +27,7 @@
 #include "autotune/autotune.h"
 #include "autotune/json.h"
 
-static const char *const status_names[KN_AT_STATUS_COUNT] = {"ok", "wrong", "crash", "timeout", "invalid"};
+static const char *const status_names[KN_AT_STATUS_COUNT] = {"ok", "wrong", "crash", "timeout", "invalid", "noisy"};
 
 const char *kn_at_status_name(kn_at_status s) { return s >= 0 && s < KN_AT_STATUS_COUNT ? status_names[s] : "?"; }
 
@@ -58,7 +58,8 @@ static bool parse_line(const char *line, kn_arena *scratch, kn_at_record *r, cha
     return snprintf(why, cap, "format version %lld, this kiln reads %d", (long long)v, KN_AT_FORMAT_VERSION), false;
   const kn_json *target = kn_json_get(j, "target"), *key = kn_json_get(j, "key"), *status = kn_json_get(j, "status"),
                 *seconds = kn_json_get(j, "seconds"), *dflt = kn_json_get(j, "default"),
-                *cache = kn_json_get(j, "cache"), *confirm = kn_json_get(j, "confirm");
+                *cache = kn_json_get(j, "cache"), *confirm = kn_json_get(j, "confirm"),
+                *noisy = kn_json_get(j, "noisy");
   if (!target || target->kind != KN_JSON_STR) return snprintf(why, cap, "no \"target\" string"), false;
   if (!key || key->kind != KN_JSON_STR || !*key->str) return snprintf(why, cap, "no \"key\" string"), false;
   if (!status || status->kind != KN_JSON_STR) return snprintf(why, cap, "no \"status\" string"), false;
@@ -87,6 +88,7 @@ static bool parse_line(const char *line, kn_arena *scratch, kn_at_record *r, cha
   r->trace = trace;
   r->is_default = dflt && dflt->kind == KN_JSON_BOOL && dflt->num != 0;
   r->confirm = confirm && confirm->kind == KN_JSON_BOOL && confirm->num != 0;
+  r->noisy = noisy && noisy->kind == KN_JSON_BOOL && noisy->num != 0;
   return true;
 }
 
@@ -200,7 +202,9 @@ const kn_at_record *kn_at_log_ranked_alone(const kn_at_log *log, const char *key
 
 bool kn_at_log_has(const kn_at_log *log, const char *key, const char *trace) {
   for (int i = 0; i < log->n; i++)
-    if (!strcmp(log->records[i].trace, trace) && !strcmp(log->records[i].key, key)) return true;
+    if (log->records[i].status != KN_AT_NOISY && !strcmp(log->records[i].trace, trace) &&
+        !strcmp(log->records[i].key, key))
+      return true;
   return false;
 }
 
@@ -220,10 +224,10 @@ int kn_at_log_append(FILE *f, const kn_at_record *r, kn_diag *d) {
   gmtime_r(&now, &tm);
   strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", &tm);
   n += (size_t)snprintf(buf + n, cap - n,
-                        ",\"trace\":%s,\"seconds\":%.6g,\"status\":\"%s\",\"default\":%s,\"cache\":\"%s\"%s,\"time\":\"%s\"}\n",
-                        r->trace, r->status == KN_AT_OK ? r->seconds : -1.0, kn_at_status_name(r->status),
+                        ",\"trace\":%s,\"seconds\":%.6g,\"status\":\"%s\",\"default\":%s,\"cache\":\"%s\"%s%s,\"time\":\"%s\"}\n",
+                        r->trace, r->status == KN_AT_OK || r->status == KN_AT_NOISY ? r->seconds : -1.0, kn_at_status_name(r->status),
                         r->is_default ? "true" : "false", r->in_model ? "model" : r->warm ? "warm" : "cold",
-                        r->confirm ? ",\"confirm\":true" : "", stamp);
+                        r->confirm ? ",\"confirm\":true" : "", r->noisy ? ",\"noisy\":true" : "", stamp);
   KN_ASSERT(n < cap, "record buffer too small");
   int rc = fputs(buf, f) < 0 || fflush(f) != 0 ? kn_diag_error(d, "tuning log: write failed") : 0;
   free(buf);

@@ -174,7 +174,7 @@ void kn_at_build_start(kn_at_job *job, const kn_graph *g, const kn_group *grp, c
  * the candidate unmeasured, with a warning. */
 static _Noreturn void run_remote(int fd, const char *so_path, const char *ref_path, bool write_ref, const kn_at_measure_opts *o,
                        kn_at_fault fault, message *m) {
-  static const char *const faults[] = {"none", "crash", "wrong", "hang"};
+  static const char *const faults[] = {"none", "crash", "wrong", "hang", "busy"};
   kn_runner_req q = {.so_path = so_path, .ref_path = ref_path, .write_ref = write_ref, .threads = o->threads,
                      .samples = o->samples, .repeat_s = o->min_repeat_s, .timeout_s = o->run_timeout,
                      .fault = faults[fault]};
@@ -182,6 +182,7 @@ static _Noreturn void run_remote(int fd, const char *so_path, const char *ref_pa
   kn_runner_measure(o->runner, o->runner_token ? o->runner_token : "", &q, &r);
   m->result.seconds = r.seconds;
   m->result.max_error = r.max_error;
+  m->result.noisy = r.noisy;
   snprintf(m->result.detail, sizeof m->result.detail, "%.*s", (int)sizeof m->result.detail - 1, r.message);
   if (!strcmp(r.code, "ok")) m->result.status = KN_AT_OK;
   else if (!strcmp(r.code, "crash") || !strcmp(r.code, "load")) m->result.status = KN_AT_CRASH;
@@ -220,6 +221,8 @@ long kn_at_llc_bytes(void) {
   if (best <= 0) return 32l << 20;
   return best < (64l << 20) ? best : 64l << 20; /* the sweep is read before every timed run */
 }
+
+static void cold_prepare(void *cc) { kn_at_cold_prepare((const kn_at_cold *)cc); }
 
 static void run_child(int fd, const char *so_path, const char *ref_path, bool write_ref, const kn_at_measure_opts *o,
                       kn_at_fault fault) {
@@ -291,36 +294,39 @@ static void run_child(int fd, const char *so_path, const char *ref_path, bool wr
       child_exit(fd, &m);
     }
   }
-  /* timing, after KN_AT_SETTLE_S of runs (kn_rt_settle): `ns` samples of
-   * `reps` runs each, the median per run. Warm: reps calibrated by the settle
-   * runs to last min_repeat_s.
+  /* timing, after KN_AT_SETTLE_S of runs (kn_rt_settle), by kn_rt_time:
+   * the median per run of `ns` undisturbed samples of `reps` runs each.
+   * Warm: reps calibrated by the settle runs to last min_repeat_s.
    * Cold: single runs, each in the cache state of cache_state.c (constants
    * evicted, inputs written back by the pool's threads' CPUs), and three
    * times the samples */
   static kn_at_cold cc; /* large; one per child */
   long reps = 1;
   int ns;
+  pid_t busy[KN_AT_MAX_BUSY];
+  int n_busy = fault == KN_AT_FAULT_BUSY ? kn_rt_busy_start(busy, 2 * (int)sysconf(_SC_NPROCESSORS_ONLN) < KN_AT_MAX_BUSY
+                                                                       ? 2 * (int)sysconf(_SC_NPROCESSORS_ONLN)
+                                                                       : KN_AT_MAX_BUSY)
+                                         : 0;
   double once = kn_rt_settle(&l, (const void *const *)ins, outs, ws, batch, &d, kn_at_now);
   if (o->warm) {
     reps = once > 0 ? (long)(o->min_repeat_s / once) + 1 : 1000;
     if (reps > 100000) reps = 100000;
-    ns = o->samples < 1 ? 1 : o->samples > 64 ? 64 : o->samples;
+    ns = o->samples < 1 ? 1 : o->samples;
   } else {
     kn_at_cold_init(&cc, o->sweep, o->sweep_bytes, o->threads > 0 ? o->threads : (int)sysconf(_SC_NPROCESSORS_ONLN));
     for (int i = 0; i < a->n_inputs; i++)
       if (strncmp(a->inputs[i].name, KN_AT_MODEL_INPUT_PREFIX, strlen(KN_AT_MODEL_INPUT_PREFIX)) != 0)
         kn_at_cold_add(&cc, ins[i], (size_t)kn_loader_bytes(&a->inputs[i], batch));
-    ns = o->samples < 1 ? 3 : 3 * o->samples > 64 ? 64 : 3 * o->samples;
+    ns = o->samples < 1 ? 3 : 3 * o->samples;
   }
-  double samples[64];
-  for (int s = 0; s < ns; s++) {
-    if (!o->warm) kn_at_cold_prepare(&cc);
-    double start = kn_at_now();
-    for (long r = 0; r < reps; r++) kn_loader_run(&l, (const void *const *)ins, outs, ws, batch, &d);
-    samples[s] = (kn_at_now() - start) / (double)reps;
-  }
-  qsort(samples, (size_t)ns, sizeof(double), kn_rt_cmp_double);
-  m.result.seconds = samples[ns / 2];
+  kn_rt_timing tm;
+  kn_rt_time(&l, (const void *const *)ins, outs, ws, batch, &d, kn_at_now, reps, o->warm ? o->min_repeat_s : 0, ns,
+             o->warm ? NULL : cold_prepare, &cc, &tm);
+  kn_rt_busy_stop(busy, n_busy);
+  m.result.seconds = tm.seconds;
+  m.result.noisy = tm.noisy;
+  if (tm.noisy) kn_rt_timing_why(&tm, m.result.detail, sizeof m.result.detail);
   m.result.status = KN_AT_OK;
   child_exit(fd, &m);
 }

@@ -19,6 +19,8 @@ static void replay_choose(void *ctx, const kn_sched_task *task, kn_schedule *s) 
     r->keys[k] = key;
     r->default_traces[k] = kn_arena_strdup(r->arena, now);
     r->tuned_traces[k] = NULL;
+    r->outcomes[k] = best ? KN_AT_UNFIT : KN_AT_NO_RECORD;
+    r->records[k] = best;
   }
   if (!best) return;
   kn_schedule tuned;
@@ -28,7 +30,9 @@ static void replay_choose(void *ctx, const kn_sched_task *task, kn_schedule *s) 
   kn_diag_init(&d);
   if (kn_at_trace_parse(best->trace, &tuned, &d) == 0 && kn_at_sched_validate(&tuned, &ts, &d) == 0) {
     kn_at_trace_write(&tuned, want, sizeof want);
-    if (strcmp(now, want) && !r->defaults_only) {
+    bool differs = strcmp(now, want) != 0;
+    if (k < r->cap) r->outcomes[k] = differs ? KN_AT_TUNED : KN_AT_BEST_DEFAULT;
+    if (differs && !r->defaults_only) {
       r->n_tuned++;
       if (k < r->cap) r->tuned_traces[k] = kn_arena_strdup(r->arena, want);
       *s = tuned;

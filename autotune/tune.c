@@ -78,6 +78,7 @@ typedef struct session {
   int budget, done; /* trials */
   int last_improved; /* `done` when some task last improved by > 1% */
   double start, last_progress;
+  double search_start; /* 0 until the defaults are timed */
   bool tty;
   bool warm; /* how this session times: warm (--cache warm, or on a runner) or cold */
   kn_at_measure_opts measure; /* the options', with the cold sweep buffer */
@@ -145,14 +146,24 @@ static void progress(session *S, bool final) {
   S->last_progress = now;
   int new_done = S->done - S->sum->resumed;
   int left = S->budget - S->done;
-  double eta = new_done > 0 ? el / new_done * (left > 0 ? left : 0) : 0;
+  /* a trial costs what this session's trials cost so far, or before the
+   * first one what a default did; the confirm phase times about
+   * confirm_rounds + 1 candidates' worth per task that improved */
+  double per_trial = new_done > 0 && S->search_start > 0 ? (now - S->search_start) / new_done
+                     : S->search_start > 0 && S->n_tasks > 0 ? (S->search_start - S->start) / S->n_tasks
+                                                             : 0;
+  int improved = 0;
+  for (int i = 0; i < S->n_tasks; i++) improved += S->tasks[i].ok && S->tasks[i].best_s < S->tasks[i].default_s;
+  double eta = per_trial * ((left > 0 ? left : 0) + (double)improved * (S->o->confirm_rounds > 0 ? S->o->confirm_rounds + 1 : 0));
   if (S->o->time_budget > 0 && eta > S->o->time_budget - el) eta = S->o->time_budget - el;
   if (final || eta < 0) eta = 0;
   double best = e2e(S, true), dflt = e2e(S, false);
+  char noisy[48] = "";
+  if (S->sum->noisy_timings) snprintf(noisy, sizeof noisy, "  noisy timings %d", S->sum->noisy_timings);
   fprintf(S->out,
-          "%skiln tune: trials %d/%d  tasks %d  best %.3f ms (default %.3f ms, %.2fx)  elapsed %.0f s  ETA %.0f s%s",
-          S->tty ? "\r" : "", S->done, S->budget, S->n_tasks, best * 1e3, dflt * 1e3, best > 0 ? dflt / best : 1.0, el,
-          eta, S->tty && !final ? "   " : "\n");
+          "%skiln tune: trials %d/%d  tasks %d  best %.3f ms (default %.3f ms, %.2fx)%s  elapsed %.0f s  ETA %.0f s%s",
+          S->tty ? "\r" : "", S->done, S->budget, S->n_tasks, best * 1e3, dflt * 1e3, best > 0 ? dflt / best : 1.0,
+          noisy, el, eta, S->tty && !final ? "   " : "\n");
   fflush(S->out);
 }
 
@@ -160,10 +171,13 @@ static int record_as(session *S, task *T, const kn_schedule *s, const kn_at_resu
                      kn_diag *d) {
   char trace[4096];
   kn_at_trace_write(s, trace, sizeof trace);
+  bool noisy = r->status == KN_AT_OK && r->noisy;
   kn_at_record rec = {.target = S->target, .key = T->key, .trace = trace, .seconds = r->seconds,
-                      .status = r->status, .is_default = is_default, .warm = S->warm, .confirm = confirm};
+                      .status = noisy && !S->o->keep_noisy ? KN_AT_NOISY : r->status, .is_default = is_default,
+                      .warm = S->warm, .confirm = confirm, .noisy = noisy && S->o->keep_noisy};
+  if (noisy) S->sum->noisy_timings++;
   kn_at_log_add(&S->log, &rec);
-  if (!is_default && !confirm) S->sum->by_status[r->status]++;
+  if (!is_default && !confirm) S->sum->by_status[rec.status]++;
   FILE *f = fopen(S->o->log_path, "a");
   if (!f) return kn_diag_error(d, "tuning log '%s': cannot append to it", S->o->log_path);
   int rc = kn_at_log_append(f, &rec, d);
@@ -172,6 +186,22 @@ static int record_as(session *S, task *T, const kn_schedule *s, const kn_at_resu
 }
 static int record(session *S, task *T, const kn_schedule *s, const kn_at_result *r, bool is_default, kn_diag *d) {
   return record_as(S, T, s, r, is_default, false, d);
+}
+
+/* Times the built candidate so_path (writing its output to ref_path when
+ * write_ref, else comparing with it) in a run child; a timing that comes
+ * back noisy is taken once more, and the second stands. */
+static kn_at_result time_candidate(session *S, const char *so, const char *ref, bool write_ref, kn_at_fault fault) {
+  kn_at_job run;
+  kn_at_run_start(&run, so, ref, write_ref, &S->measure, fault);
+  kn_at_jobs_wait(&run, 1, S->o->stop);
+  if (run.result.status == KN_AT_OK && run.result.noisy && !(S->o->stop && *S->o->stop)) {
+    S->sum->remeasured++;
+    kn_at_run_start(&run, so, ref, false, &S->measure, fault);
+    kn_at_jobs_wait(&run, 1, S->o->stop);
+  }
+  if (run.result.status == KN_AT_OK) S->sum->timings++;
+  return run.result;
 }
 
 /* ---- phase 1: tasks and their defaults ---- */
@@ -221,8 +251,7 @@ static int run_defaults(session *S, kn_arena *A, kn_diag *d) {
     path_of(S, i, 0, "so", so, sizeof so);
     path_of(S, i, 0, "ref", ref, sizeof ref);
     kn_at_job run;
-    kn_at_run_start(&run, so, ref, true, &S->measure, KN_AT_FAULT_NONE);
-    kn_at_jobs_wait(&run, 1, S->o->stop);
+    run.result = time_candidate(S, so, ref, true, KN_AT_FAULT_NONE);
     unlink(so);
     if ((int)run.result.status == KN_AT_INTERRUPTED) return 0;
     if (run.result.status != KN_AT_OK) {
@@ -437,20 +466,18 @@ static int search(session *S, kn_arena *A, kn_diag *d) {
       if (res.status == KN_AT_OK && !out_of_time(S)) {
         kn_at_fault fault = fault_index < S->o->n_plant ? S->o->plant[fault_index] : KN_AT_FAULT_NONE;
         fault_index++;
-        kn_at_job run;
-        kn_at_run_start(&run, so, ref, false, &S->measure, fault);
-        kn_at_jobs_wait(&run, 1, S->o->stop);
-        res = run.result;
+        res = time_candidate(S, so, ref, false, fault);
       } else if (res.status == KN_AT_OK) {
         res.status = (kn_at_status)KN_AT_INTERRUPTED;
       }
       unlink(so);
       if ((int)res.status == KN_AT_INTERRUPTED) continue; /* not measured: the next session retries it */
-      S->o->strategy.observe(S->o->strategy.state, ti, sch, &res);
+      bool trusted = res.status != KN_AT_OK || !res.noisy || S->o->keep_noisy;
+      if (trusted) S->o->strategy.observe(S->o->strategy.state, ti, sch, &res); /* noise would mislead the model */
       if (record(S, T, sch, &res, false, d) < 0) return -1;
       S->sum->measured++;
       S->done++;
-      if (res.status == KN_AT_OK && res.seconds < T->best_s) {
+      if (trusted && res.status == KN_AT_OK && res.seconds < T->best_s) {
         if (res.seconds < 0.99 * T->best_s) S->last_improved = S->done;
         T->best_s = res.seconds;
       }
@@ -506,10 +533,7 @@ static int confirm_task(session *S, int ti, kn_at_job jobs[2], kn_diag *d, int *
      * leave the default alone in the confirm records */
     kn_at_result res[2];
     for (int k = 0; k < 2 && go; k++) {
-      kn_at_job run;
-      kn_at_run_start(&run, so[k], ref, false, &S->measure, KN_AT_FAULT_NONE);
-      kn_at_jobs_wait(&run, 1, S->o->stop);
-      res[k] = run.result;
+      res[k] = time_candidate(S, so[k], ref, false, KN_AT_FAULT_NONE);
       go = res[k].status == KN_AT_OK;
     }
     if (!go) break;
@@ -665,8 +689,14 @@ int kn_at_tune_alternatives(const kn_graph *const *gs, const kn_groups *const *g
   make_tasks(&S, &A);
   sum->tasks = S.n_tasks;
   sum->kernels = grs[0]->n;
+  if (S.out) {
+    fprintf(S.out, "kiln tune: %d kernels in %d tasks; building and timing each task's default first\n", sum->kernels,
+            sum->tasks);
+    fflush(S.out);
+  }
   int rc = run_defaults(&S, &A, d);
   if (rc == 0 && !(o->stop && *o->stop)) {
+    S.search_start = kn_at_now();
     plan_budget(&S, &A);
     progress(&S, false);
     rc = search(&S, &A, d);

@@ -6,9 +6,16 @@
 #ifndef KN_RT_MEASURE_UTIL_H
 #define KN_RT_MEASURE_UTIL_H
 
+#include <dirent.h>
 #include <math.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "base/base.h"
 #include "rt/loader.h"
@@ -75,18 +82,27 @@ static inline double kn_rt_compare(const void *got, const void *ref, kn_dtype dt
  *    them (docs/autotune.md, "Measurement"). */
 #define KN_AT_SETTLE_S 0.02
 
-/* Runs the candidate untimed for KN_AT_SETTLE_S (at least once); returns
- * the mean seconds per run, which calibrates the repeats of a sample. */
+#define KN_AT_SETTLE_RUNS 8
+
+/* Runs the candidate untimed for KN_AT_SETTLE_S, and until KN_AT_SETTLE_RUNS
+ * runs or ten times that long; returns the fastest run's seconds, which
+ * calibrates the repeats of a sample. Not the mean, and not of one or two
+ * runs: on a busy machine a run can lose a whole time slice of the
+ * scheduler, and a calibration that holds it makes every sample a single
+ * run, whose time is then mostly time slices, or a few microseconds that
+ * slip between two of them and so look undisturbed. */
 static inline double kn_rt_settle(const kn_loader *l, const void *const *ins, void *const *outs, void *ws,
                                   int64_t batch, kn_diag *d, double (*now)(void)) {
-  double start = now(), t = start;
-  long runs = 0;
+  double start = now(), t = start, fastest = 0;
+  int runs = 0;
   do {
+    double t0 = t;
     kn_loader_run(l, ins, outs, ws, batch, d);
-    runs++;
     t = now();
-  } while (t < start + KN_AT_SETTLE_S);
-  return (t - start) / (double)runs;
+    runs++;
+    if (fastest == 0 || t - t0 < fastest) fastest = t - t0;
+  } while (t < start + KN_AT_SETTLE_S || (runs < KN_AT_SETTLE_RUNS && t < start + 10 * KN_AT_SETTLE_S));
+  return fastest;
 }
 
 /* qsort order of timing samples. */
@@ -99,6 +115,127 @@ static inline int kn_rt_cmp_double(const void *a, const void *b) {
 static inline double kn_rt_median(double *v, int64_t n) {
   qsort(v, (size_t)n, sizeof *v, kn_rt_cmp_double);
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* ---- timing samples, and whether they can be trusted ----
+ * A sample is disturbed when other processes took its CPUs: its threads
+ * waited, runnable, for more than KN_RT_MAX_WAIT of the sample (the
+ * run_delay of /proc/self/task/N/schedstat, summed over the threads), or,
+ * where the kernel does not keep that, when the scheduler preempted any of
+ * them (getrusage's involuntary context switches). The result is the
+ * median of the undisturbed samples; up to three times the wanted number
+ * are taken to find enough. It is noisy when fewer than a majority of the
+ * wanted samples stayed undisturbed, or when the samples it takes the
+ * median over disagree (the upper quartile over KN_RT_MAX_SPREAD times the
+ * lower): such a time says more about the machine than about the kernel,
+ * and the tuner must not rank schedules by it (docs/autotune.md, "Noise"). */
+#define KN_RT_MAX_SAMPLES 64
+#define KN_RT_MAX_SPREAD 1.5
+#define KN_RT_MAX_WAIT 0.03
+
+typedef struct kn_rt_timing {
+  double seconds;   /* median per run of the samples below */
+  int samples;      /* samples taken */
+  int disturbed;    /* of them, disturbed */
+  double spread;    /* upper over lower quartile of the samples the median is of */
+  bool noisy;
+} kn_rt_timing;
+
+/* Seconds this process's threads have waited runnable, or -1 where the
+ * kernel does not say. */
+static inline double kn_rt_run_delay(void) {
+  DIR *dir = opendir("/proc/self/task");
+  if (!dir) return -1;
+  double sum = 0;
+  bool any = false;
+  struct dirent *e;
+  while ((e = readdir(dir))) {
+    if (e->d_name[0] == '.') continue;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/task/%.20s/schedstat", e->d_name);
+    FILE *f = fopen(path, "r");
+    unsigned long long run = 0, wait = 0;
+    if (f && fscanf(f, "%llu %llu", &run, &wait) == 2) sum += (double)wait * 1e-9, any = true;
+    if (f) fclose(f);
+  }
+  closedir(dir);
+  return any ? sum : -1;
+}
+
+static inline long kn_rt_preemptions(void) {
+  struct rusage ru;
+  return getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_nivcsw : 0;
+}
+
+/* Takes samples of `reps` runs each until `want` (1..21) undisturbed ones, or
+ * 3 x want in all; prepare(ctx), when given, runs untimed before each sample
+ * (the cold cache state). With target_s > 0 a sample should last that long:
+ * one that came out undisturbed but under a quarter of it is dropped and
+ * reps calibrated again from it (at most 3 times), since reps calibrated
+ * on a busy machine can make samples of a few microseconds that slip
+ * between two time slices and look undisturbed. */
+static inline void kn_rt_time(const kn_loader *l, const void *const *ins, void *const *outs, void *ws, int64_t batch,
+                              kn_diag *d, double (*now)(void), long reps, double target_s, int want,
+                              void (*prepare)(void *), void *ctx, kn_rt_timing *t) {
+  double all[KN_RT_MAX_SAMPLES], clean[KN_RT_MAX_SAMPLES];
+  int n = 0, n_clean = 0, recalibrated = 0;
+  if (want < 1) want = 1;
+  if (3 * want > KN_RT_MAX_SAMPLES) want = KN_RT_MAX_SAMPLES / 3;
+  while (n_clean < want && n < 3 * want) {
+    if (prepare) prepare(ctx);
+    long switches = kn_rt_preemptions();
+    double waited = kn_rt_run_delay(), start = now();
+    for (long r = 0; r < reps; r++) kn_loader_run(l, ins, outs, ws, batch, d);
+    double wall = now() - start, s = wall / (double)reps;
+    bool disturbed = waited >= 0 ? kn_rt_run_delay() - waited > KN_RT_MAX_WAIT * wall
+                                 : kn_rt_preemptions() != switches;
+    if (!disturbed && target_s > 0 && wall < 0.25 * target_s && reps < 100000 && recalibrated < 3) {
+      recalibrated++;
+      reps = s > 0 ? (long)(target_s / s) + 1 : 100000;
+      if (reps > 100000) reps = 100000;
+      continue;
+    }
+    all[n++] = s;
+    if (!disturbed) clean[n_clean++] = s;
+  }
+  bool enough = n_clean >= want / 2 + 1;
+  double *v = enough ? clean : all;
+  int m = enough ? n_clean : n;
+  qsort(v, (size_t)m, sizeof *v, kn_rt_cmp_double);
+  t->seconds = v[m / 2];
+  t->samples = n;
+  t->disturbed = n - n_clean;
+  t->spread = v[m / 4] > 0 ? v[m - 1 - m / 4] / v[m / 4] : 1;
+  t->noisy = !enough || t->spread > KN_RT_MAX_SPREAD;
+}
+
+/* Why a timing is noisy, in a few words, into buf. */
+static inline void kn_rt_timing_why(const kn_rt_timing *t, char *buf, size_t cap) {
+  if (t->disturbed > t->samples / 2)
+    snprintf(buf, cap, "noisy: other processes took the CPUs in %d of its %d timing samples", t->disturbed,
+             t->samples);
+  else
+    snprintf(buf, cap, "noisy: its timing samples disagree (quartiles %.2fx apart)", t->spread);
+}
+
+/* Planted load for tests (--plant-faults busy): n processes that spin on
+ * every CPU until kn_rt_busy_stop, so that the timing is preempted as on a
+ * machine shared with other work. */
+static inline int kn_rt_busy_start(pid_t *pids, int n) {
+  int started = 0;
+  for (; started < n; started++) {
+    pid_t p = fork();
+    if (p < 0) break;
+    if (p == 0)
+      for (volatile unsigned long x = 0;; x++) {
+      }
+    pids[started] = p;
+  }
+  return started;
+}
+static inline void kn_rt_busy_stop(const pid_t *pids, int n) {
+  for (int i = 0; i < n; i++) kill(pids[i], SIGKILL);
+  for (int i = 0; i < n; i++) waitpid(pids[i], NULL, 0);
 }
 
 #endif

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "rt/measure_util.h"
 #include "runner/proto.h"
 
 static double now_s(void) {
@@ -218,6 +219,14 @@ static int attempt(const char *addr, const char *token, const kn_runner_req *q, 
   }
   snprintf(r->code, sizeof r->code, "ok");
   r->message[0] = 0;
+  const char *noisy = field(line, "noisy"), *ns = field(line, "samples"), *nd = field(line, "disturbed"),
+             *spread = field(line, "spread");
+  r->noisy = noisy && atoi(noisy) == 1; /* a runner of before noise checks sends none */
+  if (r->noisy) {
+    kn_rt_timing tm = {.samples = ns ? atoi(ns) : 0, .disturbed = nd ? atoi(nd) : 0,
+                       .spread = spread ? strtod(spread, NULL) : 0};
+    kn_rt_timing_why(&tm, r->message, sizeof r->message);
+  }
 done:
   close(fd);
   return busy;

@@ -30,8 +30,9 @@ typedef struct kn_runner_req {
 
 typedef struct kn_runner_reply {
   char code[16];     /* "ok", a runner error code (proto.h), or "io" (no answer) */
-  char message[240]; /* why, for anything but ok */
+  char message[240]; /* why, for anything but ok; for a noisy ok, why it is noisy */
   double seconds, max_error;
+  bool noisy; /* ok, but the timing cannot be trusted (rt/measure_util.h) */
 } kn_runner_reply;
 
 /* One measurement on the runner at addr ("HOST:PORT"); retries while the

@@ -127,19 +127,22 @@ _Noreturn void kn_runner_measure_child(int fd, const char *so_path, const unsign
     }
   }
   /* timing: settle (kn_rt_settle, which calibrates the repeats per sample),
-   * then the median sample */
+   * then the median of the undisturbed samples (kn_rt_time) */
+  pid_t busy[64];
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  int n_busy = strcmp(rq->fault, "busy") ? 0 : kn_rt_busy_start(busy, cpus > 0 && cpus < 32 ? 2 * (int)cpus : 64);
   double once = kn_rt_settle(&l, (const void *const *)ins, outs, ws, batch, &d, now_s);
   long reps = once > 0 ? (long)(rq->repeat_s / once) + 1 : 1000;
   if (reps > 100000) reps = 100000;
-  double samples[64];
-  int ns = rq->samples < 1 ? 1 : rq->samples > 64 ? 64 : rq->samples;
-  for (int s = 0; s < ns; s++) {
-    double start = now_s();
-    for (long r = 0; r < reps; r++) kn_loader_run(&l, (const void *const *)ins, outs, ws, batch, &d);
-    samples[s] = (now_s() - start) / (double)reps;
-  }
-  qsort(samples, (size_t)ns, sizeof(double), kn_rt_cmp_double);
-  o.seconds = samples[ns / 2];
+  kn_rt_timing tm;
+  kn_rt_time(&l, (const void *const *)ins, outs, ws, batch, &d, now_s, reps, rq->repeat_s, rq->samples, NULL, NULL,
+             &tm);
+  kn_rt_busy_stop(busy, n_busy);
+  o.seconds = tm.seconds;
+  o.noisy = tm.noisy;
+  o.samples = tm.samples;
+  o.disturbed = tm.disturbed;
+  o.spread = tm.spread;
   snprintf(o.code, sizeof o.code, "ok");
   report(fd, &o);
 }

@@ -13,7 +13,7 @@ typedef struct kn_runner_run_req {
   int samples;
   double repeat_s, timeout_s;
   uint64_t seed;
-  char fault[8]; /* none, crash, hang, wrong: planted faults for tests */
+  char fault[8]; /* none, crash, hang, wrong, busy: planted faults for tests */
   bool self_load; /* runner option, not a request field: load with elf_load.c */
 } kn_runner_run_req;
 
@@ -23,6 +23,9 @@ typedef struct kn_runner_outcome {
   char message[200];
   double seconds, max_error;
   int64_t out_bytes;
+  bool noisy; /* the timing's trust (rt/measure_util.h, kn_rt_timing) */
+  int samples, disturbed;
+  double spread;
 } kn_runner_outcome;
 
 /* Runs in the child: measures so_path (whose bytes are `so`) and writes one kn_runner_outcome to

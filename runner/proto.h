@@ -14,8 +14,10 @@
  *      `GO\n`: only then does the client send the body.
  *   3. client (run): BYTES of the candidate .so, then `ref` BYTES of the
  *      reference output (0 when out=1: this run writes the reference).
- *   4. runner: `OK seconds=S max_error=E out=BYTES\n` followed by BYTES of
- *      the output (out=1 only, else 0), or `ERR CODE message\n`.
+ *   4. runner: `OK seconds=S max_error=E out=BYTES noisy=0|1 samples=N
+ *      disturbed=N spread=X\n` followed by BYTES of the output (out=1 only,
+ *      else 0), or `ERR CODE message\n`. noisy=1: the timing cannot be
+ *      trusted (rt/measure_util.h); a client ignores fields it does not know.
  *
  * CODE is one word: auth, busy, too-large, bad-request, arch, load, crash,
  * timeout, wrong, internal. crash / timeout / wrong / load are the

@@ -228,7 +228,8 @@ static const char *parse_header(char *line, char *verb, char *token, kn_runner_r
     } else if (!strcmp(k, "timeout")) {
       ok = parse_dbl(v, 0.01, 1e9, &rq->timeout_s);
     } else if (!strcmp(k, "fault")) {
-      ok = !strcmp(v, "none") || !strcmp(v, "crash") || !strcmp(v, "hang") || !strcmp(v, "wrong");
+      ok = !strcmp(v, "none") || !strcmp(v, "crash") || !strcmp(v, "hang") || !strcmp(v, "wrong") ||
+           !strcmp(v, "busy");
       if (ok) snprintf(rq->fault, sizeof rq->fault, "%s", v);
     } else {
       return "unknown field";
@@ -333,8 +334,8 @@ static void measure(conn *c, const conf *cf, const kn_runner_run_req *rq, const 
     }
     unlink(out_path);
     char line[256];
-    int len = snprintf(line, sizeof line, "OK seconds=%.9g max_error=%.9g out=%lld\n", o.seconds, o.max_error,
-                       (long long)n);
+    int len = snprintf(line, sizeof line, "OK seconds=%.9g max_error=%.9g out=%lld noisy=%d samples=%d disturbed=%d spread=%.6g\n",
+                       o.seconds, o.max_error, (long long)n, o.noisy ? 1 : 0, o.samples, o.disturbed, o.spread);
     if (write_all(c, line, (size_t)len) == 0 && n > 0) write_all(c, out, (size_t)n);
     free(out);
     fprintf(stderr, "kiln-runner: %s: ok %.6g s\n", c->peer, o.seconds);

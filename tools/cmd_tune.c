@@ -25,14 +25,21 @@ static void on_sigint(int sig) {
   stop_requested = 1;
 }
 
-/* "crash,wrong,hang": faults planted in the first candidates (tests). */
-static bool parse_plant(const char *s, kn_at_options *o) {
+/* "crash,wrong,hang,busy": faults planted in the first candidates;
+ * "busy-check": load planted during the model check (tests). */
+static bool parse_plant(const char *s, kn_at_options *o, bool *busy_check) {
   while (*s) {
-    if (o->n_plant == 3) return false;
     size_t n = strcspn(s, ",");
+    if (n == 10 && !strncmp(s, "busy-check", 10)) {
+      *busy_check = true;
+      s += n + (s[n] == ',');
+      continue;
+    }
+    if (o->n_plant == 4) return false;
     if (n == 5 && !strncmp(s, "crash", 5)) o->plant[o->n_plant++] = KN_AT_FAULT_CRASH;
     else if (n == 5 && !strncmp(s, "wrong", 5)) o->plant[o->n_plant++] = KN_AT_FAULT_WRONG;
     else if (n == 4 && !strncmp(s, "hang", 4)) o->plant[o->n_plant++] = KN_AT_FAULT_HANG;
+    else if (n == 4 && !strncmp(s, "busy", 4)) o->plant[o->n_plant++] = KN_AT_FAULT_BUSY;
     else return false;
     s += n;
     if (*s == ',') s++;
@@ -51,6 +58,7 @@ typedef struct tune_args {
   int64_t max_batch;
   bool evolve;
   int check_rounds; /* --model-check */
+  bool plant_busy_check; /* --plant-faults busy-check */
   kn_at_options o;
 } tune_args;
 
@@ -64,8 +72,9 @@ typedef struct tune_wholes {
  * that must be given, the whole numbers into their int fields, the choices. */
 static int finish_args(tune_args *t, const tune_wholes *w, const char *search, const char *cache, const char *plant) {
   kn_at_options *o = &t->o;
-  if (plant && !parse_plant(plant, o))
-    return kn_opts_bad_value("--plant-faults", plant, "a list of crash, wrong and hang (at most 3)");
+  if (plant && !parse_plant(plant, o, &t->plant_busy_check))
+    return kn_opts_bad_value("--plant-faults", plant,
+                             "a list of crash, wrong, hang and busy (at most 4), and busy-check");
   if (!o->log_path) {
     fprintf(stderr, "kiln: error: tune: no log given: add --log LOG.jsonl\n");
     return 2;
@@ -146,6 +155,10 @@ static int parse_args(int argc, char **argv, tune_args *t) {
        "in turns, R\nrounds, and record each kernel's time in the model; compile\ntakes the fastest (default 10, "
        "0 = off; not with --runner)",
        .whole = &w.check, .lo = 0, .hi = 1000},
+      {"--keep-noisy", NULL, NULL,
+       "record timings that stay disturbed by other processes as ok,\nmarked \"noisy\" (default: status noisy, "
+       "which compile\nignores); for a machine that cannot be made idle",
+       .flag = &o->keep_noisy},
       {"--plant-faults", NULL, "LIST", NULL, .str = &plant}, /* tests */
   };
   const kn_cmd_spec spec = {"tune", "usage: kiln tune MODEL.onnx --log LOG.jsonl [options]", "model", opts,
@@ -249,38 +262,72 @@ static int run_session(const tune_alts *alts, const kn_target *target, const kn_
 static void print_summary(const kn_at_summary *sum, const kn_at_options *o) {
   fprintf(stderr,
           "kiln tune: %s%d kernels in %d tasks; %d candidates measured (%d ok, %d wrong, %d crash, %d timeout, "
-          "%d invalid), %d from earlier sessions; estimate %.3f ms -> %.3f ms (%.2fx) in %.0f s (search %.0f s)%s; "
+          "%d invalid, %d noisy), %d from earlier sessions; estimate %.3f ms -> %.3f ms (%.2fx) in %.0f s (search %.0f s)%s; "
           "%d tasks confirmed (%d by their default, %.0f s); log %s\n",
           sum->interrupted ? "interrupted: " : "", sum->kernels, sum->tasks, sum->measured, sum->by_status[KN_AT_OK],
           sum->by_status[KN_AT_WRONG], sum->by_status[KN_AT_CRASH], sum->by_status[KN_AT_TIMEOUT],
-          sum->by_status[KN_AT_INVALID], sum->resumed, sum->default_e2e * 1e3, sum->best_e2e * 1e3,
+          sum->by_status[KN_AT_INVALID], sum->by_status[KN_AT_NOISY], sum->resumed, sum->default_e2e * 1e3, sum->best_e2e * 1e3,
           sum->best_e2e > 0 ? sum->default_e2e / sum->best_e2e : 1.0, sum->elapsed, sum->search_s,
           sum->early_stopped ? " (early stop: no task improved by more than 1% lately)"
           : sum->out_of_time ? " (time budget reached)" : "",
           sum->confirmed, sum->confirmed_default, sum->confirm_s, o->log_path);
+  if (sum->noisy_timings > 0)
+    fprintf(stderr,
+            "kiln: warning: tune: %d of %d timings stayed noisy after %d re-timings (other processes took the "
+            "CPUs); %s; tune on an idle machine, or with fewer --threads\n",
+            sum->noisy_timings, sum->timings, sum->remeasured,
+            o->keep_noisy ? "they are recorded as ok, marked \"noisy\" (--keep-noisy)"
+                          : "they are recorded with status \"noisy\", which compile ignores");
 }
+
+/* Kernel sums alone and in the model further apart than this are noise. */
+#define KN_TUNE_MAX_DISAGREE 2.0
 
 /* --model-check: the whole model run with the defaults, the best schedules
  * and the runners-up (model_check.c), which records each kernel's time in it. */
-static int check_model(const tune_args *t, kn_compile_opts *co, const kn_target *target, kn_diag *d) {
+static int check_model(const tune_args *t, kn_compile_opts *co, const kn_target *target, const kn_at_summary *sum,
+                       kn_diag *d) {
   co->target = t->target_spec;
   co->prefix = "model";
   char tstr[800];
   kn_at_target_string(target, tstr, sizeof tstr);
   kn_model_check_opts mo = {.compile = co, .log_path = t->o.log_path, .target_string = tstr,
                             .threads = t->o.measure.threads, .rounds = t->check_rounds, .runs = 20,
+                            .keep_noisy = t->o.keep_noisy, .plant_busy = t->plant_busy_check,
                             .workdir = t->o.measure.workdir};
   kn_model_check_summary ms;
   double t0 = kn_at_now();
+  fprintf(stderr,
+          "kiln tune: model check: compiling the model %d ways (every kernel at its default, at its best schedule "
+          "timed alone, at its runners-up) and timing them in turns, %d rounds\n",
+          KN_CHECK_RANKS + 1, t->check_rounds);
   if (kn_model_check(&mo, &ms, d) < 0) return -1;
   int runners_up = 0;
   for (int k = 2; k <= KN_CHECK_RANKS; k++) runners_up += ms.won[k];
   fprintf(stderr,
-          "kiln tune: model check: %d of %d steps run tuned schedules; %d tasks, fastest in the model: %d their "
-          "default, %d their best alone, %d a runner-up; sum of the steps in the model %.3f ms default, %.3f ms "
-          "best alone, %.3f ms fastest per task (%d rounds, %.0f s)\n",
+          "kiln tune: model check: %d of %d kernels ran their best schedule timed alone; %d tasks, fastest in the "
+          "model: %d their default, %d their best alone, %d a runner-up; sum of the steps in the model %.3f ms "
+          "default, %.3f ms best alone, %.3f ms fastest per task (%d rounds, %.0f s)\n",
           ms.tuned_steps, ms.steps, ms.keys, ms.won[0], ms.won[1], runners_up, ms.default_ms, ms.tuned_ms,
           ms.chosen_ms, t->check_rounds, kn_at_now() - t0);
+  fprintf(stderr,
+          "kiln tune: with this log, %d of %d kernels use tuned schedules (kiln compile --tuning-log %s -v lists "
+          "them)\n",
+          ms.compile_tuned, ms.steps, t->o.log_path);
+  if (ms.noisy)
+    fprintf(stderr, "kiln: warning: tune: model check: other processes took the CPUs in %d of its %d runs; %s\n",
+            ms.disturbed, ms.runs,
+            t->o.keep_noisy ? "its records are marked \"noisy\" (--keep-noisy)"
+                            : "its times are noise and were not written to the log");
+  /* the kernels timed alone and the same kernels timed in the model should
+   * roughly agree; far apart, one of the two was timed on a busy machine */
+  double alone = sum->default_e2e * 1e3, ratio = ms.default_ms > 0 ? alone / ms.default_ms : 1;
+  if (ratio > KN_TUNE_MAX_DISAGREE || ratio < 1 / KN_TUNE_MAX_DISAGREE)
+    fprintf(stderr,
+            "kiln: warning: tune: the default kernels timed alone add up to %.3f ms, in the model to %.3f ms "
+            "(%.1fx apart): these timings do not describe this model; was the machine busy? tune again when it "
+            "is idle\n",
+            alone, ms.default_ms, ratio > 1 ? ratio : 1 / ratio);
   return 0;
 }
 
@@ -293,7 +340,7 @@ static int tune_model(tune_args *t, kn_compile_opts *co, tune_alts *alts, kn_are
     return 1;
   print_summary(&sum, &t->o);
   if (sum.interrupted) return 130;
-  if (t->check_rounds > 0 && !t->o.measure.runner && check_model(t, co, &target, d) < 0) return 1;
+  if (t->check_rounds > 0 && !t->o.measure.runner && check_model(t, co, &target, &sum, d) < 0) return 1;
   return 0;
 }
 

@@ -22,6 +22,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "autotune/autotune.h"
@@ -43,13 +44,20 @@ typedef struct build {
   double *round_ms; /* [step][round]: per-round medians */
 } build;
 
-/* j = 0: every kernel at its default; j > 0: at the (j-1)-th ranked schedule timed alone */
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* j = 0: every kernel at its default; j > 0: at the (j-1)-th ranked schedule
+ * timed alone; j < 0: as `kiln compile --tuning-log` picks (the log's best) */
 static int compile_one(const kn_model_check_opts *o, build *b, int j, kn_arena *A, kn_diag *d) {
   kn_compile_opts co = *o->compile;
   co.output = b->path;
   co.tuning_log = o->log_path;
   co.replay_defaults = j == 0;
-  co.replay_alone = true;
+  co.replay_alone = j >= 0;
   co.replay_rank = j > 0 ? j - 1 : 0;
   co.dump_after = NULL;
   co.stop_after = NULL;
@@ -92,6 +100,15 @@ static int open_one(const kn_model_check_opts *o, build *b, int64_t batch, kn_di
   return 0;
 }
 
+/* The header the compile wrote beside PATH.so. */
+static void unlink_header(const char *so_path) {
+  size_t len = strlen(so_path);
+  if (len <= 3) return;
+  char h[4300];
+  snprintf(h, sizeof h, "%.*s.h", (int)(len - 3), so_path);
+  unlink(h);
+}
+
 static void close_one(build *b) {
   if (b->open) {
     for (int i = 0; i < b->l.art->n_inputs; i++) free(b->ins[i]);
@@ -107,15 +124,20 @@ static void close_one(build *b) {
 
 /* One round of b: a few plain runs (its pool wakes up, the other's idles),
  * then o->runs profiled ones; per step the median into round_ms[s][r]. */
-static int round_of(const kn_model_check_opts *o, build *b, int r, int64_t batch, kn_diag *d) {
+static int round_of(const kn_model_check_opts *o, build *b, int r, int64_t batch, kn_model_check_summary *sum,
+                    kn_diag *d) {
   const kiln_artifact *a = b->l.art;
   for (int k = 0; k < 3; k++)
     if (kn_loader_run(&b->l, (const void *const *)b->ins, b->outs, b->ws, batch, d) < 0) return -1;
   for (int run = 0; run < o->runs; run++) {
     int64_t n = 0;
+    double waited = kn_rt_run_delay(), t0 = now_s();
     if (kn_loader_run_profiled(&b->l, (const void *const *)b->ins, b->outs, b->ws, batch, b->events, b->cap, &n,
                                d) < 0)
       return -1;
+    double wall = now_s() - t0;
+    sum->runs++;
+    if (waited >= 0 && kn_rt_run_delay() - waited > KN_RT_MAX_WAIT * wall) sum->disturbed++;
     for (int64_t e = 0; e < n; e++) {
       const kiln_prof_event *ev = &b->events[e];
       if (ev->task < 0 && ev->step >= 0 && ev->step < a->n_steps)
@@ -127,14 +149,15 @@ static int round_of(const kn_model_check_opts *o, build *b, int r, int64_t batch
   return 0;
 }
 
-/* Appends, per key whose steps run another schedule than the default in
- * some build, one record per build that runs one schedule on all of them. */
-static int write_records(const kn_model_check_opts *o, build *b, int nb, double *const *ms,
+/* Appends (when `append`), per key whose steps run another schedule than the
+ * default in some build, one record per build that runs one schedule on
+ * all of them; counts in sum what won. */
+static int write_records(const kn_model_check_opts *o, build *b, int nb, double *const *ms, bool append,
                          kn_model_check_summary *sum, kn_diag *d) {
   int n = b[0].rep.n_steps;
   bool *done = calloc((size_t)n + 1, 1);
-  FILE *f = fopen(o->log_path, "a");
-  if (!done || !f) {
+  FILE *f = append ? fopen(o->log_path, "a") : NULL;
+  if (!done || (append && !f)) {
     free(done);
     if (f) fclose(f);
     return kn_diag_error(d, "tuning log '%s': cannot open it for appending", o->log_path);
@@ -164,15 +187,15 @@ static int write_records(const kn_model_check_opts *o, build *b, int nb, double 
     if (!tuned) continue;
     sum->keys++;
     sum->won[fastest]++;
-    for (int j = 0; j < nb && rc == 0; j++) {
+    for (int j = 0; j < nb && rc == 0 && append; j++) {
       if (!one_trace[j]) continue;
       kn_at_record r = {.target = o->target_string, .key = key, .trace = b[j].rep.traces[s],
-                        .seconds = t[j] / count / 1e3, .status = KN_AT_OK, .in_model = true,
+                        .seconds = t[j] / count / 1e3, .status = KN_AT_OK, .in_model = true, .noisy = sum->noisy,
                         .is_default = !strcmp(b[j].rep.traces[s], b[0].rep.traces[s])};
       rc = kn_at_log_append(f, &r, d);
     }
   }
-  if (fclose(f) != 0 && rc == 0) rc = kn_diag_error(d, "tuning log '%s': write failed", o->log_path);
+  if (f && fclose(f) != 0 && rc == 0) rc = kn_diag_error(d, "tuning log '%s': write failed", o->log_path);
   free(done);
   return rc;
 }
@@ -210,11 +233,17 @@ int kn_model_check(const kn_model_check_opts *o, kn_model_check_summary *sum, kn
       }
   }
   int64_t batch = 1;
+  int rc_rounds = 0;
   for (int j = 0; j < NB; j++)
     if (open_one(o, &b[j], batch, d) < 0) goto done;
-  for (int r = 0; r < o->rounds; r++)
-    for (int k = 0; k < NB; k++) /* in turns, the first rotating, so a slow phase falls on all */
-      if (round_of(o, &b[(k + r) % NB], r, batch, d) < 0) goto done;
+  pid_t busy[64];
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  int n_busy = o->plant_busy ? kn_rt_busy_start(busy, cpus > 0 && cpus < 32 ? 2 * (int)cpus : 64) : 0;
+  for (int r = 0; r < o->rounds && rc_rounds == 0; r++)
+    for (int k = 0; k < NB && rc_rounds == 0; k++) /* in turns, the first rotating, so a slow phase falls on all */
+      rc_rounds = round_of(o, &b[(k + r) % NB], r, batch, sum, d);
+  kn_rt_busy_stop(busy, n_busy);
+  if (rc_rounds < 0) goto done;
   for (int j = 0; j < NB; j++) {
     ms[j] = calloc((size_t)n + 1, sizeof(double));
     if (!ms[j]) {
@@ -229,17 +258,21 @@ int kn_model_check(const kn_model_check_opts *o, kn_model_check_summary *sum, kn
     sum->tuned_ms += ms[1][s];
   }
   sum->steps = n;
-  rc = write_records(o, b, NB, ms, sum, d);
+  sum->noisy = sum->disturbed > sum->runs / 2;
+  rc = write_records(o, b, NB, ms, !sum->noisy || o->keep_noisy, sum, d);
+  if (rc == 0) { /* what compile makes of the log now: the same count as its -v */
+    build final = {0};
+    snprintf(final.path, sizeof final.path, "%s/final.so", dir);
+    rc = compile_one(o, &final, -1, &A, d);
+    for (int s = 0; rc == 0 && s < final.rep.n_steps; s++) sum->compile_tuned += final.rep.tuned[s];
+    close_one(&final);
+    unlink_header(final.path);
+  }
 done:
   for (int j = 0; j < NB; j++) {
     free(ms[j]);
     close_one(&b[j]);
-    size_t len = strlen(b[j].path);
-    if (len > 3) {
-      char h[4300];
-      snprintf(h, sizeof h, "%.*s.h", (int)(len - 3), b[j].path);
-      unlink(h);
-    }
+    unlink_header(b[j].path);
   }
   rmdir(dir);
   kn_arena_free(&A);

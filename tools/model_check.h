@@ -15,15 +15,22 @@ typedef struct kn_model_check_opts {
   int rounds;                     /* alternations of the two builds (>= 1) */
   int runs;                       /* profiled runs per build and round */
   const char *workdir;            /* temporary artifacts (NULL: $TMPDIR or /tmp) */
+  bool keep_noisy;                /* append noisy times too, marked "noisy" (kiln tune --keep-noisy) */
+  bool plant_busy;                /* tests: run under planted load (kn_rt_busy_start) */
 } kn_model_check_opts;
 
 #define KN_CHECK_RANKS 3 /* schedules per task tried in the model: the best alone and 2 runners-up */
 
 typedef struct kn_model_check_summary {
-  int steps, tuned_steps, keys; /* keys: tasks with a schedule other than the default in some build */
+  int steps, tuned_steps, keys; /* tuned_steps: of the best-alone build; keys: tasks with a schedule
+                                 * other than the default in some build */
+  int compile_tuned;            /* steps running tuned schedules when compiled with the log as it is now */
   int won[KN_CHECK_RANKS + 1];  /* of those keys, fastest in the model: [0] the default, [k] rank k-1 */
   double default_ms, tuned_ms;  /* sums over the steps of their medians: the defaults, the best alone */
   double chosen_ms;             /* the same with the fastest schedule per key (an estimate) */
+  int runs, disturbed;          /* profiled runs; of them, disturbed by other processes (rt/measure_util.h) */
+  bool noisy;                   /* most runs disturbed: nothing was appended to the log (with
+                                 * keep_noisy: appended, marked "noisy") */
 } kn_model_check_summary;
 
 /* Compiles the model with the log KN_CHECK_RANKS + 1 times: every kernel at
@@ -32,8 +39,11 @@ typedef struct kn_model_check_summary {
  * runs the artifacts in turns with the profiler and appends, per workload
  * key, one "cache":"model" record per schedule it ran: the median time per
  * kernel inside the model. `kiln compile --tuning-log` then takes the
- * fastest (kn_at_log_best). Returns 0, or -1 with a diagnostic; nothing is
- * appended on failure. */
+ * fastest (kn_at_log_best). When other processes disturbed most of the
+ * runs (their threads waited for the CPUs longer than KN_RT_MAX_WAIT of the
+ * run), the times are noise: the summary is filled, sum->noisy set, and
+ * nothing appended (o->keep_noisy: the records, marked "noisy"). Returns 0, or -1 with a diagnostic; nothing is appended
+ * on failure. */
 int kn_model_check(const kn_model_check_opts *o, kn_model_check_summary *sum, kn_diag *d);
 
 #endif

@@ -40,20 +40,60 @@ const kn_conv_algo_choice *kn_tuned_choose_convs(kn_tuned *t, const kn_compile_o
 const kn_sched_provider *kn_tuned_provider(kn_tuned *t, const kn_compile_opts *o, int n_groups, kn_arena *A) {
   t->replay = (kn_at_replay){.log = &t->log, .arena = A, .defaults_only = o->replay_defaults,
                              .alone = o->replay_alone, .rank = o->replay_alone ? o->replay_rank : 0};
-  if (o->report) {
-    kn_arena *ra = o->report->arena;
-    t->replay.cap = n_groups;
-    t->replay.keys = KN_NEW_ARRAY(ra, const char *, n_groups + 1);
-    t->replay.default_traces = KN_NEW_ARRAY(ra, const char *, n_groups + 1);
-    t->replay.tuned_traces = KN_NEW_ARRAY(ra, const char *, n_groups + 1);
-    t->replay.arena = ra;
-  }
+  kn_arena *ra = o->report ? o->report->arena : A; /* the report's strings outlive the compile */
+  t->replay.cap = n_groups;
+  t->replay.keys = KN_NEW_ARRAY(ra, const char *, n_groups + 1);
+  t->replay.default_traces = KN_NEW_ARRAY(ra, const char *, n_groups + 1);
+  t->replay.tuned_traces = KN_NEW_ARRAY(ra, const char *, n_groups + 1);
+  t->replay.outcomes = KN_NEW_ARRAY(A, kn_at_replay_outcome, n_groups + 1);
+  t->replay.records = KN_NEW_ARRAY(A, const kn_at_record *, n_groups + 1);
+  t->replay.arena = ra;
   t->provider = kn_at_replay_provider(&t->replay);
   return &t->provider;
 }
 
 bool kn_tuned_runs_record(const kn_tuned *t, const kn_kernel_build *kernels, int i) {
   return kernels[i].kernel == t->tuned[i];
+}
+
+/* What the log did to each kernel: with -v a line per kernel and the
+ * counts; without, a warning when it did nothing, which is most often a log
+ * of another model or another target. */
+static void explain(const kn_tuned *t, const kn_kernel_build *kernels, int n, const kn_compile_opts *o) {
+  const kn_at_replay *r = &t->replay;
+  int count[KN_AT_TUNED + 1] = {0}, kept = 0;
+  for (int i = 0; i < n && i < r->n_kernels; i++) {
+    count[r->outcomes[i]]++;
+    bool runs = r->outcomes[i] == KN_AT_TUNED && kn_tuned_runs_record(t, kernels, i);
+    if (r->outcomes[i] == KN_AT_TUNED && !runs) kept++;
+    if (!o->verbose) continue;
+    const kn_at_record *rec = r->records[i];
+    char took[96] = "";
+    if (rec)
+      snprintf(took, sizeof took, ", %.4g ms %s%s", rec->seconds * 1e3, rec->in_model ? "in the model" : "timed alone",
+               rec->noisy ? ", noisy" : "");
+    static const char *const what[] = {"default: no record", "default: the log's best",
+                                       "default: the log's best does not fit it", "tuned: the log's best"};
+    fprintf(stderr, "kiln: tuning log: %s: %s%s; %s\n", kernels[i].kernel->name,
+            r->outcomes[i] == KN_AT_TUNED && !runs ? "default: kept for a row pipe" : what[r->outcomes[i]], took,
+            r->keys[i]);
+  }
+  if (o->verbose)
+    fprintf(stderr,
+            "kiln: tuning log: %d of %d kernels use tuned schedules (%d run their default as the log's best, %d "
+            "have no record, %d a record that does not fit, %d keep their default for a row pipe)\n",
+            count[KN_AT_TUNED] - kept, r->n_kernels, count[KN_AT_BEST_DEFAULT], count[KN_AT_NO_RECORD],
+            count[KN_AT_UNFIT], kept);
+  else if (count[KN_AT_NO_RECORD] == r->n_kernels && r->n_kernels > 0)
+    fprintf(stderr,
+            "kiln: warning: tuning log '%s': none of its %d records for this target is of a kernel of this model; "
+            "every kernel keeps its default schedule\n",
+            o->tuning_log, t->log.n);
+  else if (count[KN_AT_UNFIT] > 0)
+    fprintf(stderr,
+            "kiln: warning: tuning log '%s': the best records of %d kernels do not fit them (a log of another "
+            "kiln?); they keep their default schedules\n",
+            o->tuning_log, count[KN_AT_UNFIT]);
 }
 
 int kn_tuned_keep_pipes(kn_tuned *t, kn_graph *g, const kn_groups *groups, const kn_target *target,
@@ -88,9 +128,7 @@ int kn_tuned_keep_pipes(kn_tuned *t, kn_graph *g, const kn_groups *groups, const
     if (o->verbose)
       fprintf(stderr, "kiln: tuning log: %d kernels keep their defaults, for row pipes\n", kept);
   }
-  if (o->verbose)
-    fprintf(stderr, "kiln: tuning log: %d of %d kernels use tuned schedules\n", t->replay.n_tuned - kept,
-            t->replay.n_kernels);
+  explain(t, kernels, n, o);
   return kept;
 }
 

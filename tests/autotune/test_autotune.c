@@ -649,12 +649,56 @@ static void test_log_confirm(void **state) {
   unlink(path);
 }
 
+/* A noisy timing never counts: status "noisy" is no best and no reason
+ * to skip measuring the schedule again; an ok record marked "noisy"
+ * (--keep-noisy) counts, and both survive the round trip through the file. */
+static void test_log_noisy(void **state) {
+  (void)state;
+  char path[] = "/tmp/kn_test_logn_XXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  FILE *f = fdopen(fd, "w");
+  fputs(record_line("T", "k1", "ok", 2e-3), f);    /* the default */
+  fputs(record_line("T", "k1", "noisy", 5e-4), f); /* another schedule, timed under load */
+  fclose(f);
+  kn_at_log log;
+  kn_diag d;
+  kn_diag_init(&d);
+  assert_int_equal(kn_at_log_load(path, "T", false, NULL, &log, &d), 0);
+  assert_int_equal(log.n, 2);
+  assert_int_equal(log.records[1].status, KN_AT_NOISY);
+  const kn_at_record *best = kn_at_log_best(&log, "k1");
+  assert_true(best == &log.records[0]);
+  assert_false(kn_at_log_has(&log, "k1", log.records[1].trace));
+  kn_at_record kept = log.records[1];
+  kept.status = KN_AT_OK;
+  kept.noisy = true;
+  FILE *af = fopen(path, "a");
+  assert_int_equal(kn_at_log_append(af, &kept, &d), 0);
+  kept = log.records[1]; /* written back as noisy: its time kept, for the record */
+  assert_int_equal(kn_at_log_append(af, &kept, &d), 0);
+  fclose(af);
+  kn_at_log again;
+  assert_int_equal(kn_at_log_load(path, "T", false, NULL, &again, &d), 0);
+  assert_int_equal(again.n, 4);
+  assert_true(again.records[2].noisy && again.records[2].status == KN_AT_OK && !again.records[0].noisy);
+  assert_true(again.records[3].status == KN_AT_NOISY && fabs(again.records[3].seconds - 5e-4) < 1e-12);
+  best = kn_at_log_best(&again, "k1");
+  assert_true(best == &again.records[2]);
+  assert_true(kn_at_log_has(&again, "k1", again.records[2].trace));
+  kn_at_log_free(&again);
+  kn_at_log_free(&log);
+  kn_diag_free(&d);
+  unlink(path);
+}
+
 int main(int argc, char **argv) {
   if (argc == 5 && !strcmp(argv[1], "--rank-log") && !strcmp(argv[3], "--model"))
     return kn_test_search_rank_log(argv[4], argv[2]);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_trace_roundtrip), cmocka_unit_test(test_validate),    cmocka_unit_test(test_workload_key),
-      cmocka_unit_test(test_log),             cmocka_unit_test(test_log_confirm), cmocka_unit_test(test_space_conv),
+      cmocka_unit_test(test_log),             cmocka_unit_test(test_log_confirm), cmocka_unit_test(test_log_noisy),
+      cmocka_unit_test(test_space_conv),
       cmocka_unit_test(test_space_conv_spatial),  cmocka_unit_test(test_space_matmul), cmocka_unit_test(test_space_se),
       cmocka_unit_test(test_space_softmax),
   };

@@ -147,7 +147,7 @@ def check(kiln, tmp, name):
     # 4. kiln tune takes the same --bind; the compile replaying its log still matches
     if name == "reshape_reduce_pad":
         log = os.path.join(tmp, name + ".jsonl")
-        proc = run([kiln, "tune", path, "--log", log, "--trials", "2", "--threads", "1", *flags], timeout=300)
+        proc = run([kiln, "tune", path, "--log", log, "--trials", "2", "--threads", "1", "--keep-noisy", *flags], timeout=300)
         if proc.returncode != 0 or sanitizer_report(proc.stderr):
             raise CaseFailure(f"kiln tune with {' '.join(flags)}: {describe_failure(proc)}")
         tuned = os.path.join(tmp, name + "_tuned.so")

@@ -348,7 +348,7 @@ def case_trace(c):
 def case_tuned(c):
     model = expand_dw(64, mid=12).save(os.path.join(c.tmp, "t.onnx"))
     log = os.path.join(c.tmp, "t.jsonl")
-    proc = run([c.kiln, "tune", model, "--trials", "0", "--log", log])
+    proc = run([c.kiln, "tune", model, "--trials", "0", "--log", log, "--keep-noisy"])
     if proc.returncode != 0:
         raise CaseFailure(f"kiln tune --trials 0 failed: {describe_failure(proc)}")
     with open(log) as f:

@@ -8,8 +8,9 @@
 Starts RUNNER (under qemu-aarch64 with --qemu) on 127.0.0.1 with a random
 free port and a random token, then:
   tune      a short `kiln tune` session (tiny_mlp, a planted crashing
-            candidate) measured on the runner: every record is for --target,
-            the defaults and candidates are `ok`, the planted one `crash`;
+            candidate, then one timed under planted load) measured on the
+            runner: every record is for --target, the defaults and candidates
+            are `ok`, the planted ones `crash` and marked "noisy";
             the same command again measures nothing (resume); `kiln compile
             --tuning-log` uses the records
   token     a wrong token: `kiln tune` fails naming `auth`, a raw request gets
@@ -161,11 +162,11 @@ def main():
         info = ping(r, token)
         print(f"runner {r.addr}: {info}")
         log = os.path.join(tmp, "tune.jsonl")
-        base = [a.kiln, "tune", model, "--log", log, "--runner", r.addr, "--token", token, *target,
+        base = [a.kiln, "tune", model, "--log", log, "--runner", r.addr, "--token", token, "--keep-noisy", *target,
                 "--run-timeout", "20", "--threads", a.threads]
 
         # --- tune: records, planted crash, resume, compile with the log
-        p = subprocess.run(base + ["--trials", "4", "--plant-faults", "crash"], capture_output=True, text=True,
+        p = subprocess.run(base + ["--trials", "4", "--plant-faults", "crash,busy"], capture_output=True, text=True,
                            timeout=600)
         assert p.returncode == 0, p.stderr[-3000:]
         assert f"measuring on runner {r.addr}" in p.stderr, p.stderr[-2000:]
@@ -179,12 +180,17 @@ def main():
         assert sum(x["default"] for x in recs) == 3 and all(x["status"] == "ok" for x in recs if x["default"]), recs
         assert len(recs) == 3 + 4, status
         assert status.count("crash") == 1 and status.count("ok") == 6, status
+        # the second candidate timed ran under planted load on the runner: its timing is noisy
+        # (--keep-noisy: ok, marked), and the runner said so
+        timed = [x for x in recs if not x["default"] and x["status"] != "invalid"]
+        assert timed[0]["status"] == "crash" and timed[1].get("noisy") is True, timed
         for x in recs:
             if want_prefix:
                 assert x["target"].startswith(want_prefix + " "), x["target"]
             if x["status"] == "ok":
                 assert x["seconds"] > 0, x
-        print(f"tune: {len(recs)} records ({status.count('ok')} ok, 1 planted crash), target {recs[0]['target'][:48]}")
+        print(f"tune: {len(recs)} records ({status.count('ok')} ok, 1 planted crash, 1 planted noisy), "
+              f"target {recs[0]['target'][:48]}")
         p = subprocess.run(base + ["--trials", "4"], capture_output=True, text=True, timeout=600)
         assert p.returncode == 0 and "0 candidates measured" in p.stderr and "4 from earlier sessions" in p.stderr, \
             p.stderr[-2000:]
