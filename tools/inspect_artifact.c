@@ -26,6 +26,22 @@ static void print_tensor(const char *kind, const kiln_tensor_desc *t) {
   printf("%s: %s %s [%s]\n", kind, t->name, kn_dtype_name(kn_loader_dtype(t)), shape);
 }
 
+/* Each step's grid (x, y, z) of a GPU artifact at batch 1 and at max_batch,
+ * from its grid function; the caller frees both. */
+static int grids(const kiln_artifact *a, int64_t **grid1, int64_t **gridn, kn_diag *d) {
+  *grid1 = calloc((size_t)a->n_steps * 3 + 1, sizeof **grid1);
+  *gridn = calloc((size_t)a->n_steps * 3 + 1, sizeof **gridn);
+  if (!*grid1 || !*gridn) {
+    free(*grid1);
+    free(*gridn);
+    return kn_diag_error(d, "out of memory");
+  }
+  void *args1[1] = {*grid1}, *argsn[1] = {*gridn};
+  a->gpu->grid(args1, 1, 0, 1);
+  a->gpu->grid(argsn, a->max_batch, 0, 1);
+  return 0;
+}
+
 /* The images and launch shapes of a GPU artifact. */
 static int print_gpu(const kiln_artifact *a, kn_diag *d) {
   const kiln_gpu *g = a->gpu;
@@ -35,16 +51,8 @@ static int print_gpu(const kiln_artifact *a, kn_diag *d) {
     printf("image: %s_%d %s, %lld bytes\n", g->images[i].ptx ? "compute" : "sm", (int)g->images[i].sm,
            g->images[i].ptx ? "ptx (JIT-compiled for this and newer GPUs)" : "cubin",
            (long long)g->images[i].size);
-  int64_t *grid1 = calloc((size_t)a->n_steps * 3 + 1, sizeof *grid1);
-  int64_t *gridn = calloc((size_t)a->n_steps * 3 + 1, sizeof *gridn);
-  if (!grid1 || !gridn) {
-    free(grid1);
-    free(gridn);
-    return kn_diag_error(d, "out of memory");
-  }
-  void *args1[1] = {grid1}, *argsn[1] = {gridn};
-  g->grid(args1, 1, 0, 1);
-  g->grid(argsn, a->max_batch, 0, 1);
+  int64_t *grid1, *gridn;
+  if (grids(a, &grid1, &gridn, d) < 0) return -1;
   printf("kernels (grid at N = 1 / N = %lld, block, dynamic shared bytes):\n", (long long)a->max_batch);
   for (int s = 0; s < a->n_steps; s++) {
     const kiln_gpu_launch *l = &g->launches[s];
@@ -84,18 +92,7 @@ static void json_grid(kn_jw *j, const char *key, const int64_t *xyz) {
 static int json_artifact(const char *path, const kiln_artifact *a, kn_diag *d) {
   const kiln_gpu *g = a->abi_minor >= 4 ? a->gpu : NULL;
   int64_t *grid1 = NULL, *gridn = NULL;
-  if (g) {
-    grid1 = calloc((size_t)a->n_steps * 3 + 1, sizeof *grid1);
-    gridn = calloc((size_t)a->n_steps * 3 + 1, sizeof *gridn);
-    if (!grid1 || !gridn) {
-      free(grid1);
-      free(gridn);
-      return kn_diag_error(d, "out of memory");
-    }
-    void *args1[1] = {grid1}, *argsn[1] = {gridn};
-    g->grid(args1, 1, 0, 1);
-    g->grid(argsn, a->max_batch, 0, 1);
-  }
+  if (g && grids(a, &grid1, &gridn, d) < 0) return -1;
   kn_jw j;
   kn_jw_init(&j, stdout);
   kn_jw_object(&j, NULL);
