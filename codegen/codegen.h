@@ -46,8 +46,9 @@ int kn_cg_package_cuda(const kn_plan *plan, const kn_target *t, const struct kn_
  * output's stem + ".h" (malloc'd; the caller frees). */
 char *kn_cg_header_path(const char *out_path, const char *header_path);
 /* -1 with a one-line diagnostic when `path` holds a header kiln wrote for a
- * prefix other than `prefix` (it belongs to another artifact); 0 when the
- * file is missing, kiln's for the same prefix, or not kiln's. */
+ * prefix other than `prefix` (it belongs to another artifact), or a file
+ * kiln did not write (replacing it would lose it); 0 when the file is
+ * missing, empty, or kiln's for the same prefix. */
 int kn_cg_header_check(const char *path, const char *prefix, kn_diag *d);
 
 /* 0 if this kiln can package artifacts for `t` (it carries a runtime for the
