@@ -181,6 +181,8 @@ typedef struct kn_at_measure_opts {
                                  fork, so they share its pages and fault none in */
   size_t sweep_bytes;
   const char *workdir;  /* temporary files */
+  bool accept_noisy;    /* take the samples asked for, disturbed or not, rather than up to
+                           three times as many to find undisturbed ones (--keep-noisy) */
   const char *runner;       /* "HOST:PORT": run candidates on a kiln-runner (runner/), or NULL: here */
   const char *runner_token; /* its shared token */
 } kn_at_measure_opts;

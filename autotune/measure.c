@@ -322,7 +322,7 @@ static void run_child(int fd, const char *so_path, const char *ref_path, bool wr
   }
   kn_rt_timing tm;
   kn_rt_time(&l, (const void *const *)ins, outs, ws, batch, &d, kn_at_now, reps, o->warm ? o->min_repeat_s : 0, ns,
-             o->warm ? NULL : cold_prepare, &cc, &tm);
+             !o->accept_noisy, o->warm ? NULL : cold_prepare, &cc, &tm);
   kn_rt_busy_stop(busy, n_busy);
   m.result.seconds = tm.seconds;
   m.result.noisy = tm.noisy;

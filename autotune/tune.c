@@ -190,12 +190,14 @@ static int record(session *S, task *T, const kn_schedule *s, const kn_at_result 
 
 /* Times the built candidate so_path (writing its output to ref_path when
  * write_ref, else comparing with it) in a run child; a timing that comes
- * back noisy is taken once more, and the second stands. */
+ * back noisy is taken once more, and the second stands. With --keep-noisy
+ * the first stands: the user keeps noise rather than wait for a machine
+ * that will not get quieter, and a second child would double the time. */
 static kn_at_result time_candidate(session *S, const char *so, const char *ref, bool write_ref, kn_at_fault fault) {
   kn_at_job run;
   kn_at_run_start(&run, so, ref, write_ref, &S->measure, fault);
   kn_at_jobs_wait(&run, 1, S->o->stop);
-  if (run.result.status == KN_AT_OK && run.result.noisy && !(S->o->stop && *S->o->stop)) {
+  if (run.result.status == KN_AT_OK && run.result.noisy && !S->o->keep_noisy && !(S->o->stop && *S->o->stop)) {
     S->sum->remeasured++;
     kn_at_run_start(&run, so, ref, false, &S->measure, fault);
     kn_at_jobs_wait(&run, 1, S->o->stop);
@@ -672,6 +674,7 @@ int kn_at_tune_alternatives(const kn_graph *const *gs, const kn_groups *const *g
     return kn_diag_error(d, "tune: cannot create a temporary folder under %s", tmp && *tmp ? tmp : "/tmp");
   }
   S.measure = o->measure;
+  S.measure.accept_noisy = o->keep_noisy;
   unsigned char *sweep = NULL;
   if (!S.warm) {
     size_t model = model_bytes(gs[0]), cap = 2 * (size_t)kn_at_llc_bytes();

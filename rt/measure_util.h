@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -132,6 +133,7 @@ static inline double kn_rt_median(double *v, int64_t n) {
 #define KN_RT_MAX_SAMPLES 64
 #define KN_RT_MAX_SPREAD 1.5
 #define KN_RT_MAX_WAIT 0.03
+#define KN_RT_MAX_STRETCH 20
 
 typedef struct kn_rt_timing {
   double seconds;   /* median per run of the samples below */
@@ -168,27 +170,38 @@ static inline long kn_rt_preemptions(void) {
 }
 
 /* Takes samples of `reps` runs each until `want` (1..21) undisturbed ones, or
- * 3 x want in all; prepare(ctx), when given, runs untimed before each sample
+ * 3 x want in all (`hunt`; else want in all, disturbed or not); prepare(ctx), when given, runs untimed before each sample
  * (the cold cache state). With target_s > 0 a sample should last that long:
  * one that came out undisturbed but under a quarter of it is dropped and
  * reps calibrated again from it (at most 3 times), since reps calibrated
  * on a busy machine can make samples of a few microseconds that slip
  * between two time slices and look undisturbed. */
 static inline void kn_rt_time(const kn_loader *l, const void *const *ins, void *const *outs, void *ws, int64_t batch,
-                              kn_diag *d, double (*now)(void), long reps, double target_s, int want,
+                              kn_diag *d, double (*now)(void), long reps, double target_s, int want, bool hunt,
                               void (*prepare)(void *), void *ctx, kn_rt_timing *t) {
   double all[KN_RT_MAX_SAMPLES], clean[KN_RT_MAX_SAMPLES];
   int n = 0, n_clean = 0, recalibrated = 0;
   if (want < 1) want = 1;
   if (3 * want > KN_RT_MAX_SAMPLES) want = KN_RT_MAX_SAMPLES / 3;
-  while (n_clean < want && n < 3 * want) {
+  while (n_clean < want && n < (hunt ? 3 : 1) * want) {
     if (prepare) prepare(ctx);
     long switches = kn_rt_preemptions();
     double waited = kn_rt_run_delay(), start = now();
-    for (long r = 0; r < reps; r++) kn_loader_run(l, ins, outs, ws, batch, d);
-    double wall = now() - start, s = wall / (double)reps;
-    bool disturbed = waited >= 0 ? kn_rt_run_delay() - waited > KN_RT_MAX_WAIT * wall
-                                 : kn_rt_preemptions() != switches;
+    long done = 0;
+    bool cut = false;
+    while (done < reps) {
+      kn_loader_run(l, ins, outs, ws, batch, d);
+      /* a sample 20 times longer than it should be is cut short: under
+       * heavy load each run of a parallel kernel can wait a whole time
+       * slice for its threads, and the reps would take minutes */
+      if ((++done & 63) == 0 && target_s > 0 && now() - start > KN_RT_MAX_STRETCH * target_s) {
+        cut = true;
+        break;
+      }
+    }
+    double wall = now() - start, s = wall / (double)done;
+    bool disturbed = cut || (waited >= 0 ? kn_rt_run_delay() - waited > KN_RT_MAX_WAIT * wall
+                                         : kn_rt_preemptions() != switches);
     if (!disturbed && target_s > 0 && wall < 0.25 * target_s && reps < 100000 && recalibrated < 3) {
       recalibrated++;
       reps = s > 0 ? (long)(target_s / s) + 1 : 100000;
@@ -223,12 +236,18 @@ static inline void kn_rt_timing_why(const kn_rt_timing *t, char *buf, size_t cap
  * machine shared with other work. */
 static inline int kn_rt_busy_start(pid_t *pids, int n) {
   int started = 0;
+  pid_t parent = getpid();
   for (; started < n; started++) {
     pid_t p = fork();
     if (p < 0) break;
-    if (p == 0)
+    if (p == 0) {
+      /* die with the process that planted the load, even when it is killed
+       * (a run child past its timeout) before kn_rt_busy_stop */
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != parent) _exit(0);
       for (volatile unsigned long x = 0;; x++) {
       }
+    }
     pids[started] = p;
   }
   return started;

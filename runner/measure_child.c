@@ -135,8 +135,8 @@ _Noreturn void kn_runner_measure_child(int fd, const char *so_path, const unsign
   long reps = once > 0 ? (long)(rq->repeat_s / once) + 1 : 1000;
   if (reps > 100000) reps = 100000;
   kn_rt_timing tm;
-  kn_rt_time(&l, (const void *const *)ins, outs, ws, batch, &d, now_s, reps, rq->repeat_s, rq->samples, NULL, NULL,
-             &tm);
+  kn_rt_time(&l, (const void *const *)ins, outs, ws, batch, &d, now_s, reps, rq->repeat_s, rq->samples, true, NULL,
+             NULL, &tm);
   kn_rt_busy_stop(busy, n_busy);
   o.seconds = tm.seconds;
   o.noisy = tm.noisy;

@@ -273,7 +273,7 @@ static void print_summary(const kn_at_summary *sum, const kn_at_options *o) {
           sum->confirmed, sum->confirmed_default, sum->confirm_s, o->log_path);
   if (sum->noisy_timings > 0)
     fprintf(stderr,
-            "kiln: warning: tune: %d of %d timings stayed noisy after %d re-timings (other processes took the "
+            "kiln: warning: tune: %d of %d timings were noisy after %d re-timings (other processes took the "
             "CPUs); %s; tune on an idle machine, or with fewer --threads\n",
             sum->noisy_timings, sum->timings, sum->remeasured,
             o->keep_noisy ? "they are recorded as ok, marked \"noisy\" (--keep-noisy)"

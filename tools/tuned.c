@@ -56,6 +56,15 @@ bool kn_tuned_runs_record(const kn_tuned *t, const kn_kernel_build *kernels, int
   return kernels[i].kernel == t->tuned[i];
 }
 
+/* Whether some record of the log, whatever its status, is of one of the
+ * n kernels built. */
+static bool of_the_model(const kn_tuned *t, int n) {
+  for (int i = 0; i < n && i < t->replay.n_kernels; i++)
+    for (int k = 0; k < t->log.n; k++)
+      if (!strcmp(t->log.records[k].key, t->replay.keys[i])) return true;
+  return false;
+}
+
 /* What the log did to each kernel: with -v a line per kernel and the
  * counts; without, a warning when it did nothing, which is most often a log
  * of another model or another target. */
@@ -84,11 +93,18 @@ static void explain(const kn_tuned *t, const kn_kernel_build *kernels, int n, co
             "have no record, %d a record that does not fit, %d keep their default for a row pipe)\n",
             count[KN_AT_TUNED] - kept, r->n_kernels, count[KN_AT_BEST_DEFAULT], count[KN_AT_NO_RECORD],
             count[KN_AT_UNFIT], kept);
-  else if (count[KN_AT_NO_RECORD] == r->n_kernels && r->n_kernels > 0)
+  else if (o->replay_defaults || o->replay_alone)
+    return; /* the model check's builds: a rank a key lacks is no news */
+  else if (count[KN_AT_NO_RECORD] == r->n_kernels && r->n_kernels > 0 && !of_the_model(t, n))
     fprintf(stderr,
             "kiln: warning: tuning log '%s': none of its %d records for this target is of a kernel of this model; "
             "every kernel keeps its default schedule\n",
             o->tuning_log, t->log.n);
+  else if (count[KN_AT_NO_RECORD] == r->n_kernels && r->n_kernels > 0)
+    fprintf(stderr,
+            "kiln: warning: tuning log '%s': its records of this model's kernels are none of them ok (noisy or "
+            "failed timings); every kernel keeps its default schedule\n",
+            o->tuning_log);
   else if (count[KN_AT_UNFIT] > 0)
     fprintf(stderr,
             "kiln: warning: tuning log '%s': the best records of %d kernels do not fit them (a log of another "
