@@ -21,7 +21,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
-from common import TempDir, default_kiln, describe_failure, ort_reference, run, sanitizer_report
+from common import TempDir, default_kiln, describe_failure, ort_reference, run, sanitizer_report, save_inputs
 
 BIG, SMALL = 1000000, -1000000000
 F32, I64 = TensorProto.FLOAT, TensorProto.INT64
@@ -142,15 +142,6 @@ class CaseFailure(Exception):
     pass
 
 
-def save_feeds(tmp, tag, feeds):
-    args = []
-    for k, v in feeds.items():
-        f = os.path.join(tmp, f"{tag}_{k}.npy")
-        np.save(f, v)
-        args += ["--input", f"{k}={f}"]
-    return args
-
-
 def compile_model(kiln, tmp, name, m, flags):
     path = os.path.join(tmp, name + ".onnx")
     onnx.save(m, path)
@@ -163,7 +154,7 @@ def compile_model(kiln, tmp, name, m, flags):
 
 def kiln_run(kiln, tmp, tag, out, feeds):
     odir = os.path.join(tmp, tag + "_out")
-    proc = run([kiln, "run", out, *save_feeds(tmp, tag, feeds), "--output-dir", odir])
+    proc = run([kiln, "run", out, *save_inputs(tmp, tag, feeds), "--output-dir", odir])
     return proc, odir
 
 

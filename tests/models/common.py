@@ -95,6 +95,16 @@ def make_inputs(specs, batch=1, seed=0):
     return feeds
 
 
+def save_inputs(tmp, tag, feeds):
+    """Writes each feed to TMP/TAG_NAME.npy; returns the `kiln run --input` flags."""
+    args = []
+    for k, v in feeds.items():
+        f = os.path.join(tmp, f"{tag}_{k}.npy")
+        np.save(f, v)
+        args += ["--input", f"{k}={f}"]
+    return args
+
+
 def ort_session(model_path, threads=1, optimize=False):
     """An ONNX Runtime CPU session. The reference for tests uses optimize=False
     (ORT_DISABLE_ALL: ORT evaluates the graph as written); the benchmark uses

@@ -11,21 +11,12 @@ import os
 import numpy as np
 import onnx
 
-from common import TempDir, compare, default_kiln, describe_failure, ort_reference, run, sanitizer_report
+from common import (TempDir, compare, default_kiln, describe_failure, ort_reference, run, sanitizer_report,
+                    save_inputs)
 
 
 class CaseFailure(Exception):
     pass
-
-
-def save_inputs(tmp, tag, feeds):
-    """Writes each feed to TAG_NAME.npy; returns the `kiln run --input` flags."""
-    args = []
-    for k, v in feeds.items():
-        f = os.path.join(tmp, f"{tag}_{k}.npy")
-        np.save(f, v)
-        args += ["--input", f"{k}={f}"]
-    return args
 
 
 def compile_model(kiln, tmp, name, m, inputs):
