@@ -303,11 +303,8 @@ static void run_child(int fd, const char *so_path, const char *ref_path, bool wr
   static kn_at_cold cc; /* large; one per child */
   long reps = 1;
   int ns;
-  pid_t busy[KN_AT_MAX_BUSY];
-  int n_busy = fault == KN_AT_FAULT_BUSY ? kn_rt_busy_start(busy, 2 * (int)sysconf(_SC_NPROCESSORS_ONLN) < KN_AT_MAX_BUSY
-                                                                       ? 2 * (int)sysconf(_SC_NPROCESSORS_ONLN)
-                                                                       : KN_AT_MAX_BUSY)
-                                         : 0;
+  pid_t busy[KN_RT_MAX_BUSY];
+  int n_busy = fault == KN_AT_FAULT_BUSY ? kn_rt_busy_start(busy) : 0;
   double once = kn_rt_settle(&l, (const void *const *)ins, outs, ws, batch, &d, kn_at_now);
   if (o->warm) {
     reps = once > 0 ? (long)(o->min_repeat_s / once) + 1 : 1000;

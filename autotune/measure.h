@@ -10,7 +10,6 @@
 #include "autotune/autotune.h"
 
 #define KN_AT_INTERRUPTED KN_AT_STATUS_COUNT /* result status: stopped by the user, not recorded */
-#define KN_AT_MAX_BUSY 64                    /* planted load: spinning processes at most */
 
 typedef struct kn_at_job {
   pid_t pid;

@@ -231,10 +231,14 @@ static inline void kn_rt_timing_why(const kn_rt_timing *t, char *buf, size_t cap
     snprintf(buf, cap, "noisy: its timing samples disagree (quartiles %.2fx apart)", t->spread);
 }
 
-/* Planted load for tests (--plant-faults busy): n processes that spin on
- * every CPU until kn_rt_busy_stop, so that the timing is preempted as on a
- * machine shared with other work. */
-static inline int kn_rt_busy_start(pid_t *pids, int n) {
+/* Planted load for tests (--plant-faults busy): two processes per CPU (at
+ * most KN_RT_MAX_BUSY, their pids into pids[KN_RT_MAX_BUSY]) that spin until
+ * kn_rt_busy_stop, so that the timing is preempted as on a machine shared
+ * with other work. Returns how many started. */
+#define KN_RT_MAX_BUSY 64
+static inline int kn_rt_busy_start(pid_t *pids) {
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  int n = cpus > 0 && cpus < KN_RT_MAX_BUSY / 2 ? 2 * (int)cpus : KN_RT_MAX_BUSY;
   int started = 0;
   pid_t parent = getpid();
   for (; started < n; started++) {

@@ -128,9 +128,8 @@ _Noreturn void kn_runner_measure_child(int fd, const char *so_path, const unsign
   }
   /* timing: settle (kn_rt_settle, which calibrates the repeats per sample),
    * then the median of the undisturbed samples (kn_rt_time) */
-  pid_t busy[64];
-  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  int n_busy = strcmp(rq->fault, "busy") ? 0 : kn_rt_busy_start(busy, cpus > 0 && cpus < 32 ? 2 * (int)cpus : 64);
+  pid_t busy[KN_RT_MAX_BUSY];
+  int n_busy = strcmp(rq->fault, "busy") ? 0 : kn_rt_busy_start(busy);
   double once = kn_rt_settle(&l, (const void *const *)ins, outs, ws, batch, &d, now_s);
   long reps = once > 0 ? (long)(rq->repeat_s / once) + 1 : 1000;
   if (reps > 100000) reps = 100000;

@@ -236,9 +236,8 @@ int kn_model_check(const kn_model_check_opts *o, kn_model_check_summary *sum, kn
   int rc_rounds = 0;
   for (int j = 0; j < NB; j++)
     if (open_one(o, &b[j], batch, d) < 0) goto done;
-  pid_t busy[64];
-  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  int n_busy = o->plant_busy ? kn_rt_busy_start(busy, cpus > 0 && cpus < 32 ? 2 * (int)cpus : 64) : 0;
+  pid_t busy[KN_RT_MAX_BUSY];
+  int n_busy = o->plant_busy ? kn_rt_busy_start(busy) : 0;
   for (int r = 0; r < o->rounds && rc_rounds == 0; r++)
     for (int k = 0; k < NB && rc_rounds == 0; k++) /* in turns, the first rotating, so a slow phase falls on all */
       rc_rounds = round_of(o, &b[(k + r) % NB], r, batch, sum, d);
