@@ -601,10 +601,13 @@ def case_noise(a, tmp):
     assert tuned_count("noisy") == 0 and tuned_count("ok") == 1
 
     log2 = os.path.join(tmp, "k.jsonl")
-    proc = tune(a.kiln, model, log2, 2, "--plant-faults", "busy,busy-check", "--model-check", "1")
+    # --keep-noisy takes 5 samples without hunting for clean ones, so one planted timing can
+    # come out clean (about 1 in 6 on a loaded 2-core VM); three planted, one must be noisy
+    proc = tune(a.kiln, model, log2, 3, "--plant-faults", "busy,busy,busy,busy-check", "--model-check", "1")
     recs = records(log2)
     timed = [r for r in recs if not r["default"] and searched(r) and r["status"] not in ("invalid", "crash")]
-    assert timed[0]["status"] == "ok" and timed[0]["noisy"] is True, timed[0]
+    assert all(r["status"] == "ok" for r in timed[:3]), timed[:3]
+    assert any(r.get("noisy") is True for r in timed[:3]), timed[:3]
     model_recs = [r for r in recs if r["cache"] == "model"]
     assert all(r["noisy"] is True for r in model_recs), model_recs
     assert "--keep-noisy" in proc.stderr, proc.stderr[-2000:]
