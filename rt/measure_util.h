@@ -7,6 +7,8 @@
 #define KN_RT_MEASURE_UTIL_H
 
 #include <dirent.h>
+#include <errno.h>
+#include <sched.h>
 #include <math.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -144,12 +146,13 @@ typedef struct kn_rt_timing {
 } kn_rt_timing;
 
 /* Seconds this process's threads have waited runnable, or -1 where the
- * kernel does not say. */
+ * kernel does not say: no schedstat files, or files that read zero time
+ * run (a kernel without scheduler statistics prints zeros, and this very
+ * thread has run). */
 static inline double kn_rt_run_delay(void) {
   DIR *dir = opendir("/proc/self/task");
   if (!dir) return -1;
-  double sum = 0;
-  bool any = false;
+  double waited = 0, ran = 0;
   struct dirent *e;
   while ((e = readdir(dir))) {
     if (e->d_name[0] == '.') continue;
@@ -157,16 +160,35 @@ static inline double kn_rt_run_delay(void) {
     snprintf(path, sizeof path, "/proc/self/task/%.20s/schedstat", e->d_name);
     FILE *f = fopen(path, "r");
     unsigned long long run = 0, wait = 0;
-    if (f && fscanf(f, "%llu %llu", &run, &wait) == 2) sum += (double)wait * 1e-9, any = true;
+    if (f && fscanf(f, "%llu %llu", &run, &wait) == 2) waited += (double)wait * 1e-9, ran += (double)run;
     if (f) fclose(f);
   }
   closedir(dir);
-  return any ? sum : -1;
+  return ran > 0 ? waited : -1;
 }
 
 static inline long kn_rt_preemptions(void) {
   struct rusage ru;
   return getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_nivcsw : 0;
+}
+
+/* Where a sample starts, for kn_rt_disturbed: the run delay, and the
+ * preemptions where the kernel keeps no run delay. */
+typedef struct kn_rt_mark {
+  double waited;
+  long switches;
+} kn_rt_mark;
+
+static inline kn_rt_mark kn_rt_mark_now(void) {
+  return (kn_rt_mark){.waited = kn_rt_run_delay(), .switches = kn_rt_preemptions()};
+}
+
+/* Whether other processes took the CPUs of a sample that began at m and
+ * lasted wall seconds: its threads waited runnable for more than
+ * KN_RT_MAX_WAIT of it, or, without run delays, were preempted at all. */
+static inline bool kn_rt_disturbed(const kn_rt_mark *m, double wall) {
+  double now = m->waited >= 0 ? kn_rt_run_delay() : -1;
+  return now >= 0 ? now - m->waited > KN_RT_MAX_WAIT * wall : kn_rt_preemptions() != m->switches;
 }
 
 /* Takes samples of `reps` runs each until `want` (1..21) undisturbed ones, or
@@ -185,8 +207,8 @@ static inline void kn_rt_time(const kn_loader *l, const void *const *ins, void *
   if (3 * want > KN_RT_MAX_SAMPLES) want = KN_RT_MAX_SAMPLES / 3;
   while (n_clean < want && n < (hunt ? 3 : 1) * want) {
     if (prepare) prepare(ctx);
-    long switches = kn_rt_preemptions();
-    double waited = kn_rt_run_delay(), start = now();
+    kn_rt_mark mark = kn_rt_mark_now();
+    double start = now();
     long done = 0;
     bool cut = false;
     while (done < reps) {
@@ -200,8 +222,7 @@ static inline void kn_rt_time(const kn_loader *l, const void *const *ins, void *
       }
     }
     double wall = now() - start, s = wall / (double)done;
-    bool disturbed = cut || (waited >= 0 ? kn_rt_run_delay() - waited > KN_RT_MAX_WAIT * wall
-                                         : kn_rt_preemptions() != switches);
+    bool disturbed = cut || kn_rt_disturbed(&mark, wall);
     if (!disturbed && target_s > 0 && wall < 0.25 * target_s && reps < 100000 && recalibrated < 3) {
       recalibrated++;
       reps = s > 0 ? (long)(target_s / s) + 1 : 100000;
@@ -231,29 +252,56 @@ static inline void kn_rt_timing_why(const kn_rt_timing *t, char *buf, size_t cap
     snprintf(buf, cap, "noisy: its timing samples disagree (quartiles %.2fx apart)", t->spread);
 }
 
-/* Planted load for tests (--plant-faults busy): two processes per CPU (at
- * most KN_RT_MAX_BUSY, their pids into pids[KN_RT_MAX_BUSY]) that spin until
- * kn_rt_busy_stop, so that the timing is preempted as on a machine shared
- * with other work. Returns how many started. */
-#define KN_RT_MAX_BUSY 64
+/* Planted load for tests (--plant-faults busy): two processes pinned to
+ * each CPU this process may run on (at most KN_RT_MAX_BUSY, their pids into
+ * pids[KN_RT_MAX_BUSY]) that spin until kn_rt_busy_stop, so that the timing
+ * is preempted as on a machine shared with other work, wherever the
+ * scheduler puts its threads. Returns how many started; a fork that fails
+ * for want of processes is tried again, and a load planted short is said on
+ * stderr, since the test that planted it would otherwise see a quiet
+ * machine and not know why. */
+#define KN_RT_MAX_BUSY 256
 static inline int kn_rt_busy_start(pid_t *pids) {
-  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  int n = cpus > 0 && cpus < KN_RT_MAX_BUSY / 2 ? 2 * (int)cpus : KN_RT_MAX_BUSY;
-  int started = 0;
-  pid_t parent = getpid();
-  for (; started < n; started++) {
-    pid_t p = fork();
-    if (p < 0) break;
-    if (p == 0) {
-      /* die with the process that planted the load, even when it is killed
-       * (a run child past its timeout) before kn_rt_busy_stop */
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (getppid() != parent) _exit(0);
-      for (volatile unsigned long x = 0;; x++) {
-      }
-    }
-    pids[started] = p;
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) {
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    for (long c = 0; c < cpus && c < CPU_SETSIZE; c++) CPU_SET((int)c, &allowed);
   }
+  int n = 2 * CPU_COUNT(&allowed);
+  if (n > KN_RT_MAX_BUSY) n = KN_RT_MAX_BUSY;
+  int started = 0, retries = 0, err = 0;
+  pid_t parent = getpid();
+  for (int cpu = 0; cpu < CPU_SETSIZE && started < n && err == 0; cpu++) {
+    if (!CPU_ISSET(cpu, &allowed)) continue;
+    for (int k = 0; k < 2 && started < n;) {
+      pid_t p = fork();
+      if (p < 0) {
+        if (errno != EAGAIN || ++retries > 50) {
+          err = errno;
+          break;
+        }
+        usleep(10000);
+        continue;
+      }
+      if (p == 0) {
+        /* die with the process that planted the load, even when it is killed
+         * (a run child past its timeout) before kn_rt_busy_stop */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent) _exit(0);
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(cpu, &one);
+        sched_setaffinity(0, sizeof one, &one);
+        for (volatile unsigned long x = 0;; x++) {
+        }
+      }
+      pids[started++] = p;
+      k++;
+    }
+  }
+  if (started < n)
+    fprintf(stderr, "kiln: planted load: %d of %d spinning processes started: %s\n", started, n, strerror(err));
   return started;
 }
 static inline void kn_rt_busy_stop(const pid_t *pids, int n) {

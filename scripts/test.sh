@@ -11,9 +11,10 @@
 #    Python package's tests (label "python"; python_install pip-installs
 #    python/ into a fresh venv and runs them from there).
 # 2. ASan+UBSan build in build-asan/ (-DKILN_SANITIZE=ON) and the tests there
-#    except the large models, the artifact harness and the cross tests (label
-#    filter KILN_ASAN_EXCLUDE, default "models-large|artifact|cross"): unit tests plus the
-#    tiny models and the bad-input cases under the sanitizers.
+#    except the large models, the artifact harness, the cross tests and the
+#    slow tests whose quick sibling does run there (label filter
+#    KILN_ASAN_EXCLUDE, default "models-large|artifact|cross|slow"): unit tests
+#    plus the tiny models and the bad-input cases under the sanitizers.
 # --quick skips the large models in the Release run too. Assumes
 # scripts/setup.sh has run (packages installed). JOBS (default 2) sets the
 # build and ctest parallelism; KILN_BUILD_DIR / KILN_ASAN_BUILD_DIR move the
@@ -26,7 +27,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
 JOBS="${JOBS:-2}"
-ASAN_EXCLUDE="${KILN_ASAN_EXCLUDE:-models-large|artifact|cross}"
+ASAN_EXCLUDE="${KILN_ASAN_EXCLUDE:-models-large|artifact|cross|slow}"
 do_release=1 do_asan=1 quick=0
 for arg in "$@"; do
   case "$arg" in

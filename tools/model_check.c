@@ -131,13 +131,14 @@ static int round_of(const kn_model_check_opts *o, build *b, int r, int64_t batch
     if (kn_loader_run(&b->l, (const void *const *)b->ins, b->outs, b->ws, batch, d) < 0) return -1;
   for (int run = 0; run < o->runs; run++) {
     int64_t n = 0;
-    double waited = kn_rt_run_delay(), t0 = now_s();
+    kn_rt_mark mark = kn_rt_mark_now();
+    double t0 = now_s();
     if (kn_loader_run_profiled(&b->l, (const void *const *)b->ins, b->outs, b->ws, batch, b->events, b->cap, &n,
                                d) < 0)
       return -1;
     double wall = now_s() - t0;
     sum->runs++;
-    if (waited >= 0 && kn_rt_run_delay() - waited > KN_RT_MAX_WAIT * wall) sum->disturbed++;
+    if (kn_rt_disturbed(&mark, wall)) sum->disturbed++;
     for (int64_t e = 0; e < n; e++) {
       const kiln_prof_event *ev = &b->events[e];
       if (ev->task < 0 && ev->step >= 0 && ev->step < a->n_steps)

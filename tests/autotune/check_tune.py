@@ -579,7 +579,11 @@ def case_noise(a, tmp):
     timed = [r for r in recs if not r["default"] and searched(r) and r["status"] not in ("invalid", "crash")]
     assert timed, recs
     planted = timed[0]
-    assert planted["status"] == "noisy" and planted["seconds"] > 0 and "noisy" not in planted, planted
+    # on failure, what the machine says of its scheduler statistics and CPUs, and what kiln said
+    machine = f"cpus {os.cpu_count()}, affinity {len(os.sched_getaffinity(0))}, schedstat " + \
+        open("/proc/self/schedstat").read().strip() if os.path.exists("/proc/self/schedstat") else "none"
+    assert planted["status"] == "noisy" and planted["seconds"] > 0 and "noisy" not in planted, \
+        (planted, machine, proc.stderr[-1500:])
     summary = re.search(r"(\d+) noisy\), ", proc.stderr)
     assert summary and int(summary.group(1)) >= 1, proc.stderr[-2000:]
     assert re.search(r"warning: tune: [1-9]\d* of \d+ timings were noisy", proc.stderr), proc.stderr[-2000:]
