@@ -11,6 +11,7 @@
  *   json.c      the small JSON reader/writer the records need
  *   log.c       tuning records: append, load (bad lines skipped with a
  *               warning), best record per workload for a target
+ *   log_upgrade.c  a log of format version 1 rewritten in the current one
  *   provider.c  a kn_sched_provider replaying the best records (compile)
  *   measure.c   build a candidate into a one-kernel artifact in a child,
  *               run it in another child (timeout, check, median time)
@@ -28,12 +29,16 @@
 
 #include "schedule/schedule.h"
 
-#define KN_AT_FORMAT_VERSION 1
+/* The format records are written in; version 1 (batch dims spelled "N*d"
+ * in keys) is still read (workload.c, log.c). */
+#define KN_AT_FORMAT_VERSION 2
 
 /* ---- workloads ---- */
 /* Canonical key of a fused group of g (arena-allocated in A). Long keys keep
  * their op pattern and end in a 64-bit hash of the full text. */
 const char *kn_at_workload_key(const kn_graph *g, const kn_group *grp, kn_arena *A);
+/* The key as format version 1 spelled it. */
+const char *kn_at_workload_key_v1(const kn_graph *g, const kn_group *grp, kn_arena *A);
 
 /* "TRIPLE -mcpu=CPU -mattr=FEATURES": the target as records name it. */
 void kn_at_target_string(const kn_target *t, char *buf, size_t cap);
@@ -99,6 +104,8 @@ typedef struct kn_at_record {
                   * model (`kiln tune`'s model check, tools/model_check.c) */
   bool noisy;    /* "noisy":true: status ok although the timing stayed disturbed
                   * (kept by `kiln tune --keep-noisy`) */
+  bool old_key;  /* a hashed key of format version 1, which kn_at_log_adopt may
+                  * still rename to its version-2 key */
 } kn_at_record;
 
 typedef struct kn_at_log {
@@ -107,6 +114,9 @@ typedef struct kn_at_log {
   kn_at_record *records; /* for the target asked for, file order */
   int other_target;      /* records for other targets, ignored */
   int bad_lines;         /* lines skipped */
+  int old_keys;          /* records with old_key set */
+  int other_kiln;        /* records written by another version of kiln */
+  char other_kiln_version[32]; /* the first of those versions */
 } kn_at_log;
 
 /* Reads a JSONL log, keeping the records for `target`. A missing file is an
@@ -115,6 +125,31 @@ typedef struct kn_at_log {
 int kn_at_log_load(const char *path, const char *target, bool missing_ok, FILE *warn, kn_at_log *log,
                    kn_diag *d);
 void kn_at_log_free(kn_at_log *log);
+/* The version-2 spelling of a version-1 key (in A when it differs): a short
+ * key without its batch dims' "N*" (a dim prints as digits, so "N*" occurs
+ * nowhere else); a hashed key as it is, *hashed set, since its hash may be
+ * of a text with "N*". */
+const char *kn_at_key_from_v1(const char *key, kn_arena *A, bool *hashed);
+/* `kiln tune --upgrade-log` (log_upgrade.c): rewrites the log at path in
+ * place with its version-1 records in the current version; a hashed key
+ * found in keys_v1[0..n) becomes keys[i] (the version-2 keys of the same
+ * kernels), one found nowhere stays a version-1 record. */
+typedef struct kn_at_upgrade_counts {
+  int upgraded; /* records rewritten */
+  int renamed;  /* of them, hashed keys renamed by the model's kernels */
+  int left;     /* version-1 records left as they were */
+  int current;  /* records already in the current version */
+  int other;    /* lines that are no record kiln reads (kept as they are) */
+} kn_at_upgrade_counts;
+int kn_at_log_upgrade(const char *path, const char *const *keys_v1, const char *const *keys, int n,
+                      kn_at_upgrade_counts *c, kn_diag *d);
+/* Renames the version-1 hashed keys key_v1 of log to key, the version-2 key
+ * of the same kernel; returns how many. */
+int kn_at_log_adopt(kn_at_log *log, const char *key_v1, const char *key);
+/* The key of a fused group of g, after renaming log's version-1 records of
+ * it (log may be NULL): what compile and tune look records up by. */
+const char *kn_at_log_key(kn_at_log *log, const kn_graph *g, const kn_group *grp, kn_arena *A);
+
 /* Best OK record for a key, or NULL: where the key has in-model records of
  * two schedules (a model check compared them), the fastest of those;
  * else as kn_at_log_best_alone. */
@@ -148,7 +183,7 @@ typedef enum kn_at_replay_outcome {
 } kn_at_replay_outcome;
 
 typedef struct kn_at_replay {
-  const kn_at_log *log;
+  kn_at_log *log;
   kn_arena *arena;
   int n_kernels, n_tuned; /* counts, for a summary line */
   bool defaults_only;     /* look the records up, keep every default (a model check's baseline) */

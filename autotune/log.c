@@ -1,6 +1,6 @@
 /* log.c — tuning records, one JSON object per line:
  *
- *   {"v":1,"kiln":"0.1.0","target":"x86_64-... -mcpu=... -mattr=...",
+ *   {"v":2,"kiln":"0.1.0","target":"x86_64-... -mcpu=... -mattr=...",
  *    "key":"<workload key>","trace":[...primitives...],"seconds":1.2e-05,
  *    "status":"ok","default":false,"cache":"cold","time":"2025-01-01T12:00:00Z"}
  *
@@ -18,7 +18,11 @@
  * that is not such an object (bad JSON, a missing field, a trace that does
  * not parse, another format version) is skipped with one warning naming the
  * file and line. Traces are stored re-serialized in canonical form, so a
- * candidate is "already measured" exactly when its canonical text matches. */
+ * candidate is "already measured" exactly when its canonical text matches.
+ *
+ * Version 1 differs in keys only (workload.c): a short one is read with its
+ * batch dims' "N*" dropped, which is its version-2 key; a hashed one is
+ * marked old_key until kn_at_log_adopt names it by a kernel's keys. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,16 +50,56 @@ void kn_at_log_add(kn_at_log *log, const kn_at_record *r) {
   c->trace = kn_arena_strdup(&log->arena, r->trace);
 }
 
+const char *kn_at_key_from_v1(const char *key, kn_arena *A, bool *old) {
+  *old = strchr(key, '#') != NULL;
+  if (*old || !strstr(key, "N*")) return key;
+  char *out = kn_arena_alloc(A, strlen(key) + 1), *o = out;
+  for (const char *p = key; *p; p++) {
+    if (p[0] == 'N' && p[1] == '*' && (p == key || p[-1] == '[' || p[-1] == ',')) {
+      p++;
+      continue;
+    }
+    *o++ = *p;
+  }
+  *o = 0;
+  return out;
+}
+
+int kn_at_log_adopt(kn_at_log *log, const char *key_v1, const char *key) {
+  int n = 0;
+  if (!log->old_keys || !strcmp(key_v1, key)) return 0;
+  for (int i = 0; i < log->n; i++) {
+    kn_at_record *r = &log->records[i];
+    if (!r->old_key || strcmp(r->key, key_v1)) continue;
+    r->key = kn_arena_strdup(&log->arena, key);
+    r->old_key = false;
+    log->old_keys--;
+    n++;
+  }
+  return n;
+}
+
+const char *kn_at_log_key(kn_at_log *log, const kn_graph *g, const kn_group *grp, kn_arena *A) {
+  const char *key = kn_at_workload_key(g, grp, A);
+  if (log && log->old_keys) { /* the version-1 text is longer: hashed, it may be so where this one is not */
+    const char *v1 = kn_at_workload_key_v1(g, grp, A);
+    if (strchr(v1, '#')) kn_at_log_adopt(log, v1, key);
+  }
+  return key;
+}
+
 /* One line -> record; NULL return with `why` on a bad line. */
-static bool parse_line(const char *line, kn_arena *scratch, kn_at_record *r, char *why, size_t cap) {
+static bool parse_line(const char *line, kn_arena *scratch, kn_at_record *r, const char **kiln, char *why,
+                       size_t cap) {
   char err[128];
   kn_json *j = kn_json_parse(line, scratch, err, sizeof err);
   if (!j) return snprintf(why, cap, "not JSON (%s)", err), false;
   if (j->kind != KN_JSON_OBJ) return snprintf(why, cap, "not a JSON object"), false;
   int64_t v;
   if (!kn_json_int(kn_json_get(j, "v"), &v)) return snprintf(why, cap, "no format version \"v\""), false;
-  if (v != KN_AT_FORMAT_VERSION)
-    return snprintf(why, cap, "format version %lld, this kiln reads %d", (long long)v, KN_AT_FORMAT_VERSION), false;
+  if (v < 1 || v > KN_AT_FORMAT_VERSION)
+    return snprintf(why, cap, "format version %lld, this kiln reads 1 to %d", (long long)v, KN_AT_FORMAT_VERSION),
+           false;
   const kn_json *target = kn_json_get(j, "target"), *key = kn_json_get(j, "key"), *status = kn_json_get(j, "status"),
                 *seconds = kn_json_get(j, "seconds"), *dflt = kn_json_get(j, "default"),
                 *cache = kn_json_get(j, "cache"), *confirm = kn_json_get(j, "confirm"),
@@ -84,11 +128,14 @@ static bool parse_line(const char *line, kn_arena *scratch, kn_at_record *r, cha
   char *trace = kn_arena_alloc(scratch, 4096);
   kn_at_trace_write(&s, trace, 4096);
   r->target = target->str;
-  r->key = key->str;
+  r->old_key = false;
+  r->key = v == 1 ? kn_at_key_from_v1(key->str, scratch, &r->old_key) : key->str;
   r->trace = trace;
   r->is_default = dflt && dflt->kind == KN_JSON_BOOL && dflt->num != 0;
   r->confirm = confirm && confirm->kind == KN_JSON_BOOL && confirm->num != 0;
   r->noisy = noisy && noisy->kind == KN_JSON_BOOL && noisy->num != 0;
+  const kn_json *version = kn_json_get(j, "kiln");
+  *kiln = version && version->kind == KN_JSON_STR ? version->str : NULL;
   return true;
 }
 
@@ -113,12 +160,17 @@ int kn_at_log_load(const char *path, const char *target, bool missing_ok, FILE *
     kn_arena scratch;
     kn_arena_init(&scratch);
     kn_at_record r;
+    const char *kiln = NULL;
     char why[256];
     if ((size_t)len != strlen(line)) {
       snprintf(why, sizeof why, "NUL byte in the line");
-    } else if (parse_line(line, &scratch, &r, why, sizeof why)) {
-      if (!strcmp(r.target, target))
+    } else if (parse_line(line, &scratch, &r, &kiln, why, sizeof why)) {
+      if (!strcmp(r.target, target)) {
         kn_at_log_add(log, &r);
+        log->old_keys += r.old_key;
+        if (kiln && strcmp(kiln, KILN_VERSION) && !log->other_kiln++)
+          snprintf(log->other_kiln_version, sizeof log->other_kiln_version, "%s", kiln);
+      }
       else
         log->other_target++;
       kn_arena_free(&scratch);

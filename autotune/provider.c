@@ -9,7 +9,7 @@
 static void replay_choose(void *ctx, const kn_sched_task *task, kn_schedule *s) {
   kn_at_replay *r = ctx;
   int k = r->n_kernels++;
-  const char *key = kn_at_workload_key(task->g, task->grp, r->arena);
+  const char *key = kn_at_log_key(r->log, task->g, task->grp, r->arena);
   const kn_at_record *best = r->rank > 0 || r->alone ? kn_at_log_ranked_alone(r->log, key, r->rank)
                                                       : kn_at_log_best(r->log, key);
   if (!best && k >= r->cap) return;

@@ -214,7 +214,7 @@ static void make_tasks(session *S, kn_arena *A) {
   S->tasks = KN_NEW_ARRAY(A, task, total + 1);
   for (int a = 0; a < S->n_alts; a++)
     for (int i = 0; i < S->grs[a]->n; i++) {
-      const char *key = kn_at_workload_key(S->gs[a], &S->grs[a]->groups[i], A);
+      const char *key = kn_at_log_key(&S->log, S->gs[a], &S->grs[a]->groups[i], A);
       int k = 0;
       while (k < S->n_tasks && strcmp(S->tasks[k].key, key)) k++;
       if (k == S->n_tasks) S->tasks[S->n_tasks++] = (task){.key = key, .graph = a, .group = i};

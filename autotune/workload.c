@@ -4,10 +4,17 @@
  * by name, and its inputs: "%k.o" (output o of the group's k-th node) or an
  * external input "x<slot>:<dtype>[dims]" with 'c' appended for constants
  * (their contents never enter the key); then "->" and the kernel output's
- * dtype and shape. Batch dims print as "N*d". Layout is part of the op
- * (ConvNHWC ...). Names of nodes and values never enter the key, so the same
- * workload in two models gets the same key. Keys longer than 200 characters
- * become "<op pattern>#<64-bit FNV-1a hash of the text>". */
+ * dtype and shape. A batch dim prints as its extent at batch 1, so that a
+ * model exported with a symbolic batch and the same model with the batch
+ * fixed to 1 key alike: the tuner measures both at batch 1, and a schedule
+ * that does not fit the other kernel is refused when it is validated. Layout
+ * is part of the op (ConvNHWC ...). Names of nodes and values never enter
+ * the key, so the same workload in two models gets the same key. Keys longer
+ * than 200 characters become "<op pattern>#<64-bit FNV-1a hash of the text>".
+ *
+ * Logs of format version 1 spelled batch dims "N*d" (kn_at_workload_key_v1);
+ * log.c reads their short keys by dropping the "N*", and a hashed one is
+ * matched by the version-1 key of a kernel (kn_at_log_adopt). */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,10 +45,10 @@ static void put(text *t, const char *fmt, ...) {
   }
 }
 
-static void put_shape(text *t, kn_dtype dt, const kn_shape *s) {
+static void put_shape(text *t, kn_dtype dt, const kn_shape *s, bool v1) {
   put(t, "%s[", kn_dtype_name(dt));
   for (int i = 0; i < s->rank; i++)
-    put(t, "%s%s%lld", i ? "," : "", (s->batch_mask >> i) & 1u ? "N*" : "", (long long)s->dim[i]);
+    put(t, "%s%s%lld", i ? "," : "", v1 && (s->batch_mask >> i) & 1u ? "N*" : "", (long long)s->dim[i]);
   put(t, "]");
 }
 
@@ -49,7 +56,7 @@ static int cmp_attr(const void *a, const void *b) {
   return strcmp((*(const kn_attr *const *)a)->name, (*(const kn_attr *const *)b)->name);
 }
 
-static void put_attrs(text *t, const kn_graph *g, const kn_node *n) {
+static void put_attrs(text *t, const kn_graph *g, const kn_node *n, bool v1) {
   const kn_attr *sorted[64];
   int m = n->n_attr < 64 ? n->n_attr : 64;
   for (int i = 0; i < m; i++) sorted[i] = &n->attrs[i];
@@ -74,7 +81,7 @@ static void put_attrs(text *t, const kn_graph *g, const kn_node *n) {
       put(t, a->n ? ")" : "()");
       break;
     case KN_ATTR_TENSOR:
-      if (a->value >= 0 && a->value < g->n_values) put_shape(t, g->values[a->value].dtype, &g->values[a->value].shape);
+      if (a->value >= 0 && a->value < g->n_values) put_shape(t, g->values[a->value].dtype, &g->values[a->value].shape, v1);
       break;
     case KN_ATTR_GRAPH: put(t, "graph"); break;
     }
@@ -88,7 +95,7 @@ static uint64_t fnv1a(const char *s, size_t n) {
   return h;
 }
 
-const char *kn_at_workload_key(const kn_graph *g, const kn_group *grp, kn_arena *A) {
+static const char *key_of(const kn_graph *g, const kn_group *grp, kn_arena *A, bool v1) {
   text t = {.buf = malloc(256), .cap = 256};
   KN_ASSERT(t.buf, "out of memory");
   text pattern = {.buf = malloc(64), .cap = 64};
@@ -101,7 +108,7 @@ const char *kn_at_workload_key(const kn_graph *g, const kn_group *grp, kn_arena 
     put(&t, "%s%s", i ? " " : "", op);
     put(&pattern, "%s%s", i ? "+" : "", op);
     if (grp->nodes[i] == grp->anchor && grp->output_index) put(&t, "@%d", grp->output_index);
-    put_attrs(&t, g, n);
+    put_attrs(&t, g, n, v1);
     put(&t, "(");
     for (int k = 0; k < n->n_in; k++) {
       int v = n->in[k];
@@ -126,13 +133,13 @@ const char *kn_at_workload_key(const kn_graph *g, const kn_group *grp, kn_arena 
         if (ext[j] == v) slot = j;
       if (slot < 0 && n_ext < 64) ext[slot = n_ext++] = v;
       put(&t, "x%d:", slot);
-      put_shape(&t, g->values[v].dtype, &g->values[v].shape);
+      put_shape(&t, g->values[v].dtype, &g->values[v].shape, v1);
       if (g->values[v].data) put(&t, "c");
     }
     put(&t, ")");
   }
   put(&t, "->");
-  put_shape(&t, g->values[grp->output].dtype, &g->values[grp->output].shape);
+  put_shape(&t, g->values[grp->output].dtype, &g->values[grp->output].shape, v1);
   const char *key;
   if (t.n <= 200)
     key = kn_arena_strdup(A, t.buf);
@@ -141,6 +148,14 @@ const char *kn_at_workload_key(const kn_graph *g, const kn_group *grp, kn_arena 
   free(t.buf);
   free(pattern.buf);
   return key;
+}
+
+const char *kn_at_workload_key(const kn_graph *g, const kn_group *grp, kn_arena *A) {
+  return key_of(g, grp, A, false);
+}
+
+const char *kn_at_workload_key_v1(const kn_graph *g, const kn_group *grp, kn_arena *A) {
+  return key_of(g, grp, A, true);
 }
 
 void kn_at_target_string(const kn_target *t, char *buf, size_t cap) {

@@ -59,6 +59,7 @@ typedef struct tune_args {
   bool evolve;
   int check_rounds; /* --model-check */
   bool plant_busy_check; /* --plant-faults busy-check */
+  bool upgrade_log;      /* --upgrade-log */
   kn_at_options o;
 } tune_args;
 
@@ -159,6 +160,10 @@ static int parse_args(int argc, char **argv, tune_args *t) {
        "record timings that stay disturbed by other processes as ok,\nmarked \"noisy\" (default: status noisy, "
        "which compile\nignores); for a machine that cannot be made idle",
        .flag = &o->keep_noisy},
+      {"--upgrade-log", NULL, NULL,
+       "rewrite the --log's records of an older format in the current\none (the keys of this model's kernels), "
+       "measure nothing, and exit",
+       .flag = &t->upgrade_log},
       {"--plant-faults", NULL, "LIST", NULL, .str = &plant}, /* tests */
   };
   const kn_cmd_spec spec = {"tune", "usage: kiln tune MODEL.onnx --log LOG.jsonl [options]", "model", opts,
@@ -332,9 +337,31 @@ static int check_model(const tune_args *t, kn_compile_opts *co, const kn_target 
 }
 
 /* The session after the options: 0, 1 (a diagnostic in d) or 130 (interrupted). */
+/* --upgrade-log: the log rewritten with the keys of every kernel of the
+ * session (each conv algorithm's), as version 1 and as now. */
+static int upgrade_log(const tune_args *t, const tune_alts *alts, kn_arena *arena, kn_diag *d) {
+  int total = 0, n = 0;
+  for (int a = 0; a < alts->n; a++) total += alts->grs[a].n;
+  const char **v1 = KN_NEW_ARRAY(arena, const char *, total + 1), **now = KN_NEW_ARRAY(arena, const char *, total + 1);
+  for (int a = 0; a < alts->n; a++)
+    for (int i = 0; i < alts->grs[a].n; i++, n++) {
+      v1[n] = kn_at_workload_key_v1(&alts->gs[a], &alts->grs[a].groups[i], arena);
+      now[n] = kn_at_workload_key(&alts->gs[a], &alts->grs[a].groups[i], arena);
+    }
+  kn_at_upgrade_counts c;
+  if (kn_at_log_upgrade(t->o.log_path, v1, now, n, &c, d) < 0) return -1;
+  fprintf(stderr,
+          "kiln tune: %s: %d records rewritten in format %d (%d hashed keys renamed by this model's kernels), %d "
+          "already in it, %d of format 1 left as they were (hashed keys no kernel of this model has), %d other "
+          "lines kept\n",
+          t->o.log_path, c.upgraded, KN_AT_FORMAT_VERSION, c.renamed, c.current, c.left, c.other);
+  return 0;
+}
+
 static int tune_model(tune_args *t, kn_compile_opts *co, tune_alts *alts, kn_arena *arena, kn_diag *d) {
   kn_target target;
   kn_at_summary sum;
+  if (t->upgrade_log) return build_alternatives(co, alts, arena, d) < 0 || upgrade_log(t, alts, arena, d) < 0;
   if (check_target(t, &target, d) < 0 || build_alternatives(co, alts, arena, d) < 0 ||
       run_session(alts, &target, &t->o, &sum, d) < 0)
     return 1;

@@ -49,7 +49,7 @@ static conv_cost *cost_of(conv_cost *c, int *n, int cap, const char *name, kn_ar
 /* The kernels of the model compiled with one algorithm (kn_conv_algo_name[alt]), added to the
  * costs of the convs they belong to. Returns 1 when the graph has a conv
  * Winograd could compute, 0 when not, -1 on error. */
-static int add_costs(const kn_compile_opts *o, int alt, const kn_at_log *log, kn_arena *A, conv_cost *c, int *n,
+static int add_costs(const kn_compile_opts *o, int alt, kn_at_log *log, kn_arena *A, conv_cost *c, int *n,
                      int cap, kn_diag *d) {
   kn_compile_opts co = *o;
   co.conv_algo = kn_conv_algo_name[alt];
@@ -76,7 +76,7 @@ static int add_costs(const kn_compile_opts *o, int alt, const kn_at_log *log, kn
     if (!found) continue;
     conv_cost *cc = cost_of(c, n, cap, base, A);
     if (!cc) continue;
-    const kn_at_record *best = kn_at_log_best_alone(log, kn_at_workload_key(&g, &groups.groups[i], A));
+    const kn_at_record *best = kn_at_log_best_alone(log, kn_at_log_key(log, &g, &groups.groups[i], A));
     cc->seen[alt] = true;
     if (best) cc->s[alt] += best->seconds;
     else cc->missing[alt] = true;
@@ -87,7 +87,7 @@ done:
   return rc;
 }
 
-int kn_conv_algo_choose(const kn_compile_opts *o, const kn_at_log *log, kn_arena *A, kn_conv_algo_choice *out, kn_diag *d) {
+int kn_conv_algo_choose(const kn_compile_opts *o, kn_at_log *log, kn_arena *A, kn_conv_algo_choice *out, kn_diag *d) {
   memset(out, 0, sizeof *out);
   int cap = 4096, n = 0;
   conv_cost *c = KN_NEW_ARRAY(A, conv_cost, cap);

@@ -88,7 +88,7 @@ typedef struct kn_conv_algo_choice {
   int *tile;
 } kn_conv_algo_choice;
 struct kn_at_log;
-int kn_conv_algo_choose(const kn_compile_opts *o, const struct kn_at_log *log, kn_arena *A, kn_conv_algo_choice *out,
+int kn_conv_algo_choose(const kn_compile_opts *o, struct kn_at_log *log, kn_arena *A, kn_conv_algo_choice *out,
                    kn_diag *d);
 /* kn_winograd_want over a kn_conv_algo_choice (ctx); the default rule for the rest. */
 int kn_conv_algo_want(const kn_graph *g, int node, void *ctx);

@@ -56,13 +56,31 @@ bool kn_tuned_runs_record(const kn_tuned *t, const kn_kernel_build *kernels, int
   return kernels[i].kernel == t->tuned[i];
 }
 
-/* Whether some record of the log, whatever its status, is of one of the
- * n kernels built. */
-static bool of_the_model(const kn_tuned *t, int n) {
-  for (int i = 0; i < n && i < t->replay.n_kernels; i++)
-    for (int k = 0; k < t->log.n; k++)
-      if (!strcmp(t->log.records[k].key, t->replay.keys[i])) return true;
-  return false;
+/* How many records of the log, whatever their status, are of one of the n
+ * kernels built. */
+static int of_the_model(const kn_tuned *t, int n) {
+  int matched = 0;
+  for (int k = 0; k < t->log.n; k++)
+    for (int i = 0; i < n && i < t->replay.n_kernels; i++)
+      if (!strcmp(t->log.records[k].key, t->replay.keys[i])) {
+        matched++;
+        break;
+      }
+  return matched;
+}
+
+/* Why none of a log's records is of this model, as far as the log tells:
+ * another kiln wrote them (keys change between versions), or old hashed
+ * keys no kernel of this model has; else another model, or this one with
+ * other input shapes. */
+static void why_none(const kn_at_log *log, char *buf, size_t cap) {
+  if (log->other_kiln)
+    snprintf(buf, cap, "%d of them were written by kiln %s, this is kiln %s, and keys can differ between versions; "
+             "tune again", log->other_kiln, log->other_kiln_version, KILN_VERSION);
+  else if (log->old_keys)
+    snprintf(buf, cap, "%d of them have hashed keys of format version 1 that no kernel of this model has", log->old_keys);
+  else
+    snprintf(buf, cap, "it is a log of another model, or of this one with other input shapes");
 }
 
 /* What the log did to each kernel: with -v a line per kernel and the
@@ -87,19 +105,27 @@ static void explain(const kn_tuned *t, const kn_kernel_build *kernels, int n, co
             r->outcomes[i] == KN_AT_TUNED && !runs ? "default: kept for a row pipe" : what[r->outcomes[i]], took,
             r->keys[i]);
   }
-  if (o->verbose)
+  char why[256];
+  if (o->verbose) {
     fprintf(stderr,
             "kiln: tuning log: %d of %d kernels use tuned schedules (%d run their default as the log's best, %d "
             "have no record, %d a record that does not fit, %d keep their default for a row pipe)\n",
             count[KN_AT_TUNED] - kept, r->n_kernels, count[KN_AT_BEST_DEFAULT], count[KN_AT_NO_RECORD],
             count[KN_AT_UNFIT], kept);
-  else if (o->replay_defaults || o->replay_alone)
+    int matched = of_the_model(t, n);
+    why_none(&t->log, why, sizeof why);
+    fprintf(stderr, "kiln: tuning log: %d of its %d records for this target are of kernels of this model%s%s%s\n",
+            matched, t->log.n, matched || !t->log.n ? "" : " (", matched || !t->log.n ? "" : why,
+            matched || !t->log.n ? "" : ")");
+  } else if (o->replay_defaults || o->replay_alone)
     return; /* the model check's builds: a rank a key lacks is no news */
-  else if (count[KN_AT_NO_RECORD] == r->n_kernels && r->n_kernels > 0 && !of_the_model(t, n))
+  else if (count[KN_AT_NO_RECORD] == r->n_kernels && r->n_kernels > 0 && !of_the_model(t, n)) {
+    why_none(&t->log, why, sizeof why);
     fprintf(stderr,
-            "kiln: warning: tuning log '%s': none of its %d records for this target is of a kernel of this model; "
-            "every kernel keeps its default schedule\n",
-            o->tuning_log, t->log.n);
+            "kiln: warning: tuning log '%s': none of its %d records for this target is of a kernel of this model "
+            "(%s); every kernel keeps its default schedule\n",
+            o->tuning_log, t->log.n, why);
+  }
   else if (count[KN_AT_NO_RECORD] == r->n_kernels && r->n_kernels > 0)
     fprintf(stderr,
             "kiln: warning: tuning log '%s': its records of this model's kernels are none of them ok (noisy or "

@@ -33,6 +33,10 @@ Cases (small budgets, tiny models):
               with --keep-noisy: ok records marked "noisy"
   explain     compile -v names what the log gave each kernel; a log of another
               model is a warning without -v
+  upgrade     a version-1 log (tests/autotune/data/resnet18_v1.jsonl, N*1 in its
+              keys) applies to resnet18 as it is, and after --upgrade-log to
+              the batch-1 export too; only versions and keys change; a second
+              upgrade changes nothing
 
 Every session but the noise case's runs with --keep-noisy: they check what the
 tuner does, and the machine running the tests is rarely idle.
@@ -42,6 +46,7 @@ import json
 import os
 import pty
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -72,7 +77,7 @@ def check_records(recs):
     seen = set()
     for r in recs:
         assert FIELDS <= set(r), f"record lacks {FIELDS - set(r)}: {r}"
-        assert r["v"] == 1 and r["status"] in ("ok", "wrong", "crash", "timeout", "invalid", "noisy"), r
+        assert r["v"] == 2 and r["status"] in ("ok", "wrong", "crash", "timeout", "invalid", "noisy"), r
         assert "-mattr=" in r["target"], r["target"]
         assert isinstance(r["trace"], list) and any(p["p"] == "reorder" for p in r["trace"]), r["trace"]
         if r["status"] == "ok":
@@ -622,6 +627,68 @@ def case_noise(a, tmp):
     assert not left, f"processes left spinning: {left}"
 
 
+def case_upgrade(a, tmp):
+    data = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "resnet18_v1.jsonl")
+    model = os.path.join(a.models, "resnet18.onnx")
+    b1 = os.path.join(tmp, "resnet18_b1.onnx")  # the same export with the batch fixed to 1
+    import onnx
+    m = onnx.load(model)
+    for vi in list(m.graph.input) + list(m.graph.output):
+        for d in vi.type.tensor_type.shape.dim:
+            if d.dim_param:
+                d.ClearField("dim_param")
+                d.dim_value = 1
+    onnx.save(m, b1)
+    with open(data) as f:
+        old = [json.loads(line) for line in f]
+    target = old[0]["target"]
+    assert all(r["v"] == 1 for r in old) and any("#" in r["key"] for r in old), \
+        "the fixture: a version-1 log of resnet18 with hashed keys"
+
+    def kernels(mdl, log):
+        """(tuned, default as the log's best) of compile -v, for the log's own target (compile only)."""
+        p = run([a.kiln, "compile", mdl, "-o", os.path.join(tmp, "r.o"), "--target", target, "--tuning-log", log,
+                 "-v"])
+        m = re.search(r"tuning log: (\d+) of (\d+) kernels use tuned schedules \((\d+) run their default", p.stderr)
+        assert p.returncode == 0 and m, p.stderr[-2000:]
+        return int(m.group(1)) + int(m.group(3)), int(m.group(2))
+
+    log = os.path.join(tmp, "r18.jsonl")
+    shutil.copy(data, log)
+    os.chmod(log, 0o644)
+    before_sym, n = kernels(model, log)
+    before_b1, _ = kernels(b1, log)
+    # read as it is: the symbolic model adopts every key; at batch 1 the hashed ones name no kernel
+    assert before_sym == n and before_b1 < n, (before_sym, before_b1, n)
+    p = run([a.kiln, "tune", model, "--log", log, "--upgrade-log"])
+    m = re.search(r"(\d+) records rewritten in format 2 \((\d+) hashed keys renamed by this model's kernels\), "
+                  r"(\d+) already in it, (\d+) of format 1 left", p.stderr)
+    assert p.returncode == 0 and m, p.stderr
+    assert (int(m.group(1)), int(m.group(3)), int(m.group(4))) == (len(old), 0, 0), p.stderr
+    assert int(m.group(2)) == sum("#" in r["key"] for r in old), p.stderr
+    assert os.stat(log).st_mode & 0o777 == 0o644, "the upgrade changed the log's mode"
+    with open(log) as f:
+        new = [json.loads(line) for line in f]
+    assert len(new) == len(old) and all(r["v"] == 2 and "N*" not in r["key"] for r in new), new[:2]
+    strip = lambda r: {k: v for k, v in r.items() if k not in ("v", "key")}  # noqa: E731
+    assert [strip(r) for r in new] == [strip(r) for r in old], "the upgrade changed more than versions and keys"
+    assert all(o["key"].replace("N*", "") == r["key"] for o, r in zip(old, new) if "#" not in o["key"]), \
+        "a short key is its version-1 text without N*"
+    assert kernels(model, log) == (before_sym, n) and kernels(b1, log) == (n, n), "the upgraded log applies alike"
+    # a second upgrade changes nothing; a missing log is one line and exit 1
+    with open(log, "rb") as f:
+        once = f.read()
+    p = run([a.kiln, "tune", model, "--log", log, "--upgrade-log"])
+    assert p.returncode == 0 and f"0 records rewritten in format 2" in p.stderr and f"{len(old)} already" in p.stderr, \
+        p.stderr
+    with open(log, "rb") as f:
+        assert f.read() == once
+    missing = os.path.join(tmp, "none.jsonl")
+    p = run([a.kiln, "tune", model, "--log", missing, "--upgrade-log"])
+    assert p.returncode == 1 and p.stderr.strip().count("\n") == 0 and "none.jsonl" in p.stderr, p.stderr
+    assert not os.path.exists(missing) and not [f for f in os.listdir(tmp) if ".upgrade." in f], os.listdir(tmp)
+
+
 def case_explain(a, tmp):
     log = os.path.join(tmp, "e.jsonl")
     cnn, mlp = os.path.join(a.models, "tiny_cnn.onnx"), os.path.join(a.models, "tiny_mlp.onnx")
@@ -646,7 +713,7 @@ CASES = {"records": case_records, "resume": case_resume, "interrupt": case_inter
          "other": case_other, "numerics": case_numerics, "budget": case_budget, "earlystop": case_earlystop,
          "progress": case_progress, "random": case_random, "cache": case_cache,
          "convalgo": case_convalgo, "confirm": case_confirm, "modelcheck": case_modelcheck,
-         "noise": case_noise, "explain": case_explain}
+         "noise": case_noise, "explain": case_explain, "upgrade": case_upgrade}
 
 
 def main():

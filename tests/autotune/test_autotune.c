@@ -4,6 +4,7 @@
  * through the loop-IR interpreter against the reference interpreter,
  * workload keys, and tuning logs (bad lines, other targets, best record). */
 #include <math.h>
+#include <sys/stat.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -527,6 +528,30 @@ static void test_workload_key(void **state) {
   teardown(&c);
 }
 
+/* a batch dim keys as its extent at batch 1: the same conv with a symbolic
+ * batch and with the batch fixed to 1 key alike; version 1 told them apart */
+static void test_workload_key_batch(void **state) {
+  (void)state;
+  fixture a;
+  setup(&a, make_conv_a); /* its input has a symbolic batch */
+  kn_arena A;
+  kn_arena_init(&A);
+  const char *symbolic = kn_at_workload_key(&a.g, a.target, &A), *symbolic_v1 = kn_at_workload_key_v1(&a.g, a.target, &A);
+  assert_non_null(strstr(symbolic_v1, "[N*1,"));
+  assert_null(strstr(symbolic, "N*"));
+  int fixed_dims = 0;
+  for (int v = 0; v < a.g.n_values; v++) {
+    fixed_dims += a.g.values[v].shape.batch_mask != 0;
+    a.g.values[v].shape.batch_mask = 0;
+  }
+  assert_true(fixed_dims > 0);
+  const char *fixed = kn_at_workload_key(&a.g, a.target, &A), *fixed_v1 = kn_at_workload_key_v1(&a.g, a.target, &A);
+  assert_string_equal(fixed, symbolic);
+  assert_string_equal(fixed_v1, fixed);
+  kn_arena_free(&A);
+  teardown(&a);
+}
+
 static const char *record_line(const char *target, const char *key, const char *status, double seconds) {
   static char buf[1024];
   snprintf(buf, sizeof buf,
@@ -594,6 +619,101 @@ static void test_log(void **state) {
   assert_int_equal(kn_at_log_load(path, "T", true, NULL, &log, &d), 0);
   assert_int_equal(log.n, 0);
   kn_at_log_free(&log);
+  kn_diag_free(&d);
+}
+
+/* format version 1: short keys read with their batch dims' "N*" dropped;
+ * a hashed key is found once kn_at_log_adopt renames it; an unknown
+ * version is a bad line */
+static void test_log_v1(void **state) {
+  (void)state;
+  char path[] = "/tmp/kn_test_log_XXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  FILE *f = fdopen(fd, "w");
+  fputs(record_line("T", "Gemm(x0:float32[N*1,128],x1:float32[10,128]c)->float32[N*1,10]", "ok", 2e-3), f);
+  fputs(record_line("T", "Conv+Relu#00000000000000aa", "ok", 3e-3), f);
+  char *v3 = strdup(record_line("T", "k3", "ok", 1e-3));
+  v3[5] = '3'; /* {"v":3 */
+  fputs(v3, f);
+  free(v3);
+  fclose(f);
+  kn_at_log log;
+  kn_diag d;
+  kn_diag_init(&d);
+  assert_int_equal(kn_at_log_load(path, "T", false, NULL, &log, &d), 0);
+  assert_int_equal(log.n, 2);
+  assert_int_equal(log.bad_lines, 1);
+  assert_int_equal(log.old_keys, 1);
+  assert_non_null(kn_at_log_best(&log, "Gemm(x0:float32[1,128],x1:float32[10,128]c)->float32[1,10]"));
+  assert_null(kn_at_log_best(&log, "Conv+Relu#00000000000000bb"));
+  assert_int_equal(kn_at_log_adopt(&log, "Conv+Relu#00000000000000aa", "Conv+Relu#00000000000000bb"), 1);
+  assert_int_equal(log.old_keys, 0);
+  const kn_at_record *r = kn_at_log_best(&log, "Conv+Relu#00000000000000bb");
+  assert_non_null(r);
+  assert_false(r->old_key);
+  assert_null(kn_at_log_best(&log, "Conv+Relu#00000000000000aa"));
+  kn_at_log_free(&log);
+  kn_diag_free(&d);
+  unlink(path);
+}
+
+/* kn_at_log_upgrade: version-1 records rewritten in version 2 (a short key
+ * without "N*", a hashed key the kernels name), the rest of each line and
+ * every other line kept byte for byte; nothing to do leaves the file alone */
+static void test_log_upgrade(void **state) {
+  (void)state;
+  char path[] = "/tmp/kn_test_upgrade_XXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  FILE *f = fdopen(fd, "w");
+  char line[1024];
+  snprintf(line, sizeof line, "%s", record_line("T", "Relu(x0:float32[N*1,8])->float32[N*1,8]", "ok", 2e-3));
+  fputs(line, f);                                                  /* short: N* dropped */
+  fputs(record_line("T", "Conv+Relu#00000000000000aa", "ok", 3e-3), f); /* hashed, named by a kernel */
+  fputs(record_line("T", "Conv+Relu#00000000000000cc", "ok", 3e-3), f); /* hashed, no kernel: left */
+  char *v2 = strdup(record_line("T", "k2", "ok", 1e-3));
+  v2[5] = '2';
+  fputs(v2, f);     /* already version 2 */
+  fputs("not json\n", f); /* kept */
+  fclose(f);
+  const char *v1_keys[] = {"Conv+Relu#00000000000000aa"}, *keys[] = {"Conv+Relu#00000000000000bb"};
+  kn_at_upgrade_counts c;
+  kn_diag d;
+  kn_diag_init(&d);
+  assert_int_equal(kn_at_log_upgrade(path, v1_keys, keys, 1, &c, &d), 0);
+  assert_int_equal(c.upgraded, 2);
+  assert_int_equal(c.renamed, 1);
+  assert_int_equal(c.left, 1);
+  assert_int_equal(c.current, 1);
+  assert_int_equal(c.other, 1);
+  FILE *r = fopen(path, "r");
+  assert_non_null(r);
+  char got[5][1024];
+  for (int i = 0; i < 5; i++) assert_non_null(fgets(got[i], sizeof got[i], r));
+  assert_null(fgets(line + 512, 512, r));
+  fclose(r);
+  char want[1024];
+  snprintf(want, sizeof want, "%s", record_line("T", "Relu(x0:float32[1,8])->float32[1,8]", "ok", 2e-3));
+  want[5] = '2';
+  assert_string_equal(got[0], want);
+  snprintf(want, sizeof want, "%s", record_line("T", "Conv+Relu#00000000000000bb", "ok", 3e-3));
+  want[5] = '2';
+  assert_string_equal(got[1], want);
+  assert_string_equal(got[2], record_line("T", "Conv+Relu#00000000000000cc", "ok", 3e-3));
+  assert_string_equal(got[3], v2);
+  assert_string_equal(got[4], "not json\n");
+  /* again: nothing to rewrite, the same file (inode) stays */
+  struct stat st0, st1;
+  assert_int_equal(stat(path, &st0), 0);
+  assert_int_equal(kn_at_log_upgrade(path, v1_keys, keys, 1, &c, &d), 0);
+  assert_int_equal(c.upgraded, 0);
+  assert_int_equal(stat(path, &st1), 0);
+  assert_true(st0.st_ino == st1.st_ino);
+  free(v2);
+  unlink(path);
+  assert_int_equal(kn_at_log_upgrade(path, v1_keys, keys, 1, &c, &d), -1);
+  assert_non_null(strstr(d.lines[0], path));
   kn_diag_free(&d);
 }
 
@@ -697,6 +817,7 @@ int main(int argc, char **argv) {
     return kn_test_search_rank_log(argv[4], argv[2]);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_trace_roundtrip), cmocka_unit_test(test_validate),    cmocka_unit_test(test_workload_key),
+      cmocka_unit_test(test_workload_key_batch), cmocka_unit_test(test_log_v1), cmocka_unit_test(test_log_upgrade),
       cmocka_unit_test(test_log),             cmocka_unit_test(test_log_confirm), cmocka_unit_test(test_log_noisy),
       cmocka_unit_test(test_space_conv),
       cmocka_unit_test(test_space_conv_spatial),  cmocka_unit_test(test_space_matmul), cmocka_unit_test(test_space_se),
