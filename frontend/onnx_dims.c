@@ -6,6 +6,7 @@
  * on graph inputs and on the declared shapes of graph outputs alike; so a
  * pinned batch symbol is no batch symbol at all. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,48 +56,67 @@ const kn_fe_dim *kn_fe_dim_pinned(const kn_fe_ctx *cx, const char *dim_param) {
   return NULL;
 }
 
-/* The named symbolic dims of the graph inputs (initializers excluded), each
- * once, in order of appearance, into names[0..return). */
-static int input_symbols(const kn_fe_ctx *cx, const Onnx__GraphProto *gp, const char **names, int cap) {
-  int n = 0;
+/* The declared shape of graph input i, or NULL for an initializer (IR < 4
+ * lists them as inputs) or an input without a tensor shape. */
+static const Onnx__TensorShapeProto *input_shape(const kn_fe_ctx *cx, const Onnx__GraphProto *gp, size_t i) {
+  const Onnx__ValueInfoProto *vi = gp->input[i];
+  if (kn_fe_names_get(&cx->names, vi->name ? vi->name : "") >= 0) return NULL;
+  const Onnx__TypeProto *tp = vi->type;
+  if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !tp->tensor_type) return NULL;
+  return tp->tensor_type->shape;
+}
+
+/* dim_param of a dim, or NULL when it has none. */
+static const char *symbol(const Onnx__TensorShapeProto__Dimension *dim) {
+  bool named = dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && dim->dim_param &&
+               *dim->dim_param;
+  return named ? dim->dim_param : NULL;
+}
+
+/* Whether a graph input declares the symbolic dim `name`. */
+static bool input_has_symbol(const kn_fe_ctx *cx, const Onnx__GraphProto *gp, const char *name) {
   for (size_t i = 0; i < gp->n_input; i++) {
-    const Onnx__ValueInfoProto *vi = gp->input[i];
-    if (kn_fe_names_get(&cx->names, vi->name ? vi->name : "") >= 0) continue;
-    const Onnx__TypeProto *tp = vi->type;
-    if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !tp->tensor_type ||
-        !tp->tensor_type->shape)
-      continue;
-    const Onnx__TensorShapeProto *sp = tp->tensor_type->shape;
-    for (size_t k = 0; k < sp->n_dim && n < cap; k++) {
-      const char *p = sp->dim[k]->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM
-                          ? sp->dim[k]->dim_param
-                          : NULL;
-      if (!p || !*p) continue;
+    const Onnx__TensorShapeProto *sp = input_shape(cx, gp, i);
+    for (size_t k = 0; sp && k < sp->n_dim; k++)
+      if (symbol(sp->dim[k]) && !strcmp(symbol(sp->dim[k]), name)) return true;
+  }
+  return false;
+}
+
+/* The graph inputs' symbolic dims, each once, in order of appearance, as
+ * "a, b, c" in buf (", ..." past what fits); false when there are none. */
+static bool input_symbols(const kn_fe_ctx *cx, const Onnx__GraphProto *gp, char *buf, size_t size) {
+  enum { MAX_LISTED = 32 };
+  const char *names[MAX_LISTED];
+  int n = 0;
+  bool more = false;
+  for (size_t i = 0; i < gp->n_input; i++) {
+    const Onnx__TensorShapeProto *sp = input_shape(cx, gp, i);
+    for (size_t k = 0; sp && k < sp->n_dim; k++) {
+      const char *p = symbol(sp->dim[k]);
       int j = 0;
-      while (j < n && strcmp(names[j], p)) j++;
-      if (j == n) names[n++] = p;
+      while (p && j < n && strcmp(names[j], p)) j++;
+      if (!p || j < n) continue;
+      if (n == MAX_LISTED) more = true;
+      else names[n++] = p;
     }
   }
-  return n;
+  size_t len = 0;
+  buf[0] = 0;
+  for (int k = 0; k < n && len < size; k++)
+    len += (size_t)snprintf(buf + len, size - len, "%s%s", k ? ", " : "", names[k]);
+  if (more && len < size) snprintf(buf + len, size - len, ", ...");
+  return n > 0;
 }
 
 void kn_fe_dims_check(kn_fe_ctx *cx, const Onnx__GraphProto *gp) {
-  if (cx->n_dims == 0) return;
-  enum { MAX_LISTED = 64 };
-  const char *names[MAX_LISTED];
-  int n = input_symbols(cx, gp, names, MAX_LISTED);
   for (int i = 0; i < cx->n_dims; i++) {
-    int j = 0;
-    while (j < n && strcmp(names[j], cx->dims[i].name)) j++;
-    if (j < n) continue;
-    char list[1024] = "";
-    size_t len = 0;
-    for (int k = 0; k < n && len < sizeof list; k++)
-      len += (size_t)snprintf(list + len, sizeof list - len, "%s%s", k ? ", " : "", names[k]);
-    if (n) kn_fe_error(cx, "--dim '%s': the model has no symbolic dim '%s'; its symbolic dims: %s", cx->dims[i].name,
-                       cx->dims[i].name, list);
+    const char *name = cx->dims[i].name;
+    if (input_has_symbol(cx, gp, name)) continue;
+    char list[1024];
+    if (input_symbols(cx, gp, list, sizeof list))
+      kn_fe_error(cx, "--dim '%s': the model has no symbolic dim '%s'; its symbolic dims: %s", name, name, list);
     else
-      kn_fe_error(cx, "--dim '%s': the model has no symbolic dim '%s'; its inputs have none", cx->dims[i].name,
-                  cx->dims[i].name);
+      kn_fe_error(cx, "--dim '%s': the model has no symbolic dim '%s'; its inputs have none", name, name);
   }
 }

@@ -13,7 +13,8 @@ Good:  conv.onnx (raw_data weights), typed.onnx (typed data fields, Constant
        nodes, every attribute kind, nodes out of order, omitted optional
        input/output, unnamed node), external.onnx (+ external.bin,
        sub/tail.bin), batch.onnx (symbolic batch N), dims.onnx (symbolic
-       dims B, S, H, to pin with --dim).
+       dims B, S, H, to pin with --dim), many_dims.onnx (40 symbolic dims
+       D0..D39 over 5 inputs).
 Bad:   unsupported.onnx (3 different unsupported ops), truncated.onnx,
        garbage.onnx, empty.onnx, undefined.onnx (missing initializer,
        undefined input), bad_size.onnx, bad_dims.onnx, bad_misc.onnx,
@@ -212,6 +213,12 @@ def make_dims(out):
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["B", "S", 4]),
          helper.make_tensor_value_info("z", TensorProto.FLOAT, ["S", "H"])])
     write(out, "dims.onnx", model_of(graph), check=True)
+    inputs = [helper.make_tensor_value_info(f"x{i}", TensorProto.FLOAT, [f"D{8 * i + k}" for k in range(8)])
+              for i in range(5)]
+    nodes = [helper.make_node("Relu", [f"x{i}"], [f"y{i}"]) for i in range(5)]
+    outputs = [helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, [f"D{8 * i + k}" for k in range(8)])
+               for i in range(5)]
+    write(out, "many_dims.onnx", model_of(helper.make_graph(nodes, "many_dims", inputs, outputs)), check=True)
 
     graph = helper.make_graph(
         [helper.make_node("Relu", ["x"], ["y"]), helper.make_node("Relu", ["u"], ["v"])],
