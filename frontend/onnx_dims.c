@@ -35,7 +35,7 @@ static int parse_one(const char *arg, kn_arena *arena, kn_fe_dim *out, kn_diag *
 int kn_fe_dims_parse(const char *const *args, int n_args, kn_arena *arena, kn_fe_dim *dims, kn_diag *d) {
   int n = 0, rc = 0;
   for (int i = 0; i < n_args; i++) {
-    kn_fe_dim dim;
+    kn_fe_dim dim = {.name = ""}; /* set by parse_one when it returns 0 */
     if (parse_one(args[i], arena, &dim, d) < 0) {
       rc = -1;
       continue;
