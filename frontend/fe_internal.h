@@ -9,6 +9,7 @@
 #ifndef KN_FE_INTERNAL_H
 #define KN_FE_INTERNAL_H
 
+#include "frontend/onnx_load.h"
 #include "ir/graph/graph.h"
 #include "onnx.pb-c.h"
 
@@ -31,6 +32,8 @@ typedef struct kn_fe_ctx {
   const char *label;    /* the model file (or "<buffer>"), prefixed to every diagnostic */
   const char *base_dir; /* directory that external data paths are relative to; NULL = none */
   int n_errors;
+  const kn_fe_dim *dims; /* --dim: symbolic dims read as static values */
+  int n_dims;
   kn_fe_names names;
   int scope_first; /* values below this index belong to enclosing graphs: a
                       subgraph may define (shadow) their names */
@@ -38,6 +41,12 @@ typedef struct kn_fe_ctx {
 
 /* Appends "<label>: <message>" to the diagnostics and counts it; returns -1. */
 int kn_fe_error(kn_fe_ctx *cx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The --dim pin of dim_param `dim_param` (NULL: none), or NULL (onnx_dims.c). */
+const kn_fe_dim *kn_fe_dim_pinned(const kn_fe_ctx *cx, const char *dim_param);
+/* One diagnostic per pin that names no symbolic dim of the graph inputs
+ * (initializers, imported already, excluded), listing the ones there are. */
+void kn_fe_dims_check(kn_fe_ctx *cx, const Onnx__GraphProto *gp);
 
 /* A fresh value name built from `base` that no value of the import has yet
  * ("base", else "base#2", "base#3", ...), allocated in the graph arena. */

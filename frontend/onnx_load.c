@@ -68,7 +68,8 @@ static const Onnx__TypeProto__Tensor *input_tensor_type(kn_fe_ctx *cx, const cha
   return vi->type->tensor_type;
 }
 
-/* The first symbolic dim at index 0 of any (non-initializer) input. */
+/* The first symbolic dim at index 0 of any (non-initializer) input, pinned
+ * ones (--dim) excepted. */
 static const char *find_batch_symbol(kn_fe_ctx *cx, const Onnx__GraphProto *gp) {
   for (size_t i = 0; i < gp->n_input; i++) {
     const Onnx__ValueInfoProto *vi = gp->input[i];
@@ -79,7 +80,7 @@ static const char *find_batch_symbol(kn_fe_ctx *cx, const Onnx__GraphProto *gp) 
       continue;
     const Onnx__TensorShapeProto__Dimension *d0 = tp->tensor_type->shape->dim[0];
     if (d0->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && d0->dim_param &&
-        *d0->dim_param)
+        *d0->dim_param && !kn_fe_dim_pinned(cx, d0->dim_param))
       return d0->dim_param;
   }
   return NULL;
@@ -106,7 +107,10 @@ static int input_shape(kn_fe_ctx *cx, const char *name, const Onnx__TypeProto__T
     const Onnx__TensorShapeProto__Dimension *dim = tt->shape->dim[i];
     bool is_param = dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM &&
                     dim->dim_param && *dim->dim_param;
-    if (dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE) {
+    const kn_fe_dim *pin = is_param ? kn_fe_dim_pinned(cx, dim->dim_param) : NULL;
+    if (pin) {
+      s.dim[i] = pin->value;
+    } else if (dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE) {
       if (dim->dim_value < 0)
         rc = kn_fe_error(cx, "input '%s' has negative dim %lld at index %d", name,
                          (long long)dim->dim_value, i);
@@ -117,8 +121,8 @@ static int input_shape(kn_fe_ctx *cx, const char *name, const Onnx__TypeProto__T
     } else if (is_param) {
       rc = kn_fe_error(cx,
                        "input '%s' has symbolic dim '%s' at index %d; Kiln supports a symbolic "
-                       "batch dim only",
-                       name, dim->dim_param, i);
+                       "batch dim only; fix it with --dim %s=VALUE",
+                       name, dim->dim_param, i, dim->dim_param);
     } else {
       rc = kn_fe_error(cx,
                        "input '%s' has an unknown dim at index %d; Kiln supports a symbolic "
@@ -166,9 +170,9 @@ static void import_inputs(kn_fe_ctx *cx, const Onnx__GraphProto *gp) {
   }
 }
 
-/* The static shape a graph output declares (dims all fixed, no batch
- * symbol), else rank -1. Only pass_specialize reads it. */
-static kn_shape declared_shape(const Onnx__ValueInfoProto *vi) {
+/* The static shape a graph output declares (dims all fixed or pinned by
+ * --dim, no batch symbol), else rank -1. Only pass_specialize reads it. */
+static kn_shape declared_shape(const kn_fe_ctx *cx, const Onnx__ValueInfoProto *vi) {
   kn_shape s = {.rank = -1};
   const Onnx__TypeProto *tp = vi->type;
   if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !tp->tensor_type ||
@@ -176,12 +180,38 @@ static kn_shape declared_shape(const Onnx__ValueInfoProto *vi) {
     return s;
   const Onnx__TensorShapeProto *sp = tp->tensor_type->shape;
   for (size_t i = 0; i < sp->n_dim; i++) {
-    if (sp->dim[i]->value_case != ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE || sp->dim[i]->dim_value < 0)
-      return s;
-    s.dim[i] = sp->dim[i]->dim_value;
+    const Onnx__TensorShapeProto__Dimension *dim = sp->dim[i];
+    const kn_fe_dim *pin =
+        dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM ? kn_fe_dim_pinned(cx, dim->dim_param)
+                                                                               : NULL;
+    if (pin) {
+      s.dim[i] = pin->value;
+      continue;
+    }
+    if (dim->value_case != ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE || dim->dim_value < 0) return s;
+    s.dim[i] = dim->dim_value;
   }
   s.rank = (int)sp->n_dim;
   return s;
+}
+
+/* Records in g->out_pinned the dims of output #o (of the graph's outputs)
+ * that declare a pinned symbol. */
+static void note_pinned(kn_fe_ctx *cx, int o, const Onnx__ValueInfoProto *vi, int n_out) {
+  const Onnx__TypeProto *tp = vi->type;
+  if (cx->n_dims == 0 || !tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !tp->tensor_type ||
+      !tp->tensor_type->shape)
+    return;
+  const Onnx__TensorShapeProto *sp = tp->tensor_type->shape;
+  for (size_t k = 0; k < sp->n_dim && k < KN_MAX_RANK; k++) {
+    const Onnx__TensorShapeProto__Dimension *dim = sp->dim[k];
+    if (dim->value_case != ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM) continue;
+    const kn_fe_dim *pin = kn_fe_dim_pinned(cx, dim->dim_param);
+    if (!pin) continue;
+    kn_graph *g = cx->g;
+    if (!g->out_pinned) g->out_pinned = KN_NEW_ARRAY(&g->arena, const char *, (size_t)n_out * KN_MAX_RANK + 1);
+    g->out_pinned[(size_t)o * KN_MAX_RANK + k] = kn_arena_strdup(&g->arena, pin->name);
+  }
 }
 
 static void import_outputs(kn_fe_ctx *cx, const Onnx__GraphProto *gp) {
@@ -196,7 +226,8 @@ static void import_outputs(kn_fe_ctx *cx, const Onnx__GraphProto *gp) {
     if (v < 0)
       kn_fe_error(cx, "graph output '%s' is not defined", name);
     else {
-      g->out_declared[g->n_outputs] = declared_shape(gp->output[i]);
+      g->out_declared[g->n_outputs] = declared_shape(cx, gp->output[i]);
+      note_pinned(cx, g->n_outputs, gp->output[i], (int)gp->n_output);
       g->outputs[g->n_outputs++] = v;
     }
   }
@@ -275,8 +306,8 @@ static size_t graph_elems(const Onnx__GraphProto *gp) {
 }
 
 static int load_model(const uint8_t *data, size_t size, const char *base_dir, const char *label,
-                      kn_graph *g, kn_diag *d) {
-  kn_fe_ctx cx = {.g = g, .d = d, .label = label, .base_dir = base_dir};
+                      const kn_fe_dim *dims, int n_dims, kn_graph *g, kn_diag *d) {
+  kn_fe_ctx cx = {.g = g, .d = d, .label = label, .base_dir = base_dir, .dims = dims, .n_dims = n_dims};
   if (size == 0) return kn_fe_error(&cx, "empty file; not an ONNX model");
   if (!kn_fe_model_depth_ok(data, size, KN_FE_MAX_NESTING))
     return kn_fe_error(&cx, "messages nest deeper than %d levels; not a sane ONNX model",
@@ -300,6 +331,13 @@ static int load_model(const uint8_t *data, size_t size, const char *base_dir, co
 
   const Onnx__GraphProto *gp = m->graph;
   import_initializers(&cx, gp);
+  int before_dims = cx.n_errors;
+  kn_fe_dims_check(&cx, gp);
+  if (cx.n_errors > before_dims) { /* the inputs' errors would follow from the misnamed pin */
+    kn_fe_names_free(&cx.names);
+    onnx__model_proto__free_unpacked(m, NULL);
+    return -1;
+  }
   import_inputs(&cx, gp);
   kn_fe_import_nodes(&cx, gp);
   import_outputs(&cx, gp);
@@ -321,12 +359,19 @@ static int load_model(const uint8_t *data, size_t size, const char *base_dir, co
   return cx.n_errors ? -1 : 0;
 }
 
-int kn_fe_load_onnx_buffer(const uint8_t *data, size_t size, const char *base_dir, kn_graph *g,
-                           kn_diag *d) {
-  return load_model(data, size, base_dir, "<buffer>", g, d);
+int kn_fe_load_onnx_buffer_dims(const uint8_t *data, size_t size, const char *base_dir, const kn_fe_dim *dims,
+                                int n_dims, kn_graph *g, kn_diag *d) {
+  return load_model(data, size, base_dir, "<buffer>", dims, n_dims, g, d);
 }
 
-int kn_fe_load_onnx(const char *path, kn_graph *g, kn_diag *d) {
+int kn_fe_load_onnx_buffer(const uint8_t *data, size_t size, const char *base_dir, kn_graph *g,
+                           kn_diag *d) {
+  return load_model(data, size, base_dir, "<buffer>", NULL, 0, g, d);
+}
+
+int kn_fe_load_onnx(const char *path, kn_graph *g, kn_diag *d) { return kn_fe_load_onnx_dims(path, NULL, 0, g, d); }
+
+int kn_fe_load_onnx_dims(const char *path, const kn_fe_dim *dims, int n_dims, kn_graph *g, kn_diag *d) {
   /* O_NONBLOCK: opening a FIFO must not hang (non-regular files are rejected below) */
   int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return kn_diag_error(d, "%s: cannot open: %s", path, strerror(errno));
@@ -363,7 +408,7 @@ int kn_fe_load_onnx(const char *path, kn_graph *g, kn_diag *d) {
     base_dir = strndup(path, len);
   }
   KN_ASSERT(base_dir, "out of memory");
-  int rc = load_model(data, size, base_dir, path, g, d);
+  int rc = load_model(data, size, base_dir, path, dims, n_dims, g, d);
   free(base_dir);
   free(data);
   return rc;

@@ -9,8 +9,12 @@
  *    shape. A symbolic dim at index 0 of an input is the batch symbol N
  *    (g->batch_symbol; dim = 1 with its batch_mask bit set); the same symbol
  *    elsewhere is batch too; any other symbolic or unknown dim is an error.
+ *    A symbolic dim pinned by a kn_fe_dim (`--dim NAME=VALUE`) is read as
+ *    that static value before any of this: it is never the batch symbol;
  *    g->max_batch is left as it is (1 by default; the CLI overrides);
- *  - g->outputs: the graph outputs (dtype/shape left to shape inference);
+ *  - g->outputs: the graph outputs (dtype/shape left to shape inference;
+ *    g->out_declared keeps the static shapes they declare, pinned dims read
+ *    as their values);
  *  - one node per non-Constant NodeProto, in file order (not sorted), with
  *    op_type/domain/name kept (a missing name becomes "<op_type>_<index>").
  *    Ops Kiln does not know, and all ops outside the default domain, get
@@ -27,13 +31,33 @@
 
 #include "ir/graph/graph.h"
 
+/* A symbolic dim fixed by name (`kiln compile --dim NAME=VALUE`): every
+ * dim_param `name` of the graph's inputs and declared outputs reads as
+ * `value`, as if the model declared it static. */
+typedef struct kn_fe_dim {
+  const char *name;
+  int64_t value;
+} kn_fe_dim;
+
+/* Parses the --dim values args[0..n_args) ("NAME=VALUE", VALUE a whole number
+ * in [1, KN_MAX_DIM]) into dims (room for n_args; names copied into `arena`),
+ * a name given twice with the same value kept once. Returns the number of
+ * dims, or -1 with one diagnostic per bad value (malformed, out of range, a
+ * name given twice with different values). */
+int kn_fe_dims_parse(const char *const *args, int n_args, kn_arena *arena, kn_fe_dim *dims, kn_diag *d);
+
 /* Loads the model at `path`; external data is read relative to its directory. */
 int kn_fe_load_onnx(const char *path, kn_graph *g, kn_diag *d);
+/* The same with the symbolic dims dims[0..n_dims) pinned; a pin that names
+ * no symbolic dim of the graph inputs is an error. */
+int kn_fe_load_onnx_dims(const char *path, const kn_fe_dim *dims, int n_dims, kn_graph *g, kn_diag *d);
 
 /* Loads a serialized ModelProto from memory (not retained after the call).
  * `base_dir` is the directory for external data, or NULL to reject it. */
 int kn_fe_load_onnx_buffer(const uint8_t *data, size_t size, const char *base_dir, kn_graph *g,
                            kn_diag *d);
+int kn_fe_load_onnx_buffer_dims(const uint8_t *data, size_t size, const char *base_dir, const kn_fe_dim *dims,
+                                int n_dims, kn_graph *g, kn_diag *d);
 
 /* Reads a file holding one serialized TensorProto (the ONNX backend tests'
  * input_N.pb / output_N.pb) into a new constant value of `g` (named after the

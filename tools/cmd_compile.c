@@ -39,9 +39,16 @@ static void dump_after_stages(const char **stages, char *buf, size_t cap) {
   stages[i] = NULL;
 }
 
-/* Reads the command line into *o and bind_args[0..*n_bind_args) (room for
- * argc); returns KN_OPTS_GO_ON or the exit status. */
-static int parse_args(int argc, char **argv, kn_compile_opts *o, const char **bind_args, int *n_bind_args) {
+/* The values of the repeatable options, "NAME=..." each, parsed once the
+ * arena exists (room for argc each). */
+typedef struct named_args {
+  const char **binds, **dims;
+  int n_binds, n_dims;
+} named_args;
+
+/* Reads the command line into *o and *named; returns KN_OPTS_GO_ON or the
+ * exit status. */
+static int parse_args(int argc, char **argv, kn_compile_opts *o, named_args *named) {
   const char *conv_algos[KN_CONV_ALGOS + 2] = {[KN_CONV_ALGOS] = "auto"};
   memcpy(conv_algos, kn_conv_algo_name, sizeof kn_conv_algo_name);
   const char *precisions[KN_PRECISIONS + 1] = {0};
@@ -67,7 +74,11 @@ static int parse_args(int argc, char **argv, kn_compile_opts *o, const char **bi
       {"--bind", NULL, "NAME=FILE",
        "make graph input NAME the constant in FILE (.npy or ONNX\nTensorProto .pb); the artifact no longer "
        "takes NAME\n(repeatable)",
-       .list = bind_args, .count = n_bind_args, .max = argc},
+       .list = named->binds, .count = &named->n_binds, .max = argc},
+      {"--dim", NULL, "NAME=VALUE",
+       "fix the model's symbolic dim NAME (a dim_param of its\ninputs) to VALUE >= 1 (repeatable); pinning the batch\n"
+       "symbol makes the batch static",
+       .list = named->dims, .count = &named->n_dims, .max = argc},
       {"--tuning-log", NULL, "LOG.jsonl",
        "use the best record per workload of a `kiln tune` log\n(records for other targets are ignored with a notice)",
        .str = &o->tuning_log},
@@ -131,27 +142,34 @@ static int check_header(const kn_compile_opts *o, kn_diag *d) {
 
 int kn_cmd_compile(int argc, char **argv) {
   kn_compile_opts o = {.prefix = "model", .max_batch = 1};
-  const char **bind_args = calloc((size_t)argc, sizeof *bind_args);
+  named_args named = {.binds = calloc((size_t)argc, sizeof(const char *)),
+                      .dims = calloc((size_t)argc, sizeof(const char *))};
   kn_binding *binds = calloc((size_t)argc, sizeof *binds);
-  int n_bind_args = 0;
+  kn_fe_dim *dims = calloc((size_t)argc, sizeof *dims);
   kn_arena arena;
   kn_arena_init(&arena);
   kn_diag d;
   kn_diag_init(&d);
   int status = 2;
-  if (!bind_args || !binds) goto out;
-  int parsed = parse_args(argc, argv, &o, bind_args, &n_bind_args);
+  if (!named.binds || !named.dims || !binds || !dims) goto out;
+  int parsed = parse_args(argc, argv, &o, &named);
   if (parsed != KN_OPTS_GO_ON) {
     status = parsed;
     goto out;
   }
-  for (int i = 0; i < n_bind_args; i++)
-    if (kn_binding_parse(bind_args[i], &arena, &binds[i], &d) < 0) {
+  for (int i = 0; i < named.n_binds; i++)
+    if (kn_binding_parse(named.binds[i], &arena, &binds[i], &d) < 0) {
       kn_diag_print(&d, "kiln");
       goto out;
     }
   o.binds = binds;
-  o.n_binds = n_bind_args;
+  o.n_binds = named.n_binds;
+  o.n_dims = kn_fe_dims_parse(named.dims, named.n_dims, &arena, dims, &d);
+  if (o.n_dims < 0) {
+    kn_diag_print(&d, "kiln");
+    goto out;
+  }
+  o.dims = dims;
   if (check_output(&o) != KN_OPTS_GO_ON) goto out;
   status = check_header(&o, &d) || kn_compile(&o, &d) < 0 ? 1 : 0;
   if (status) {
@@ -161,7 +179,9 @@ int kn_cmd_compile(int argc, char **argv) {
 out:
   kn_diag_free(&d);
   kn_arena_free(&arena);
+  free(dims);
   free(binds);
-  free(bind_args);
+  free(named.dims);
+  free(named.binds);
   return status;
 }

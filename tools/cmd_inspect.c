@@ -137,32 +137,43 @@ static void print_json(const model_facts *f, const kn_graph *g) {
 
 int kn_cmd_inspect(int argc, char **argv) {
   bool json = false;
+  const char **dim_args = calloc((size_t)argc, sizeof *dim_args);
+  kn_fe_dim *dims = calloc((size_t)argc, sizeof *dims);
+  KN_ASSERT(dim_args && dims, "out of memory");
+  int n_dim_args = 0;
   const kn_opt opts[] = {
       {"--json", NULL, NULL, "print the same facts as one JSON object (docs/cli.md)", .flag = &json},
+      {"--dim", NULL, "NAME=VALUE", "fix symbolic dim NAME to VALUE, as `kiln compile --dim`\n(repeatable)",
+       .list = dim_args, .count = &n_dim_args, .max = argc},
   };
   const kn_cmd_spec spec = {"inspect",
-                            "usage: kiln inspect MODEL.onnx | ARTIFACT.so [--json]\n"
+                            "usage: kiln inspect MODEL.onnx | ARTIFACT.so [--json] [--dim NAME=VALUE ...]\n"
                             "  prints the op census, parameter count, FLOPs (batch 1) and every unsupported op;\n"
                             "  for an artifact: its target, tensors, sizes and kernels (GPU: images, launch shapes)",
                             "model", opts, (int)(sizeof opts / sizeof *opts), NULL};
   const char *model = NULL;
-  int parsed = kn_opts_parse(&spec, argc, argv, &model);
-  if (parsed != KN_OPTS_GO_ON) return parsed;
-  size_t len = strlen(model);
-  if (len > 3 && !strcmp(model + len - 3, ".so")) {
-    kn_diag ad;
-    kn_diag_init(&ad);
-    int r = kn_inspect_artifact(model, json, &ad);
-    if (r) kn_diag_print(&ad, "kiln");
-    kn_diag_free(&ad);
-    return r ? 1 : 0;
-  }
   kn_graph g;
   kn_graph_init(&g);
   kn_diag d;
   kn_diag_init(&d);
-  int status = 0;
-  int loaded = kn_fe_load_onnx(model, &g, &d);
+  kn_arena arena;
+  kn_arena_init(&arena);
+  int status = kn_opts_parse(&spec, argc, argv, &model);
+  if (status != KN_OPTS_GO_ON) goto done;
+  status = 2;
+  int n_dims = kn_fe_dims_parse(dim_args, n_dim_args, &arena, dims, &d);
+  if (n_dims < 0) {
+    kn_diag_print(&d, "kiln");
+    goto done;
+  }
+  size_t len = strlen(model);
+  if (len > 3 && !strcmp(model + len - 3, ".so")) {
+    status = kn_inspect_artifact(model, json, &d) ? 1 : 0;
+    if (status) kn_diag_print(&d, "kiln");
+    goto done;
+  }
+  status = 0;
+  int loaded = kn_fe_load_onnx_dims(model, dims, n_dims, &g, &d);
   int unsupported = kn_fe_unsupported_count(&g);
   if (loaded < 0 && unsupported == 0) {
     kn_diag_print(&d, "kiln");
@@ -190,7 +201,7 @@ int kn_cmd_inspect(int argc, char **argv) {
   for (int i = 0; i < g.n_inputs; i++) f.inputs[i] = g.values[g.inputs[i]];
   kn_diag shape_diag;
   kn_diag_init(&shape_diag);
-  kn_compile_opts passes = {.model = model, .max_batch = 1};
+  kn_compile_opts passes = {.model = model, .max_batch = 1, .dims = dims, .n_dims = n_dims};
   if (unsupported == 0 && kn_pipeline_prepare(&passes, &g, &shape_diag) == 0) {
     f.flops_known = true;
     for (int i = 0; i < g.n_nodes; i++) f.flops += kn_node_flops(&g, i);
@@ -215,5 +226,8 @@ int kn_cmd_inspect(int argc, char **argv) {
 done:
   kn_diag_free(&d);
   kn_graph_free(&g);
+  kn_arena_free(&arena);
+  free(dims);
+  free(dim_args);
   return status;
 }

@@ -54,6 +54,8 @@ typedef struct tune_args {
   const char *model, *target_spec, *conv_algo;
   const char *binds[KN_TUNE_MAX_BINDS]; /* --bind values, "NAME=FILE", parsed once the arena exists */
   int n_binds;
+  const char *dims[KN_TUNE_MAX_BINDS]; /* --dim values, "NAME=VALUE", likewise */
+  int n_dims;
   uint64_t seed;
   int64_t max_batch;
   bool evolve;
@@ -122,6 +124,10 @@ static int parse_args(int argc, char **argv, tune_args *t) {
        "tune the model with graph input NAME bound to FILE, as\n`kiln compile --bind` (repeatable; compile with the "
        "same)",
        .list = t->binds, .count = &t->n_binds, .max = KN_TUNE_MAX_BINDS},
+      {"--dim", NULL, "NAME=VALUE",
+       "tune the model with symbolic dim NAME fixed to VALUE, as\n`kiln compile --dim` (repeatable; compile with the "
+       "same)",
+       .list = t->dims, .count = &t->n_dims, .max = KN_TUNE_MAX_BINDS},
       {"--conv-algo", NULL, "A",
        "direct|winograd|winograd4|auto, as `kiln compile --conv-algo` (compile\nwith the same: it decides which "
        "kernels there are)",
@@ -180,7 +186,7 @@ typedef struct tune_alts {
   int n;
 } tune_alts;
 
-/* Parses the --bind values into co; 0, or 2 (a usage error, printed). */
+/* Parses the --bind and --dim values into co; 0, or 2 (a usage error, printed). */
 static int bind_inputs(const tune_args *t, kn_arena *arena, kn_compile_opts *co, kn_diag *d) {
   kn_binding *binds = KN_NEW_ARRAY(arena, kn_binding, t->n_binds + 1);
   for (int i = 0; i < t->n_binds; i++)
@@ -190,6 +196,13 @@ static int bind_inputs(const tune_args *t, kn_arena *arena, kn_compile_opts *co,
     }
   co->binds = binds;
   co->n_binds = t->n_binds;
+  kn_fe_dim *dims = KN_NEW_ARRAY(arena, kn_fe_dim, t->n_dims + 1);
+  co->n_dims = kn_fe_dims_parse(t->dims, t->n_dims, arena, dims, d);
+  if (co->n_dims < 0) {
+    kn_diag_print(d, "kiln");
+    return 2;
+  }
+  co->dims = dims;
   return 0;
 }
 

@@ -76,8 +76,9 @@ typedef struct step {
 
 static int load(kn_pipe *p) {
   const kn_compile_opts *o = p->o;
-  int rc = o->model_data ? kn_fe_load_onnx_buffer(o->model_data, o->model_size, NULL, p->g, p->d)
-                         : kn_fe_load_onnx(o->model, p->g, p->d);
+  int rc = o->model_data
+               ? kn_fe_load_onnx_buffer_dims(o->model_data, o->model_size, NULL, o->dims, o->n_dims, p->g, p->d)
+               : kn_fe_load_onnx_dims(o->model, o->dims, o->n_dims, p->g, p->d);
   if (rc < 0) return -1;
   /* before the expansion: a bound input may be what a composite's rewrite reads */
   if (kn_bind_inputs(p->g, o->binds, o->n_binds, p->d) < 0) return -1;
@@ -108,10 +109,52 @@ static int value_checks(kn_pipe *p) {
   return n < 0 ? -1 : 0;
 }
 
+/* Shape inference, reporting what fails. With --dim, its diagnostics start
+ * "with --dim NAME=VALUE ...: ": a shape conflict after pinning most often
+ * means a pinned value the model cannot take (a size fixed at export), and
+ * the line must name the dims that caused it. */
+static int infer_shapes(kn_pipe *p) {
+  int first = p->d ? p->d->count : 0;
+  if (kn_infer_shapes(p->g, p->d) == 0) return 0;
+  const kn_compile_opts *o = p->o;
+  if (o->n_dims == 0) return -1;
+  char prefix[1024] = "with";
+  size_t len = strlen(prefix);
+  for (int i = 0; i < o->n_dims && len < sizeof prefix; i++)
+    len += (size_t)snprintf(prefix + len, sizeof prefix - len, " --dim %s=%lld", o->dims[i].name,
+                            (long long)o->dims[i].value);
+  if (len < sizeof prefix) snprintf(prefix + len, sizeof prefix - len, ": ");
+  kn_diag_prefix(p->d, first, prefix);
+  return -1;
+}
+
+/* A model output that declares a pinned dim must come out at the pinned
+ * value: else the model does not take the value it was given (a size fixed
+ * at export), and its answer would not be the one the user asked for. */
+static int check_pinned_outputs(kn_pipe *p) {
+  const kn_graph *g = p->g;
+  const kn_compile_opts *o = p->o;
+  int rc = 0;
+  for (int i = 0; g->out_pinned && i < g->n_outputs - g->n_checks; i++) {
+    const kn_value *v = &g->values[g->outputs[i]];
+    for (int k = 0; k < KN_MAX_RANK; k++) {
+      const char *name = g->out_pinned[i * KN_MAX_RANK + k];
+      int pin = 0;
+      while (name && pin < o->n_dims && strcmp(o->dims[pin].name, name)) pin++;
+      if (!name || pin == o->n_dims) continue;
+      if (k < v->shape.rank && !((v->shape.batch_mask >> k) & 1) && v->shape.dim[k] == o->dims[pin].value) continue;
+      char shape[256];
+      rc = kn_diag_error(p->d, "with --dim %s=%lld: output '%s' declares dim %d as '%s', but its shape is %s", name,
+                         (long long)o->dims[pin].value, v->name, k, name, kn_shape_str(&v->shape, shape, sizeof shape));
+    }
+  }
+  return rc;
+}
+
 /* The first shape inference that must succeed; it reports what does not. */
 static int infer(kn_pipe *p) {
-  if (p->typed == 1 && !p->checks_added) return 0; /* typed when tried, unchanged since */
-  return kn_infer_shapes(p->g, p->d);
+  if ((p->typed != 1 || p->checks_added) && infer_shapes(p) < 0) return -1; /* else typed when tried, unchanged since */
+  return check_pinned_outputs(p);
 }
 
 /* With a tuning log, each Winograd-eligible conv takes the algorithm whose
@@ -162,7 +205,7 @@ static int split_topk(kn_pipe *p) { return kn_pass_split_topk(p->g, p->d); }
  * verified, in every build. */
 static int outputs(kn_pipe *p) {
   if (kn_pass_materialize_outputs(p->g, p->d) < 0) return -1;
-  if (kn_infer_shapes(p->g, p->d) < 0 || kn_graph_toposort(p->g, p->d) < 0) return -1;
+  if (infer_shapes(p) < 0 || kn_graph_toposort(p->g, p->d) < 0) return -1;
   return kn_graph_verify(p->g, p->d);
 }
 
@@ -410,7 +453,7 @@ static int run_steps(kn_pipe *p, int first, int last, bool *stopped) {
     int rc = !s->run || ((s->flags & UNTYPED) && p->typed) ? 1 : s->run(p);
     if (rc < 0) return -1;
     if ((s->flags & RETYPE) && rc == 0) {
-      if (kn_infer_shapes(p->g, p->d) < 0) return -1;
+      if (infer_shapes(p) < 0) return -1;
 #ifndef NDEBUG
       if (kn_graph_verify(p->g, p->d) < 0) return -1;
 #endif
@@ -468,7 +511,7 @@ int kn_pipeline_needed_bindings(const kn_compile_opts *o, kn_arena *arena, kn_bi
   kn_graph g;
   kn_graph_init(&g);
   int status = -1;
-  if (kn_fe_load_onnx(o->model, &g, d) < 0) goto done;
+  if (kn_fe_load_onnx_dims(o->model, o->dims, o->n_dims, &g, d) < 0) goto done;
   int n_declared = g.n_inputs;
   int *declared = KN_NEW_ARRAY(arena, int, n_declared + 1);
   memcpy(declared, g.inputs, sizeof *declared * (size_t)n_declared);

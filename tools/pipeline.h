@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "frontend/onnx_load.h"
 #include "ir/graph/graph.h"
 #include "tools/bind.h"
 
@@ -37,6 +38,8 @@ typedef struct kn_compile_opts {
   int progress;
   const kn_binding *binds; /* --bind: graph inputs made constants */
   int n_binds;
+  const kn_fe_dim *dims; /* --dim: symbolic dims made static at import */
+  int n_dims;
   /* --conv-algo: which 3x3 stride-1 convs run as Winograd
    * (ir/passes/pass_winograd.c): "direct" none, "winograd" all that can as
    * F(2x2, 3x3), "winograd4" all as F(4x4, 3x3), "auto" or NULL the default

@@ -168,6 +168,12 @@ typedef struct kn_graph {
   /* The shape each model output declares in the ONNX graph (n_outputs -
    * n_checks entries), rank -1 where not fully static; NULL when not imported. */
   kn_shape *out_declared;
+  /* out_pinned[o * KN_MAX_RANK + k]: the name of the symbolic dim that model
+   * output o declares at index k when `--dim` pinned it (its value then
+   * stands in out_declared, if that is static), else NULL; NULL when no
+   * output declares a pinned dim. The pipeline checks these dims against
+   * the inferred shapes. */
+  const char **out_pinned;
   int64_t opset;     /* default-domain opset import */
   int64_t max_batch; /* bound of the batch symbol N (>= 1) */
   const char *batch_symbol; /* the dim_param treated as N, or NULL */

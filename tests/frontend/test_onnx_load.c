@@ -28,15 +28,18 @@ typedef struct loaded {
   char path[1024];
 } loaded;
 
-static loaded *load(const char *file) {
+/* Loads `file` with the symbolic dims dims[0..n_dims) pinned (--dim). */
+static loaded *load_pinned(const char *file, const kn_fe_dim *dims, int n_dims) {
   loaded *l = calloc(1, sizeof *l);
   assert_non_null(l);
   snprintf(l->path, sizeof l->path, "%s/%s", models_dir, file);
   kn_graph_init(&l->g);
   kn_diag_init(&l->d);
-  l->rc = kn_fe_load_onnx(l->path, &l->g, &l->d);
+  l->rc = kn_fe_load_onnx_dims(l->path, dims, n_dims, &l->g, &l->d);
   return l;
 }
+
+static loaded *load(const char *file) { return load_pinned(file, NULL, 0); }
 
 static void unload(loaded *l) {
   kn_graph_free(&l->g);
@@ -58,14 +61,19 @@ static void expect_diag(const loaded *l, int i, const char *msg) {
   assert_string_equal(l->d.lines[i], want);
 }
 
-/* Loading fails with exactly the given diagnostics, in order. */
-static void expect_errors(const char *file, int n, const char *const *msgs) {
-  loaded *l = load(file);
+/* Loading with pins fails with exactly the given diagnostics, in order. */
+static void expect_errors_pinned(const char *file, const kn_fe_dim *dims, int n_dims, int n, const char *const *msgs) {
+  loaded *l = load_pinned(file, dims, n_dims);
   if (l->d.count != n) kn_diag_print(&l->d, file);
   assert_int_equal(l->rc, -1);
   assert_int_equal(l->d.count, n);
   for (int i = 0; i < n; i++) expect_diag(l, i, msgs[i]);
   unload(l);
+}
+
+/* Loading fails with exactly the given diagnostics, in order. */
+static void expect_errors(const char *file, int n, const char *const *msgs) {
+  expect_errors_pinned(file, NULL, 0, n, msgs);
 }
 
 static int val(const kn_graph *g, const char *name) {
@@ -277,6 +285,101 @@ static void test_batch(void **state) {
   unload(l);
 }
 
+/* --dim: the values parsed (and refused), each pinned dim read as static. */
+static void test_dims_parse(void **state) {
+  (void)state;
+  kn_arena arena;
+  kn_arena_init(&arena);
+  kn_diag d;
+  kn_diag_init(&d);
+  kn_fe_dim dims[8];
+  assert_int_equal(kn_fe_dims_parse((const char *[]){"S=3", "H=2", "S=3"}, 3, &arena, dims, &d), 2);
+  assert_int_equal(d.count, 0);
+  assert_string_equal(dims[0].name, "S");
+  assert_int_equal(dims[0].value, 3);
+  assert_string_equal(dims[1].name, "H");
+  assert_int_equal(dims[1].value, 2);
+  const char *bad[] = {"S", "=3", "S=", "S=x", "S=3x", "S=+3", "S=0", "S=-2", "S=1099511627777",
+                       "S=99999999999999999999", "H=5", "H=6"};
+  static const char *const want[] = {
+      "--dim 'S': expected NAME=VALUE with VALUE a whole number (e.g. --dim seq=128)",
+      "--dim '=3': expected NAME=VALUE with VALUE a whole number (e.g. --dim seq=128)",
+      "--dim 'S=': expected NAME=VALUE with VALUE a whole number (e.g. --dim seq=128)",
+      "--dim 'S=x': expected NAME=VALUE with VALUE a whole number (e.g. --dim seq=128)",
+      "--dim 'S=3x': expected NAME=VALUE with VALUE a whole number (e.g. --dim seq=128)",
+      "--dim 'S=+3': expected NAME=VALUE with VALUE a whole number (e.g. --dim seq=128)",
+      "--dim 'S=0': the value must be from 1 to 1099511627776",
+      "--dim 'S=-2': the value must be from 1 to 1099511627776",
+      "--dim 'S=1099511627777': the value must be from 1 to 1099511627776",
+      "--dim 'S=99999999999999999999': the value must be from 1 to 1099511627776",
+      "--dim 'H=6': H is given twice, as 5 and as 6",
+  };
+  assert_int_equal(kn_fe_dims_parse(bad, 12, &arena, dims, &d), -1);
+  if (d.count != 11) kn_diag_print(&d, "dims");
+  assert_int_equal(d.count, 11);
+  for (int i = 0; i < 11; i++) assert_string_equal(d.lines[i], want[i]);
+  kn_diag_free(&d);
+  kn_arena_free(&arena);
+}
+
+static void test_dims(void **state) {
+  (void)state;
+  /* S and H pinned: B stays the batch symbol; y's declared shape is not
+   * static (B), z's is; both note where they declare a pinned dim */
+  const kn_fe_dim sh[] = {{"S", 3}, {"H", 2}};
+  loaded *l = load_pinned("dims.onnx", sh, 2);
+  expect_ok(l);
+  kn_graph *g = &l->g;
+  assert_string_equal(g->batch_symbol, "B");
+  expect_shape(&g->values[g->inputs[0]], 3, (int64_t[]){1, 3, 4}, 1);
+  expect_shape(&g->values[g->inputs[1]], 2, (int64_t[]){3, 2}, 0);
+  assert_int_equal(g->out_declared[0].rank, -1);
+  assert_int_equal(g->out_declared[1].rank, 2);
+  assert_int_equal(g->out_declared[1].dim[0], 3);
+  assert_int_equal(g->out_declared[1].dim[1], 2);
+  assert_non_null(g->out_pinned);
+  assert_null(g->out_pinned[0]);
+  assert_string_equal(g->out_pinned[1], "S");
+  assert_string_equal(g->out_pinned[KN_MAX_RANK + 0], "S");
+  assert_string_equal(g->out_pinned[KN_MAX_RANK + 1], "H");
+  unload(l);
+
+  /* the batch symbol pinned too: no batch left, every shape static */
+  const kn_fe_dim bsh[] = {{"B", 2}, {"S", 3}, {"H", 2}};
+  l = load_pinned("dims.onnx", bsh, 3);
+  expect_ok(l);
+  g = &l->g;
+  assert_null(g->batch_symbol);
+  expect_shape(&g->values[g->inputs[0]], 3, (int64_t[]){2, 3, 4}, 0);
+  assert_int_equal(g->out_declared[0].rank, 3);
+  assert_int_equal(g->out_declared[0].dim[0], 2);
+  unload(l);
+
+  /* no pins: every symbolic dim but the batch, each with its fix; a pin
+   * missing leaves its own error */
+  expect_errors("dims.onnx", 3,
+                (const char *[]){"input 'x' has symbolic dim 'S' at index 1; Kiln supports a symbolic batch dim "
+                                 "only; fix it with --dim S=VALUE",
+                                 "input 'm' has symbolic dim 'S' at index 0; Kiln supports a symbolic batch dim "
+                                 "only; fix it with --dim S=VALUE",
+                                 "input 'm' has symbolic dim 'H' at index 1; Kiln supports a symbolic batch dim "
+                                 "only; fix it with --dim H=VALUE"});
+  expect_errors_pinned("dims.onnx", sh, 1, 1,
+                       (const char *[]){"input 'm' has symbolic dim 'H' at index 1; Kiln supports a symbolic batch "
+                                        "dim only; fix it with --dim H=VALUE"});
+  /* a name the inputs do not have: that line alone */
+  expect_errors_pinned("dims.onnx", (const kn_fe_dim[]){{"S", 3}, {"Q", 1}}, 2, 1,
+                       (const char *[]){"--dim 'Q': the model has no symbolic dim 'Q'; its symbolic dims: B, S, H"});
+  expect_errors_pinned("conv.onnx", (const kn_fe_dim[]){{"Q", 1}}, 1, 1,
+                       (const char *[]){"--dim 'Q': the model has no symbolic dim 'Q'; its inputs have none"});
+
+  /* 40 symbolic dims: the list stops after 32, a pin of the 40th is known */
+  char want[1024] = "--dim 'Q': the model has no symbolic dim 'Q'; its symbolic dims: D0";
+  for (int i = 1; i < 32; i++) snprintf(want + strlen(want), sizeof want - strlen(want), ", D%d", i);
+  strcat(want, ", ...");
+  expect_errors_pinned("many_dims.onnx", (const kn_fe_dim[]){{"D39", 2}, {"Q", 1}}, 2, 1, (const char *[]){want});
+}
+
 static void test_buffer(void **state) {
   (void)state;
   char path[1024];
@@ -392,7 +495,7 @@ static void test_bad_graphs(void **state) {
                        "node 'relu_b' (Relu): output 'y' is already defined"});
   expect_errors("bad_symbolic.onnx", 2,
                 (const char *[]){"input 'x' has symbolic dim 'S' at index 1; Kiln supports a "
-                                 "symbolic batch dim only",
+                                 "symbolic batch dim only; fix it with --dim S=VALUE",
                                  "input 'u' has an unknown dim at index 1; Kiln supports a "
                                  "symbolic batch dim only"});
 }
@@ -542,6 +645,7 @@ int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_conv),         cmocka_unit_test(test_typed),
       cmocka_unit_test(test_external),     cmocka_unit_test(test_batch),
+      cmocka_unit_test(test_dims_parse),   cmocka_unit_test(test_dims),
       cmocka_unit_test(test_buffer),       cmocka_unit_test(test_unsupported),
       cmocka_unit_test(test_bad_files),    cmocka_unit_test(test_bad_graphs),
       cmocka_unit_test(test_bad_external), cmocka_unit_test(test_mutants),

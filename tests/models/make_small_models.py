@@ -12,7 +12,9 @@ bad ones are deliberately malformed and are written with SerializeToString
 Good:  conv.onnx (raw_data weights), typed.onnx (typed data fields, Constant
        nodes, every attribute kind, nodes out of order, omitted optional
        input/output, unnamed node), external.onnx (+ external.bin,
-       sub/tail.bin), batch.onnx (symbolic batch N).
+       sub/tail.bin), batch.onnx (symbolic batch N), dims.onnx (symbolic
+       dims B, S, H, to pin with --dim), many_dims.onnx (40 symbolic dims
+       D0..D39 over 5 inputs).
 Bad:   unsupported.onnx (3 different unsupported ops), truncated.onnx,
        garbage.onnx, empty.onnx, undefined.onnx (missing initializer,
        undefined input), bad_size.onnx, bad_dims.onnx, bad_misc.onnx,
@@ -200,6 +202,24 @@ def make_batch(out):
          helper.make_tensor_value_info("y3", TensorProto.INT64, [4, "N"])])
     write(out, "batch.onnx", model_of(graph), check=True)
 
+
+def make_dims(out):
+    nodes = [helper.make_node("Relu", ["x"], ["y"], name="relu_x"),
+             helper.make_node("Relu", ["m"], ["z"], name="relu_m")]
+    graph = helper.make_graph(
+        nodes, "dims",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["B", "S", 4]),
+         helper.make_tensor_value_info("m", TensorProto.FLOAT, ["S", "H"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["B", "S", 4]),
+         helper.make_tensor_value_info("z", TensorProto.FLOAT, ["S", "H"])])
+    write(out, "dims.onnx", model_of(graph), check=True)
+    inputs = [helper.make_tensor_value_info(f"x{i}", TensorProto.FLOAT, [f"D{8 * i + k}" for k in range(8)])
+              for i in range(5)]
+    nodes = [helper.make_node("Relu", [f"x{i}"], [f"y{i}"]) for i in range(5)]
+    outputs = [helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, [f"D{8 * i + k}" for k in range(8)])
+               for i in range(5)]
+    write(out, "many_dims.onnx", model_of(helper.make_graph(nodes, "many_dims", inputs, outputs)), check=True)
+
     graph = helper.make_graph(
         [helper.make_node("Relu", ["x"], ["y"]), helper.make_node("Relu", ["u"], ["v"])],
         "bad_symbolic",
@@ -271,6 +291,7 @@ def main():
     make_typed(out)
     make_external(out)
     make_batch(out)
+    make_dims(out)
     make_unsupported(out)
     make_bad(out)
 
