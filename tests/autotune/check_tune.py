@@ -55,7 +55,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "models"))
-from common import TempDir, compare, make_inputs, model_inputs, ort_reference, run  # noqa: E402
+from common import TempDir, compare, fixed_batch, make_inputs, model_inputs, ort_reference, run  # noqa: E402
 
 FIELDS = {"v", "kiln", "target", "key", "trace", "seconds", "status", "default", "cache", "time"}
 
@@ -631,14 +631,7 @@ def case_upgrade(a, tmp):
     data = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "resnet18_v1.jsonl")
     model = os.path.join(a.models, "resnet18.onnx")
     b1 = os.path.join(tmp, "resnet18_b1.onnx")  # the same export with the batch fixed to 1
-    import onnx
-    m = onnx.load(model)
-    for vi in list(m.graph.input) + list(m.graph.output):
-        for d in vi.type.tensor_type.shape.dim:
-            if d.dim_param:
-                d.ClearField("dim_param")
-                d.dim_value = 1
-    onnx.save(m, b1)
+    fixed_batch(model, b1)
     with open(data) as f:
         old = [json.loads(line) for line in f]
     target = old[0]["target"]

@@ -21,21 +21,11 @@ import subprocess
 import sys
 import tempfile
 
-import onnx
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "models"))
+from common import fixed_batch  # noqa: E402
 
 TUNED = re.compile(r"kiln: tuning log: (\d+) of (\d+) kernels use tuned schedules \((\d+) run their default")
 MATCHED = re.compile(r"kiln: tuning log: (\d+) of its (\d+) records for this target are of kernels of this model")
-
-
-def fixed_batch(src, dst):
-    """src with every symbolic dim of its inputs and outputs fixed to 1."""
-    m = onnx.load(src)
-    for vi in list(m.graph.input) + list(m.graph.output):
-        for d in vi.type.tensor_type.shape.dim:
-            if d.dim_param:
-                d.ClearField("dim_param")
-                d.dim_value = 1
-    onnx.save(m, dst)
 
 
 def applied(kiln, model, target, log, tmp):

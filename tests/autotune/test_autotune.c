@@ -552,6 +552,15 @@ static void test_workload_key_batch(void **state) {
   teardown(&a);
 }
 
+/* A new file from the mkstemp template path, open for writing. */
+static FILE *temp_file(char *path) {
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  FILE *f = fdopen(fd, "w");
+  assert_non_null(f);
+  return f;
+}
+
 static const char *record_line(const char *target, const char *key, const char *status, double seconds) {
   static char buf[1024];
   snprintf(buf, sizeof buf,
@@ -565,9 +574,7 @@ static const char *record_line(const char *target, const char *key, const char *
 static void test_log(void **state) {
   (void)state;
   char path[] = "/tmp/kn_test_log_XXXXXX";
-  int fd = mkstemp(path);
-  assert_true(fd >= 0);
-  FILE *f = fdopen(fd, "w");
+  FILE *f = temp_file(path);
   fputs(record_line("T", "k1", "ok", 2e-3), f);           /* 1 */
   fputs("{\"v\":1,\"target\":\"T\",\"key\":\"k1\"\n", f); /* 2: cut short */
   fputs(record_line("U", "k1", "ok", 1e-6), f);           /* 3: other target */
@@ -628,9 +635,7 @@ static void test_log(void **state) {
 static void test_log_v1(void **state) {
   (void)state;
   char path[] = "/tmp/kn_test_log_XXXXXX";
-  int fd = mkstemp(path);
-  assert_true(fd >= 0);
-  FILE *f = fdopen(fd, "w");
+  FILE *f = temp_file(path);
   fputs(record_line("T", "Gemm(x0:float32[N*1,128],x1:float32[10,128]c)->float32[N*1,10]", "ok", 2e-3), f);
   fputs(record_line("T", "Conv+Relu#00000000000000aa", "ok", 3e-3), f);
   char *v3 = strdup(record_line("T", "k3", "ok", 1e-3));
@@ -664,9 +669,7 @@ static void test_log_v1(void **state) {
 static void test_log_upgrade(void **state) {
   (void)state;
   char path[] = "/tmp/kn_test_upgrade_XXXXXX";
-  int fd = mkstemp(path);
-  assert_true(fd >= 0);
-  FILE *f = fdopen(fd, "w");
+  FILE *f = temp_file(path);
   char line[1024];
   snprintf(line, sizeof line, "%s", record_line("T", "Relu(x0:float32[N*1,8])->float32[N*1,8]", "ok", 2e-3));
   fputs(line, f);                                                  /* short: N* dropped */
@@ -723,9 +726,7 @@ static void test_log_upgrade(void **state) {
 static void test_log_confirm(void **state) {
   (void)state;
   char path[] = "/tmp/kn_test_logc_XXXXXX";
-  int fd = mkstemp(path);
-  assert_true(fd >= 0);
-  FILE *f = fdopen(fd, "w");
+  FILE *f = temp_file(path);
   fputs(record_line("T", "k1", "ok", 2e-3), f); /* the default, timed once */
   fputs(record_line("T", "k1", "ok", 5e-4), f); /* the search's lucky best */
   fputs(record_line("T", "k2", "ok", 7e-4), f); /* a key never confirmed */
@@ -775,9 +776,7 @@ static void test_log_confirm(void **state) {
 static void test_log_noisy(void **state) {
   (void)state;
   char path[] = "/tmp/kn_test_logn_XXXXXX";
-  int fd = mkstemp(path);
-  assert_true(fd >= 0);
-  FILE *f = fdopen(fd, "w");
+  FILE *f = temp_file(path);
   fputs(record_line("T", "k1", "ok", 2e-3), f);    /* the default */
   fputs(record_line("T", "k1", "noisy", 5e-4), f); /* another schedule, timed under load */
   fclose(f);

@@ -105,6 +105,18 @@ def save_inputs(tmp, tag, feeds):
     return args
 
 
+def fixed_batch(src, dst):
+    """src saved as dst with every symbolic dim of its inputs and outputs
+    fixed to 1: the model as exported with a static batch of 1."""
+    m = onnx.load(src)
+    for vi in list(m.graph.input) + list(m.graph.output):
+        for d in vi.type.tensor_type.shape.dim:
+            if d.dim_param:
+                d.ClearField("dim_param")
+                d.dim_value = 1
+    onnx.save(m, dst)
+
+
 def ort_session(model_path, threads=1, optimize=False):
     """An ONNX Runtime CPU session. The reference for tests uses optimize=False
     (ORT_DISABLE_ALL: ORT evaluates the graph as written); the benchmark uses
