@@ -355,10 +355,10 @@ def case_tuned(c):
         recs = [json.loads(ln) for ln in f if ln.strip()]
     extra = []
     for r in recs:  # every conv but the first (8 -> 16): the expand, the depthwise, the last
-        if not r["key"].startswith("kiln.ConvNHWC") or "float32[N*1,64,64,8]" in r["key"]:
+        if not r["key"].startswith("kiln.ConvNHWC") or "float32[1,64,64,8]" in r["key"]:
             continue
         t = dict(r, default=False, seconds=r["seconds"] / 2)
-        if "float32[N*1,64,64,12]" in r["key"]:  # the expand: 12 input channels in 3 blocks
+        if "float32[1,64,64,12]" in r["key"]:  # the expand: 12 input channels in 3 blocks
             # blocking needs row tiles that divide the 64 rows: 4 (the
             # default's 6 rows on 16-register targets would overlap)
             trace = [dict(p, factor=4) if p["p"] == "split" and p["axis"] == 2 else p for p in r["trace"]]
