@@ -12,7 +12,7 @@
 #    python/ into a fresh venv and runs them from there).
 # 2. ASan+UBSan build in build-asan/ (-DKILN_SANITIZE=ON) and the tests there
 #    except the large models, the artifact harness, the cross tests and the
-#    slow tests whose quick sibling does run there (label filter
+#    slow tests, whose smaller siblings do run there (label filter
 #    KILN_ASAN_EXCLUDE, default "models-large|artifact|cross|slow"): unit tests
 #    plus the tiny models and the bad-input cases under the sanitizers.
 # --quick skips the large models in the Release run too. Assumes
