@@ -67,11 +67,12 @@ const char *kn_at_key_from_v1(const char *key, kn_arena *A, bool *old) {
 
 int kn_at_log_adopt(kn_at_log *log, const char *key_v1, const char *key) {
   int n = 0;
-  if (!log->old_keys || !strcmp(key_v1, key)) return 0;
-  for (int i = 0; i < log->n; i++) {
+  for (int i = 0; i < log->n && log->old_keys; i++) {
     kn_at_record *r = &log->records[i];
     if (!r->old_key || strcmp(r->key, key_v1)) continue;
-    r->key = kn_arena_strdup(&log->arena, key);
+    /* the same text in both versions (no batch dim) is settled too, so
+     * old_keys counts only what no kernel has named yet */
+    if (strcmp(key_v1, key)) r->key = kn_arena_strdup(&log->arena, key);
     r->old_key = false;
     log->old_keys--;
     n++;

@@ -43,10 +43,11 @@ static char *upgrade_line(const char *line, const char *const *keys_v1, const ch
       goto done;
     }
   }
-  size_t cap = 2 * strlen(key->str) + 16, len_old = 0, len_new = 0;
-  char *old_text = kn_arena_alloc(&A, 6 * cap), *new_text = kn_arena_alloc(&A, 6 * (strlen(now) + 16));
-  kn_json_escape(key->str, old_text, 6 * cap, &len_old);
-  kn_json_escape(now, new_text, 6 * (strlen(now) + 16), &len_new);
+  /* a JSON string literal takes at most 6 bytes a character, quotes and NUL */
+  size_t cap_old = 6 * strlen(key->str) + 3, cap_new = 6 * strlen(now) + 3, len_old = 0, len_new = 0;
+  char *old_text = kn_arena_alloc(&A, cap_old), *new_text = kn_arena_alloc(&A, cap_new);
+  kn_json_escape(key->str, old_text, cap_old, &len_old);
+  kn_json_escape(now, new_text, cap_new, &len_new);
   const char *at = strstr(line, "\"key\":");
   if (!at || strncmp(at + 6, old_text, len_old)) { /* not as kiln writes it: leave it */
     c->left++;

@@ -113,10 +113,13 @@ static void explain(const kn_tuned *t, const kn_kernel_build *kernels, int n, co
             count[KN_AT_TUNED] - kept, r->n_kernels, count[KN_AT_BEST_DEFAULT], count[KN_AT_NO_RECORD],
             count[KN_AT_UNFIT], kept);
     int matched = of_the_model(t, n);
-    why_none(&t->log, why, sizeof why);
-    fprintf(stderr, "kiln: tuning log: %d of its %d records for this target are of kernels of this model%s%s%s\n",
-            matched, t->log.n, matched || !t->log.n ? "" : " (", matched || !t->log.n ? "" : why,
-            matched || !t->log.n ? "" : ")");
+    fprintf(stderr, "kiln: tuning log: %d of its %d records for this target are of kernels of this model", matched,
+            t->log.n);
+    if (!matched && t->log.n) {
+      why_none(&t->log, why, sizeof why);
+      fprintf(stderr, " (%s)", why);
+    }
+    fputc('\n', stderr);
   } else if (o->replay_defaults || o->replay_alone)
     return; /* the model check's builds: a rank a key lacks is no news */
   else if (count[KN_AT_NO_RECORD] == r->n_kernels && r->n_kernels > 0 && !of_the_model(t, n)) {

@@ -638,6 +638,7 @@ static void test_log_v1(void **state) {
   FILE *f = temp_file(path);
   fputs(record_line("T", "Gemm(x0:float32[N*1,128],x1:float32[10,128]c)->float32[N*1,10]", "ok", 2e-3), f);
   fputs(record_line("T", "Conv+Relu#00000000000000aa", "ok", 3e-3), f);
+  fputs(record_line("T", "Add#00000000000000dd", "ok", 3e-3), f); /* no batch dim: the same in both versions */
   char *v3 = strdup(record_line("T", "k3", "ok", 1e-3));
   v3[5] = '3'; /* {"v":3 */
   fputs(v3, f);
@@ -647,9 +648,12 @@ static void test_log_v1(void **state) {
   kn_diag d;
   kn_diag_init(&d);
   assert_int_equal(kn_at_log_load(path, "T", false, NULL, &log, &d), 0);
-  assert_int_equal(log.n, 2);
+  assert_int_equal(log.n, 3);
   assert_int_equal(log.bad_lines, 1);
+  assert_int_equal(log.old_keys, 2);
+  assert_int_equal(kn_at_log_adopt(&log, "Add#00000000000000dd", "Add#00000000000000dd"), 1);
   assert_int_equal(log.old_keys, 1);
+  assert_non_null(kn_at_log_best(&log, "Add#00000000000000dd"));
   assert_non_null(kn_at_log_best(&log, "Gemm(x0:float32[1,128],x1:float32[10,128]c)->float32[1,10]"));
   assert_null(kn_at_log_best(&log, "Conv+Relu#00000000000000bb"));
   assert_int_equal(kn_at_log_adopt(&log, "Conv+Relu#00000000000000aa", "Conv+Relu#00000000000000bb"), 1);
