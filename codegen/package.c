@@ -330,14 +330,18 @@ static LLVMValueRef gpu_table(tables *t, const kn_plan *p, const gpu_parts *gpu,
 static void build_module(tables *t, const kn_plan *p, bool shared, const gpu_parts *gpu) {
   kn_cg_module *m = t->m;
   define_types(t);
-  /* kernels: one function per distinct kernel */
+  /* kernels: one function per group of kernels equal up to renaming (LLVM's
+   * time grows with the code it optimises); GPU kernels live in the CUDA module */
   LLVMValueRef *fns = calloc((size_t)(p->n_steps > 0 ? p->n_steps : 1), sizeof *fns);
-  KN_ASSERT(fns, "out of memory");
-  for (int s = 0; s < p->n_steps; s++) {
-    for (int o = 0; o < s && !fns[s]; o++)
-      if (p->steps[o].kernel == p->steps[s].kernel) fns[s] = fns[o];
-    if (!fns[s] && !gpu) fns[s] = kn_cg_emit_kernel(m, p->steps[s].kernel);
-  }
+  const kn_kernel **ks = calloc((size_t)(p->n_steps > 0 ? p->n_steps : 1), sizeof *ks);
+  int *same = calloc((size_t)(p->n_steps > 0 ? p->n_steps : 1), sizeof *same);
+  KN_ASSERT(fns && ks && same, "out of memory");
+  for (int s = 0; s < p->n_steps; s++) ks[s] = p->steps[s].kernel;
+  if (!gpu) kn_kernels_group(ks, p->n_steps, same);
+  for (int s = 0; s < p->n_steps && !gpu; s++)
+    fns[s] = same[s] == s ? kn_cg_emit_kernel(m, ks[s]) : fns[same[s]];
+  free(ks);
+  free(same);
   /* constants */
   LLVMValueRef *consts = calloc((size_t)(p->n_consts > 0 ? p->n_consts : 1), sizeof *consts);
   KN_ASSERT(consts, "out of memory");

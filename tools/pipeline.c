@@ -253,22 +253,24 @@ static int cuda(kn_pipe *p) {
   const kn_kernel **unique = KN_NEW_ARRAY(p->arena, const kn_kernel *, n + 1);
   const char **names = KN_NEW_ARRAY(p->arena, const char *, n + 1);
   int *emitted_as = KN_NEW_ARRAY(p->arena, int, n + 1); /* step -> index in unique */
+  const kn_kernel **ks = KN_NEW_ARRAY(p->arena, const kn_kernel *, n + 1);
+  int *first = KN_NEW_ARRAY(p->arena, int, n + 1);
   p->launches = KN_NEW_ARRAY(p->arena, kn_cuda_launch, n + 1);
   kn_gpu_limits limits = {.max_threads = 1024, .max_shared_bytes = kn_cuda_max_shared(&p->target)};
+  for (int i = 0; i < n; i++) ks[i] = p->plan.steps[i].kernel;
+  kn_kernels_group(ks, n, first);
   for (int i = 0; i < n; i++) {
-    const kn_kernel *k = p->plan.steps[i].kernel;
+    const kn_kernel *k = ks[i];
     if (kn_loop_verify_gpu(k, &limits, p->d) < 0 || kn_cuda_launch_info(k, &p->launches[i], p->d) < 0) {
       failures++;
       continue;
     }
-    int u = 0;
-    while (u < n_unique && !kn_kernel_alpha_equal(unique[u], k)) u++;
-    if (u == n_unique) {
+    if (first[i] == i) {
       unique[n_unique] = k;
       names[n_unique++] = k->name;
     }
-    emitted_as[i] = u;
-    p->launches[i].name = names[u];
+    emitted_as[i] = emitted_as[first[i]];
+    p->launches[i].name = names[emitted_as[i]];
   }
   if (failures || kn_cuda_emit(unique, n_unique, p->arena, &p->cuda_source, p->d) < 0) return -1;
   if (p->o->stop_after && !strcmp(p->o->stop_after, "cuda") && !p->o->verbose) return 0; /* the text is enough */
@@ -585,10 +587,16 @@ int kn_compile(const kn_compile_opts *o, kn_diag *d) {
     p.tuning = true;
   }
   if (run_steps(&p, 0, N_STEPS - 1, &stopped) < 0) goto done;
-  if (o->verbose && !stopped)
-    fprintf(stderr, "kiln: compiled %s -> %s: %d kernels (%d row pipes), workspace %lld bytes, %.2f s cpu\n",
-            o->model, o->output, p.plan.n_steps, p.plan.n_pipes, (long long)p.plan.workspace_bytes,
-            (double)(clock() - start) / CLOCKS_PER_SEC);
+  if (o->verbose && !stopped) {
+    int n = p.plan.n_steps;
+    const kn_kernel **ks = KN_NEW_ARRAY(&arena, const kn_kernel *, n + 1);
+    int *first = KN_NEW_ARRAY(&arena, int, n + 1);
+    for (int i = 0; i < n; i++) ks[i] = p.plan.steps[i].kernel;
+    fprintf(stderr,
+            "kiln: compiled %s -> %s: %d kernels (%d distinct, %d row pipes), workspace %lld bytes, %.2f s cpu\n",
+            o->model, o->output, n, kn_kernels_group(ks, n, first), p.plan.n_pipes,
+            (long long)p.plan.workspace_bytes, (double)(clock() - start) / CLOCKS_PER_SEC);
+  }
   status = 0;
 done:
   if (p.tuning) kn_tuned_close(&p.tuned);

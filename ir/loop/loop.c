@@ -320,6 +320,43 @@ bool kn_kernel_alpha_equal(const kn_kernel *a, const kn_kernel *b) {
   return eq;
 }
 
+/* A cheap digest that equal kernels share, so that most unequal pairs are
+ * told apart without walking their bodies. */
+static uint64_t kernel_digest(const kn_kernel *k) {
+  uint64_t h = (uint64_t)k->n_params * 0x9E3779B97F4A7C15ull;
+  h ^= (uint64_t)k->gpu << 1 | (uint64_t)k->parallel << 2 | (uint64_t)k->rows_batched << 3 | (uint64_t)!k->batch << 4;
+  h = h * 31 + (uint64_t)k->rows;
+  for (int i = 0; i < k->n_params; i++) h = h * 31 + (uint64_t)k->params[i]->dtype;
+  for (const kn_stmt *s = k->body; s; s = s->kind == KN_S_FOR ? s->u.loop.body : NULL) {
+    int64_t extent;
+    h = h * 31 + (uint64_t)s->kind;
+    if (s->kind == KN_S_FOR && kn_e_is_const_int(s->u.loop.extent, &extent)) h = h * 31 + (uint64_t)extent;
+  }
+  return h;
+}
+
+int kn_kernels_group(const kn_kernel *const *ks, int n, int *first) {
+  uint64_t *digest = malloc(sizeof *digest * (size_t)(n > 0 ? n : 1));
+  int *leaders = malloc(sizeof *leaders * (size_t)(n > 0 ? n : 1));
+  KN_ASSERT(digest && leaders, "out of memory");
+  int n_groups = 0;
+  for (int i = 0; i < n; i++) {
+    digest[i] = kernel_digest(ks[i]);
+    first[i] = i;
+    for (int g = 0; g < n_groups; g++) {
+      int j = leaders[g];
+      if (ks[j] == ks[i] || (digest[j] == digest[i] && kn_kernel_alpha_equal(ks[j], ks[i]))) {
+        first[i] = j;
+        break;
+      }
+    }
+    if (first[i] == i) leaders[n_groups++] = i;
+  }
+  free(digest);
+  free(leaders);
+  return n_groups;
+}
+
 static void pad(FILE *out, int indent) {
   for (int i = 0; i < indent; i++) fputs("  ", out);
 }

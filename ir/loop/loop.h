@@ -206,6 +206,12 @@ bool kn_stmt_stores_to(const kn_stmt *s, const kn_buffer *b);
  * kernels that are equal compile to one function.) */
 bool kn_kernel_alpha_equal(const kn_kernel *a, const kn_kernel *b);
 
+/* Groups n kernels by kn_kernel_alpha_equal: first[i] is the index of the
+ * first kernel equal to ks[i] (i itself when none before is); returns the
+ * number of groups. A model's repeated layers give equal kernels, and
+ * codegen compiles each group once. */
+int kn_kernels_group(const kn_kernel *const *ks, int n, int *first);
+
 void kn_stmt_print(const kn_stmt *s, FILE *out, int indent);
 void kn_kernel_print(const kn_kernel *k, FILE *out);
 

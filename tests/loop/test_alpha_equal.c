@@ -1,8 +1,9 @@
 /* test_alpha_equal.c — kn_kernel_alpha_equal: kernels equal up to the
  * names of their variables and buffers are equal; any other difference
  * (a constant, a dtype, which buffer or which variable an expression reads,
- * a loop's kind or dimension) makes them differ. The GPU back end emits
- * equal kernels once, so a false "equal" would run the wrong code. */
+ * a loop's kind or dimension) makes them differ. kn_kernels_group groups
+ * by it. Both back ends emit equal kernels once, so a false "equal" would
+ * run the wrong code. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -73,7 +74,28 @@ static void test_alpha_equal(void **state) {
   gpu_fx_free(&f);
 }
 
+/* Each kernel joins the group of the first kernel equal to it; the same
+ * pointer twice is one group; kernels that differ in one constant or the
+ * output dtype stay apart. */
+static void test_kernels_group(void **state) {
+  (void)state;
+  gpu_fx f;
+  gpu_fx_init(&f);
+  variant base = {.scale = 0.5, .dtype = KN_DT_F32}, other = base, half = base;
+  other.scale = 0.25;
+  half.dtype = KN_DT_F16;
+  kn_kernel k[6] = {build(&f, "a", base), build(&f, "b", other), build(&f, "c", base),
+                    build(&f, "d", half), build(&f, "e", other), build(&f, "f", base)};
+  const kn_kernel *ks[7] = {&k[0], &k[1], &k[2], &k[3], &k[4], &k[5], &k[1]};
+  int first[7];
+  assert_int_equal(kn_kernels_group(ks, 7, first), 3);
+  int want[7] = {0, 1, 0, 3, 1, 0, 1};
+  for (int i = 0; i < 7; i++) assert_int_equal(first[i], want[i]);
+  assert_int_equal(kn_kernels_group(ks, 0, first), 0);
+  gpu_fx_free(&f);
+}
+
 int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_alpha_equal)};
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_alpha_equal), cmocka_unit_test(test_kernels_group)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

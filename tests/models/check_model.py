@@ -3,7 +3,7 @@
 ONNX Runtime on the same random inputs.
 
     check_model.py MODEL.onnx [--max-batch B] [--batch b[,b...]] [--threads T[,T...]]
-                   [--kiln PATH] [--seed S] [--target T] [--keep DIR]
+                   [--kiln PATH] [--seed S] [--target T] [--keep DIR] [--shared-kernels]
 
 Steps: random inputs (fixed seed; token ids within the model's vocabulary) ->
 reference outputs from onnxruntime (CPUExecutionProvider, all graph
@@ -13,6 +13,10 @@ optimizations disabled, so ORT evaluates the graph as written) ->
 thread count -> compare each output:  max|kiln - ort| <= 1e-4 * max(1, max|ort|).
 One artifact serves every batch (that is the dynamic-batch test when a batch
 > 1 is asked for). Prints one line per run; exits 0 only if every run passes.
+--shared-kernels: the model repeats a layer, so `kiln compile -v` must report
+fewer distinct kernels than kernels, and the artifact must define exactly
+that many kernel functions (steps of equal kernels share one); the numeric
+comparison then checks the shared code under each step's own arguments.
 """
 import argparse
 import os
@@ -30,6 +34,26 @@ def int_list(text):
     return [int(x) for x in text.split(",") if x]
 
 
+def check_shared_kernels(log, artifact):
+    """None when -v's `K kernels (D distinct` has D < K and the artifact
+    defines D kernel functions; else what is wrong."""
+    m = re.search(r"(\d+) kernels \((\d+) distinct", log)
+    if not m:
+        return f"no 'K kernels (D distinct' in kiln compile -v's output: {log.strip()[-200:]!r}"
+    kernels, distinct = int(m.group(1)), int(m.group(2))
+    if distinct >= kernels:
+        return f"{distinct} distinct of {kernels} kernels: nothing shared"
+    nm = run(["nm", artifact])
+    if nm.returncode != 0:
+        return f"nm {artifact}: {describe_failure(nm)}"
+    defined = {line.split()[-1] for line in nm.stdout.splitlines()
+               if re.fullmatch(r"[0-9a-f]+ [tT] model_k\d+", line.strip())}
+    if len(defined) != distinct:
+        return f"-v says {distinct} distinct kernels, the artifact defines {len(defined)} kernel functions"
+    print(f"{kernels} kernels, {distinct} functions")
+    return None
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description="Compare Kiln with ONNX Runtime on one model.")
     ap.add_argument("model")
@@ -41,6 +65,8 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--target", default=None, help="passed to kiln compile --target")
     ap.add_argument("--keep", default=None, help="work in this folder and keep it")
+    ap.add_argument("--shared-kernels", action="store_true",
+                    help="require kernels equal up to renaming to share one function")
     args = ap.parse_args(argv)
 
     name = os.path.basename(args.model)
@@ -64,6 +90,8 @@ def main(argv=None):
             cmd += ["--max-batch", str(args.max_batch)]
         if args.target:
             cmd += ["--target", args.target]
+        if args.shared_kernels:
+            cmd += ["-v"]
         t0 = time.perf_counter()
         proc = run(cmd)
         compile_s = time.perf_counter() - t0
@@ -76,6 +104,10 @@ def main(argv=None):
                 return 1
         print(f"{name}: compiled in {compile_s:.2f} s "
               f"({os.path.getsize(artifact) / 1e6:.1f} MB artifact)")
+        if args.shared_kernels:
+            why = check_shared_kernels(proc.stderr, artifact)
+            print(f"{'FAIL' if why else 'PASS'} {name}: shared kernels: {why or 'as reported'}")
+            ok = not why
 
         for batch in args.batch:
             feeds = make_inputs(specs, batch, args.seed)
