@@ -208,7 +208,7 @@ static void mutate_once(kn_schedule *s, const kn_at_task_shape *task, const kn_t
     s->attach += rnd_int(rng, 2) ? 1 : -1;
     return;
   case 7: /* a conv's pixels as one axis, or not */
-    if (ts->hints.spatial) s->fuse_spatial = !s->fuse_spatial;
+    if (kn_sched_rows_fuse_ok(&ts->hints)) s->fuse_spatial = !s->fuse_spatial;
     return;
   case 8: /* how many innermost reduction axes are unrolled (validation
            * refuses what does not fit) */

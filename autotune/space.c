@@ -260,7 +260,7 @@ int kn_at_space_generate(const kn_at_task_shape *ts, const kn_target *t, kn_aren
   if (lanes < 1) lanes = 4;
   if (ts->rank >= 2 && ts->hints.is_contraction && ts->extent[ts->rank - 1] > 0 && ts->extent[ts->rank - 2] > 0) {
     contraction(&sp, t, lanes, false);
-    if (ts->hints.spatial && ts->extent[ts->rank - 3] > 1) contraction(&sp, t, lanes, true);
+    if (kn_sched_rows_fuse_ok(&ts->hints) && ts->rank >= 3 && ts->extent[ts->rank - 3] > 1) contraction(&sp, t, lanes, true);
     blocked(&sp);
   } else if (ts->rank >= 1 && ts->extent[ts->rank - 1] > 0)
     generic(&sp, lanes);

@@ -179,7 +179,7 @@ static int64_t piece_extent(const kn_schedule *s, const kn_at_task_shape *ts, in
 const kn_at_task_shape *kn_at_task_axes(const kn_schedule *s, const kn_at_task_shape *task, kn_at_task_shape *buf) {
   if (!s->fuse_spatial) return task;
   int r = task->rank;
-  if (!task->hints.spatial) return NULL;
+  if (!kn_sched_rows_fuse_ok(&task->hints)) return NULL;
   *buf = *task;
   if (!kn_sched_axis_extents(s, r, task->extent, buf->extent)) return NULL;
   /* the pixel axis holds oh's stages too */
@@ -191,7 +191,7 @@ int kn_at_sched_validate(const kn_schedule *s, const kn_at_task_shape *task, kn_
   if (s->n_axes != task->rank) return kn_diag_error(d, "schedule has %d axes, the kernel %d", s->n_axes, task->rank);
   kn_at_task_shape buf;
   const kn_at_task_shape *ts = kn_at_task_axes(s, task, &buf);
-  if (!ts) return kn_diag_error(d, "fuse_spatial: the kernel is not a convolution with constant rows and columns");
+  if (!ts) return kn_diag_error(d, "fuse_spatial: the kernel is not a convolution or a MatMul by one matrix with constant rows and columns");
   if (s->fuse_spatial && s->rsplit_factor > 0) return kn_diag_error(d, "fuse_spatial: not with split_reduction");
   int want_loops = 0;
   for (int a = 0; a < s->n_axes; a++) {

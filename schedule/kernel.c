@@ -308,6 +308,8 @@ int kn_sched_build_kernel_with(kn_graph *g, const kn_group *grp, const kn_target
   hints.gather_axis = hints.has_stages ? -1 : gather_axis(ec, result);
   hints.index_heavy = anchor->op == KN_OP_WINOGRAD_INPUT || anchor->op == KN_OP_WINOGRAD_OUTPUT;
   hints.elem_axis = anchor->op == KN_OP_WINOGRAD_INPUT && result->rank == 4 ? 1 : -1;
+  hints.shared_rhs = anchor->op == KN_OP_MATMUL && anchor->n_in >= 2 && anchor->in[1] >= 0 &&
+                     g->values[anchor->in[1]].shape.rank == 2;
   if (hints.is_contraction && anchor->n_in >= 2 && anchor->in[0] >= 0 && anchor->in[1] >= 0 &&
       g->values[anchor->in[1]].data)
     hints.weights_heavy = kn_value_numel(g, anchor->in[1]) >= kn_value_numel(g, anchor->in[0]);

@@ -129,8 +129,19 @@ void kn_sched_default(const kn_te_tensor *out, const kn_sched_hints *h, const kn
    * batch of 1) is a matrix-vector product: the symbolic-row rule below, not
    * a register tile of one row, which was much slower (mobilenet_v2
    * exported with batch 1: its 1280 x 1000 classifier) */
+  /* a MatMul of one row per leading index against one 2-D matrix ([T, 1, K] x
+   * [K, N]: nn.MultiheadAttention's input projection after its [T, B, E]
+   * transpose) is a GEMM of T rows: its rows run across the unit axis
+   * (fuse_spatial), not as T matrix-vector products that stream the whole
+   * matrix once per row */
+  int64_t lead = 0;
+  bool rows_across = h->is_contraction && h->shared_rhs && !h->spatial && rank >= 3 &&
+                     const_extent(out, rank - 2, &rows) && rows == 1 && const_extent(out, rank - 3, &lead) &&
+                     lead > 1;
+  if (rows_across) s->fuse_spatial = true;
   if (h->is_contraction && rank >= 2 && const_extent(out, rank - 1, &cols) &&
-      const_extent(out, rank - 2, &rows) && (rows > 1 || h->spatial)) {
+      const_extent(out, rank - 2, &rows) && (rows > 1 || h->spatial || rows_across)) {
+    if (rows_across) rows = lead;
     /* a dense conv or matmul takes the two-vector tile only when at most 5%
      * of it is past the last column: 144, 240 and 112 columns (efficientnet_b0,
      * mobilenet_v2) waste 11%, 6.7% and 14% in 32-wide tiles, and their tuning

@@ -160,6 +160,10 @@ typedef struct kn_sched_hints {
                            innermost of the outer loops when the loops inside
                            it would leave L1 before the gathered lines come
                            back (rules.c) */
+  bool shared_rhs;      /* a MatMul whose second operand is 2-D: every row of
+                           every leading axis of O multiplies the same matrix,
+                           so a tile may take its rows across axes rank-3 and
+                           rank-2 (fuse_spatial) */
   bool weights_heavy;   /* contraction whose constant operand outweighs its
                            activation: iterate column tiles outermost so each
                            weight tile stays in cache across rows */
@@ -168,6 +172,11 @@ typedef struct kn_sched_hints {
   int n_reduce;         /* that stage's reduction axes and their extents (0: symbolic) */
   int64_t reduce_extent[KN_MAX_RANK];
 } kn_sched_hints;
+
+/* May a schedule of this kernel take fuse_spatial (rows across axes rank-3
+ * and rank-2)? A dense or grouped conv's pixels, or a MatMul's rows that
+ * all multiply one matrix. */
+static inline bool kn_sched_rows_fuse_ok(const kn_sched_hints *h) { return h->spatial || h->shared_rhs; }
 
 /* ---- caller-supplied schedules (the autotuner, a tuning log) ---- */
 /* What a schedule provider sees of one kernel: the group, its TE output O

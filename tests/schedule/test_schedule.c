@@ -876,6 +876,44 @@ static void test_static_batch_stage(void **state) {
   }
 }
 
+/* The default schedule of the MatMul kernel: fuse_spatial and the row factor. */
+typedef struct rows_seen {
+  int fuse;
+  int64_t row_factor;
+} rows_seen;
+
+static void record_matmul_rows(void *ctx, const kn_sched_task *task, kn_schedule *s) {
+  rows_seen *r = ctx;
+  if (task->g->nodes[task->grp->anchor].op != KN_OP_MATMUL) return;
+  int ra = s->n_axes - 2;
+  r->fuse = s->fuse_spatial;
+  r->row_factor = s->n_factors[ra] > 0 ? s->factors[ra][0] : 1;
+}
+
+/* [13, 1, 40] x [40, 32] + bias (a [T, B, E] input projection at batch 1):
+ * every row multiplies one matrix, so the default tiles rows across the
+ * unit axis (fuse_spatial, rows unrolled), not 13 matrix-vector products.
+ * With a batched right operand ([13, 40, 32]) each row has its own matrix:
+ * no fusion. Both match the reference. */
+static void test_matmul_rows_across(void **state) {
+  (void)state;
+  for (int batched = 0; batched <= 1; batched++) {
+    kn_graph g;
+    kn_graph_init(&g);
+    int x = input(&g, "x", 3, (int64_t[]){13, 1, 40}, 0);
+    int w = batched ? weight(&g, "w", 3, (int64_t[]){13, 40, 32}) : weight(&g, "w", 2, (int64_t[]){40, 32});
+    int b = weight(&g, "b", 1, (int64_t[]){32});
+    int mm = node(&g, KN_OP_MATMUL, "mm", (int[]){x, w}, 2);
+    output(&g, node(&g, KN_OP_ADD, "bias", (int[]){mm, b}, 2));
+    rows_seen seen = {-1, 0};
+    kn_sched_provider p = {record_matmul_rows, &seen};
+    check_with(&g, 1, 1e-5, &p, NULL);
+    assert_int_equal(seen.fuse, batched ? 0 : 1);
+    if (!batched) assert_true(seen.row_factor > 1);
+    kn_graph_free(&g);
+  }
+}
+
 /* Provider recording the default schedule of the Transpose kernels. */
 typedef struct order_seen {
   int kernels;
@@ -1145,6 +1183,7 @@ int main(void) {
       cmocka_unit_test(test_prefetch_hints),
       cmocka_unit_test(test_prefetch_batched),
       cmocka_unit_test(test_gemv_columns),
+      cmocka_unit_test(test_matmul_rows_across),
       cmocka_unit_test(test_static_batch_stage),
       cmocka_unit_test(test_vector_pieces),
       cmocka_unit_test(test_vector_pieces_matmul),
