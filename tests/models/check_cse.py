@@ -10,8 +10,8 @@ only known at run time) and reshapes the shared memory with its own
 Shape -> Gather -> Unsqueeze -> Concat chain. Compiled with --dim seq=8
 --max-batch 2:
   * the graph after the `cse` step (--dump-after) has fewer nodes than after
-    `fold_constants`: one Equal and one mask Mul are left of three, and one
-    Reshape of the memory;
+    `fold_constants`: one Equal and one Cast are left of three, and one
+    Reshape of the memory (beside each layer's two of its own);
   * the artifact's output at batch 1 and 2 matches ONNX Runtime.
 outputs: two graph outputs computing the same Relu, a third the same Sigmoid as
 an intermediate: all three outputs keep their names and match ONNX Runtime, and
