@@ -19,8 +19,12 @@
  *    itself a graph output, the removed node becomes Identity of it.
  *  - shapes stay valid; nodes are toposorted with the merged ones dropped.
  *
- * Cost: hashing, so linear in the nodes and constant bytes per round, plus
- * one sweep over the nodes per graph output renamed. */
+ *  - a value a node with a subgraph reads (a capture, which its body may
+ *    name directly) keeps its producer.
+ *
+ * Cost: hashing, so linear in the nodes and constant bytes per round. A
+ * round usually merges everything; renaming a graph output can leave a merge
+ * for the next one. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -204,12 +208,26 @@ static int resolve(const int *fwd, int v) {
   return v;
 }
 
+/* What a sweep needs besides the graph. */
+typedef struct cse {
+  kn_graph *g;
+  int *fwd;              /* value -> the value that replaces it (itself: none) */
+  const bool *is_output; /* graph outputs (checks included) */
+  const bool *captured;  /* read by a node with a subgraph, whose body may name it directly */
+} cse;
+
 /* Node `dup` computes what node `kept` does. Returns whether dup is gone
  * (or became an Identity). */
-static bool merge_node(kn_graph *g, int kept, int dup, const bool *is_output, int *fwd) {
+static bool merge_node(const cse *c, int kept, int dup) {
+  kn_graph *g = c->g;
+  const bool *is_output = c->is_output;
+  int *fwd = c->fwd;
   kn_node *k = &g->nodes[kept], *n = &g->nodes[dup];
   int n_graph_out = 0;
-  for (int o = 0; o < n->n_out; o++) n_graph_out += is_output[n->out[o]];
+  for (int o = 0; o < n->n_out; o++) {
+    if (c->captured[n->out[o]]) return false; /* a subgraph's body reads it by its index */
+    n_graph_out += is_output[n->out[o]];
+  }
   if (n_graph_out == 0) {
     for (int o = 0; o < n->n_out; o++) fwd[n->out[o]] = k->out[o];
     kn_pass_kill_node(g, dup);
@@ -217,7 +235,7 @@ static bool merge_node(kn_graph *g, int kept, int dup, const bool *is_output, in
   }
   if (n->n_out != 1) return false; /* several outputs to keep apart: leave it */
   int x = k->out[0], y = n->out[0];
-  if (!is_output[x]) {
+  if (!is_output[x] && !c->captured[x]) {
     /* kept writes the graph output y; x's readers read y. */
     kn_pass_kill_node(g, dup);
     k->out[0] = y;
@@ -235,7 +253,9 @@ static bool merge_node(kn_graph *g, int kept, int dup, const bool *is_output, in
 }
 
 /* One sweep in topological order; returns the number of nodes merged. */
-static int cse_round(kn_graph *g, const bool *is_output, int *fwd) {
+static int cse_round(const cse *c) {
+  kn_graph *g = c->g;
+  const int *fwd = c->fwd;
   table t;
   table_init(&t, g->n_nodes);
   int merged = 0;
@@ -249,7 +269,7 @@ static int cse_round(kn_graph *g, const bool *is_output, int *fwd) {
     for (; t.slot[s] >= 0; s = (s + 1) & t.mask)
       if (t.hash[s] == h && !g->nodes[t.slot[s]].dead && node_equal(&g->nodes[t.slot[s]], n, fwd)) break;
     if (t.slot[s] >= 0) {
-      merged += merge_node(g, t.slot[s], i, is_output, fwd);
+      merged += merge_node(c, t.slot[s], i);
       continue;
     }
     t.slot[s] = i;
@@ -269,15 +289,25 @@ int kn_pass_cse(kn_graph *g, kn_diag *d) {
   int *fwd = malloc(sizeof(int) * ((size_t)n_values + 1));
   bool *is_input = calloc((size_t)n_values + 1, sizeof(bool));
   bool *is_output = calloc((size_t)n_values + 1, sizeof(bool));
-  KN_ASSERT(fwd && is_input && is_output, "out of memory");
+  bool *captured = calloc((size_t)n_values + 1, sizeof(bool));
+  KN_ASSERT(fwd && is_input && is_output && captured, "out of memory");
   for (int v = 0; v < n_values; v++) fwd[v] = v;
   for (int i = 0; i < g->n_inputs; i++) is_input[g->inputs[i]] = true;
   for (int i = 0; i < g->n_outputs; i++) is_output[g->outputs[i]] = true;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const kn_node *n = &g->nodes[i];
+    for (int a = 0; !n->dead && a < n->n_attr; a++)
+      if (n->attrs[a].kind == KN_ATTR_GRAPH)
+        for (int k = 0; k < n->n_in; k++)
+          if (n->in[k] >= 0) captured[n->in[k]] = true;
+  }
   merge_constants(g, is_input, fwd);
-  while (cse_round(g, is_output, fwd) > 0) {
+  cse c = {.g = g, .fwd = fwd, .is_output = is_output, .captured = captured};
+  while (cse_round(&c) > 0) {
   }
   free(fwd);
   free(is_input);
   free(is_output);
+  free(captured);
   return kn_graph_toposort(g, d);
 }

@@ -228,6 +228,40 @@ static void cse_leaves_random_ops(void **state) {
   kn_graph_free(&g);
 }
 
+/* A node with a subgraph never merges, and a value it reads (its body may
+ * name the value directly) keeps its producer: of three equal Relu nodes,
+ * the captured one stays. */
+static void cse_leaves_subgraph_captures(void **state) {
+  (void)state;
+  kn_graph g;
+  kn_graph_init(&g);
+  tg_input(&g, "x", KN_DT_F32, "4");
+  tg_const(&g, "cond", KN_DT_BOOL, "", (uint8_t[]){1});
+  tg_node(&g, KN_OP_RELU, "relu_a", "x", "a1");
+  tg_node(&g, KN_OP_RELU, "relu_b", "x", "a2");
+  tg_node(&g, KN_OP_RELU, "relu_c", "x", "a3");
+  for (int k = 0; k < 2; k++) {
+    int n = tg_node(&g, KN_OP_IF, k ? "if_b" : "if_a", "cond,a2", k ? "i2" : "i1");
+    kn_node_add_attr(&g, &g.nodes[n],
+                     (kn_attr){.name = "then_branch", .kind = KN_ATTR_GRAPH, .s = "graph", .value = -1});
+  }
+  tg_node(&g, KN_OP_ADD, "sum_a", "a1,a3", "ya");
+  tg_node(&g, KN_OP_ADD, "sum_i", "i1,i2", "yi");
+  tg_output(&g, "ya");
+  tg_output(&g, "yi");
+  kn_diag d;
+  kn_diag_init(&d);
+  assert_int_equal(kn_pass_cse(&g, &d), 0);
+  kn_diag_free(&d);
+  assert_int_equal(tg_count(&g, KN_OP_RELU), 2); /* relu_c merged into relu_a; relu_b, captured, stays */
+  assert_int_equal(tg_count(&g, KN_OP_IF), 2);
+  const kn_node *sum = &g.nodes[g.values[tg_value(&g, "ya")].producer];
+  assert_int_equal(sum->in[0], tg_value(&g, "a1"));
+  assert_int_equal(sum->in[1], tg_value(&g, "a1"));
+  assert_int_equal(g.values[tg_value(&g, "a2")].producer >= 0, 1);
+  kn_graph_free(&g);
+}
+
 /* Graph outputs keep their names and storage: the duplicate of a node whose
  * output is not a graph output makes the kept node write the duplicate's
  * graph output; two graph outputs with the same contents become a node and
@@ -267,7 +301,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(cse_merges_shape_chains), cmocka_unit_test(cse_reaches_fixpoint),
       cmocka_unit_test(cse_compares_attributes), cmocka_unit_test(cse_merges_equal_constants),
-      cmocka_unit_test(cse_leaves_random_ops),   cmocka_unit_test(cse_keeps_graph_outputs),
+      cmocka_unit_test(cse_leaves_random_ops),   cmocka_unit_test(cse_leaves_subgraph_captures),
+      cmocka_unit_test(cse_keeps_graph_outputs),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
