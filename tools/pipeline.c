@@ -168,6 +168,7 @@ static int tuned_convs(kn_pipe *p) {
 
 static int decompose_attention(kn_pipe *p) { return kn_pass_decompose_attention(p->g, p->d); }
 static int fold_constants(kn_pipe *p) { return kn_pass_fold_constants(p->g, p->d); }
+static int cse(kn_pipe *p) { return kn_pass_cse(p->g, p->d); }
 static int dce(kn_pipe *p) { return kn_pass_dce(p->g, p->d); }
 static int fold_conv_bn(kn_pipe *p) { return kn_pass_fold_conv_bn(p->g, p->d); }
 static int layout(kn_pipe *p) { return kn_pass_layout(p->g, p->d); }
@@ -190,9 +191,11 @@ static int explicit_pad(kn_pipe *p) { return kn_pass_explicit_pad(p->g, p->d); }
 static int scale_weights(kn_pipe *p) { return kn_pass_scale_weights(p->g, p->d); }
 static int split_pool(kn_pipe *p) { return kn_pass_split_pool(p->g, p->d); }
 
-/* What the passes above left foldable or dead. */
+/* What the passes above left foldable, repeated or dead. */
 static int cleanup(kn_pipe *p) {
-  return kn_pass_fold_constants(p->g, p->d) < 0 || kn_pass_dce(p->g, p->d) < 0 ? -1 : 0;
+  return kn_pass_fold_constants(p->g, p->d) < 0 || kn_pass_cse(p->g, p->d) < 0 || kn_pass_dce(p->g, p->d) < 0
+             ? -1
+             : 0;
 }
 
 /* --precision: float32 stored in 16 bits from here on; constants convert
@@ -360,6 +363,7 @@ static const step steps[] = {
     /* optimise: shapes re-inferred after each pass */
     {"decompose_attention", decompose_attention, RETYPE, dump_graph, NULL},
     {"fold_constants", fold_constants, RETYPE, dump_graph, NULL},
+    {"cse", cse, RETYPE, dump_graph, NULL},
     {"dce", dce, RETYPE, dump_graph, NULL},
     {"fold_conv_bn", fold_conv_bn, RETYPE, dump_graph, NULL},
     {"layout", layout, RETYPE, dump_graph, NULL},

@@ -29,6 +29,11 @@ int kn_pass_inline_control(kn_graph *g, kn_diag *d);
  * If condition whose branches differ, DFT axis / dft_length, STFT
  * frame_step / frame_length), as kn_infer_shapes_needs does. */
 int kn_pass_inline_control_needs(kn_graph *g, bool *needed, kn_diag *d);
+/* Common subexpressions: equal constants read through one, and a node with
+ * the op, inputs and attributes of an earlier one removed, its readers
+ * reading the earlier one's outputs (graph outputs keep their names);
+ * repeated to a fixpoint. Random ops and subgraphs are never merged. */
+int kn_pass_cse(kn_graph *g, kn_diag *d);
 /* Removes nodes whose outputs nothing uses, then toposorts. */
 int kn_pass_dce(kn_graph *g, kn_diag *d);
 /* Folds BatchNormalization into a preceding Conv; rewrites any other BN as

@@ -2,10 +2,10 @@
  *
  *   model_pipeline [--numeric] [--batch B] MODEL.onnx...
  *
- * For each model: load (frontend), infer shapes, then fold_constants, dce,
+ * For each model: load (frontend), infer shapes, then fold_constants, cse, dce,
  * fold_conv_bn, layout, winograd (the default rule), explicit_pad, scale_weights, fold_constants,
- * dce with inference and verification
- * after each; report the time, node counts and Transposes left, and check
+ * cse, dce with inference and verification
+ * after each; report the time, node counts (and the nodes cse merged) and Transposes left, and check
  * that the passes left no more Transposes off the graph inputs than the model
  * had (the NHWC rewrite's own ones all cancel) and that no 2-D Conv, BN or
  * global pool stayed NCHW. With --numeric, the reference interpreter runs the graph
@@ -92,13 +92,18 @@ static int check_model(const char *path, bool numeric, int64_t batch) {
   static const struct {
     const char *name;
     int (*fn)(kn_graph *, kn_diag *);
-  } passes[] = {{"fold_constants", kn_pass_fold_constants}, {"dce", kn_pass_dce},
-                {"fold_conv_bn", kn_pass_fold_conv_bn},     {"layout", kn_pass_layout},
-                {"winograd", winograd_default},             {"explicit_pad", kn_pass_explicit_pad},
-                {"scale_weights", kn_pass_scale_weights},   {"split_pool", kn_pass_split_pool},
-                {"fold_constants", kn_pass_fold_constants}, {"dce", kn_pass_dce}};
-  for (size_t i = 0; i < sizeof passes / sizeof passes[0]; i++)
+  } passes[] = {{"fold_constants", kn_pass_fold_constants}, {"cse", kn_pass_cse},
+                {"dce", kn_pass_dce},                       {"fold_conv_bn", kn_pass_fold_conv_bn},
+                {"layout", kn_pass_layout},                 {"winograd", winograd_default},
+                {"explicit_pad", kn_pass_explicit_pad},     {"scale_weights", kn_pass_scale_weights},
+                {"split_pool", kn_pass_split_pool},         {"fold_constants", kn_pass_fold_constants},
+                {"cse", kn_pass_cse},                       {"dce", kn_pass_dce}};
+  int merged = 0; /* nodes the cse passes removed */
+  for (size_t i = 0; i < sizeof passes / sizeof passes[0]; i++) {
+    int before_pass = g.n_nodes;
     if (step(passes[i].name, passes[i].fn, &g, &d) < 0) goto done;
+    if (passes[i].fn == kn_pass_cse) merged += before_pass - g.n_nodes;
+  }
   double t3 = now();
   int transposes = 0, stray = 0, nchw = 0;
   for (int i = 0; i < g.n_nodes; i++) {
@@ -113,8 +118,8 @@ static int check_model(const char *path, bool numeric, int64_t batch) {
         n->op == KN_OP_GLOBAL_AVERAGE_POOL)
       nchw++;
   }
-  printf("  nodes %d -> %d, transposes %d -> %d (%d not on an input), NCHW conv/pool/bn left %d\n",
-         loaded_nodes, g.n_nodes, model_transposes, transposes, stray, nchw);
+  printf("  nodes %d -> %d (cse merged %d), transposes %d -> %d (%d not on an input), NCHW conv/pool/bn left %d\n",
+         loaded_nodes, g.n_nodes, merged, model_transposes, transposes, stray, nchw);
   printf("  load+infer %.3f s, passes %.3f s\n", t1 - t0, t3 - t2);
   if (numeric) {
     void **after = run(&g, batch, &d);

@@ -141,8 +141,9 @@ static void random_graphs(void **state) {
       inferred++;
       assert_int_equal(kn_graph_verify(&g, &d), 0);
       void **before = try_run(&g, 2, seed);
-      int (*passes[])(kn_graph *, kn_diag *) = {kn_pass_fold_constants, kn_pass_dce, kn_pass_fold_conv_bn,
-                                                kn_pass_layout, kn_pass_fold_constants, kn_pass_dce};
+      int (*passes[])(kn_graph *, kn_diag *) = {kn_pass_fold_constants, kn_pass_cse,    kn_pass_dce,
+                                                kn_pass_fold_conv_bn,   kn_pass_layout, kn_pass_fold_constants,
+                                                kn_pass_cse,            kn_pass_dce};
       for (size_t p = 0; p < sizeof passes / sizeof passes[0] && rc == 0; p++) {
         rc = passes[p](&g, &d);
         if (rc == 0) rc = kn_infer_shapes(&g, &d);
@@ -230,8 +231,9 @@ static void random_window_geometry(void **state) {
     if (rc == 0) {
       void **before = try_run(&g, 2, seed);
       assert_non_null(before);
-      int (*passes[])(kn_graph *, kn_diag *) = {kn_pass_fold_constants, kn_pass_dce, kn_pass_fold_conv_bn,
-                                                kn_pass_layout, kn_pass_fold_constants, kn_pass_dce};
+      int (*passes[])(kn_graph *, kn_diag *) = {kn_pass_fold_constants, kn_pass_cse,    kn_pass_dce,
+                                                kn_pass_fold_conv_bn,   kn_pass_layout, kn_pass_fold_constants,
+                                                kn_pass_cse,            kn_pass_dce};
       for (size_t p = 0; p < sizeof passes / sizeof passes[0]; p++) {
         assert_int_equal(passes[p](&g, &d), 0);
         assert_int_equal(kn_infer_shapes(&g, &d), 0);
