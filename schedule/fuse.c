@@ -30,6 +30,25 @@
  * new kernel. */
 #define FUSE_MAX_CHAIN 64
 
+/* The distinct values that members[0..nm) and more[0..n_more) read but do
+ * not write: the kernel's parameters besides its output. */
+static int reads_outside(const kn_graph *g, const int *members, int nm, const int *more, int n_more) {
+  int seen[KN_SCHED_MAX_KERNEL_ARGS + 1], n_seen = 0;
+  for (int m = 0; m < nm + n_more; m++) {
+    const kn_node *n = &g->nodes[m < nm ? members[m] : more[m - nm]];
+    for (int k = 0; k < n->n_in; k++) {
+      int v = n->in[k], p = v >= 0 ? g->values[v].producer : -1;
+      bool inside = false, dup = false;
+      for (int j = 0; j < nm + n_more && !inside; j++) inside = p >= 0 && p == (j < nm ? members[j] : more[j - nm]);
+      for (int j = 0; j < n_seen && !dup; j++) dup = seen[j] == v;
+      if (v < 0 || inside || dup) continue;
+      if (n_seen == KN_SCHED_MAX_KERNEL_ARGS) return n_seen + 1;
+      seen[n_seen++] = v;
+    }
+  }
+  return n_seen;
+}
+
 /* Ops whose compute definition reads its input several times through a
  * deep expression (atan's polynomial and range reduction): inlining one into
  * another multiplies the lowered expression, so a chain of four Atan took
@@ -242,10 +261,12 @@ int kn_sched_fuse(const kn_graph *g, kn_arena *arena, kn_groups *out, kn_diag *d
         if (can_absorb(&F, cur, F.consumer[cur])) {
           int c = F.consumer[cur];
           if (expr_heavy(g->nodes[c].op) && heavy++ > 0) break;
+          if (reads_outside(g, members, nm, &c, 1) > KN_SCHED_MAX_KERNEL_ARGS - 1) break;
           members[nm++] = c;
           F.group_of[c] = count;
           cur = g->nodes[c].out[0];
-        } else if (nm + FUSE_MAX_DIAMOND <= FUSE_MAX_CHAIN && can_absorb_diamond(&F, cur, diamond, &nd)) {
+        } else if (nm + FUSE_MAX_DIAMOND <= FUSE_MAX_CHAIN && can_absorb_diamond(&F, cur, diamond, &nd) &&
+                   reads_outside(g, members, nm, diamond, nd) <= KN_SCHED_MAX_KERNEL_ARGS - 1) {
           for (int m = 0; m < nd; m++) {
             members[nm++] = diamond[m];
             F.group_of[diamond[m]] = count;

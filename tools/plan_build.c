@@ -26,6 +26,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rt/runtime.h"
+
+_Static_assert(KN_SCHED_MAX_KERNEL_ARGS <= KN_RT_MAX_ARGS, "fusion may build kernels the runtime cannot call");
+
 enum { ROOT_NONE, ROOT_INPUT, ROOT_OUTPUT, ROOT_CONST, ROOT_WORK };
 
 typedef struct storage {

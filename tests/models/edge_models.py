@@ -77,6 +77,14 @@ def case_concat_constant():
     return model(nodes, [vi("x", [1, 5])], [vi("y", None)], inits), []
 
 
+def case_many_inputs_chain():
+    """A chain of 80 Adds, each of another graph input: fusion must stop before a kernel takes
+    more parameters than the runtime passes (64)."""
+    nodes = [h.make_node("Add", ["x0" if i == 1 else f"s{i - 1}", f"x{i}"], [f"s{i}"]) for i in range(1, 81)]
+    nodes.append(h.make_node("Relu", ["s80"], ["y"]))
+    return model(nodes, [vi(f"x{i}", [2, 8]) for i in range(81)], [vi("y", None)]), []
+
+
 def case_conv_grouped_dilated():
     """Grouped (not depthwise), dilated, asymmetric pads, SAME_UPPER in a second conv."""
     nodes = [h.make_node("Conv", ["x", "w1"], ["a"], group=2, dilations=[2, 1], pads=[1, 0, 2, 1], strides=[1, 2]),
