@@ -305,6 +305,9 @@ int kn_sched_build_kernel_with(kn_graph *g, const kn_group *grp, const kn_target
   hints.is_contraction = kn_op_class_of(anchor->op) == KN_CLASS_CONTRACTION;
   hints.spatial = anchor->op == KN_OP_CONV_NHWC && result->rank == 4;
   hints.grouped = hints.spatial && kn_node_attr_int(anchor, "group", 1) != 1;
+  int64_t out_channels = 0;
+  if (hints.grouped && kn_e_is_const_int(result->shape[result->rank - 1], &out_channels))
+    hints.group_cols = out_channels / kn_node_attr_int(anchor, "group", 1);
   hints.gather_axis = hints.has_stages ? -1 : gather_axis(ec, result);
   hints.index_heavy = anchor->op == KN_OP_WINOGRAD_INPUT || anchor->op == KN_OP_WINOGRAD_OUTPUT;
   hints.elem_axis = anchor->op == KN_OP_WINOGRAD_INPUT && result->rank == 4 ? 1 : -1;

@@ -53,6 +53,17 @@ static int64_t pick_cols(int64_t cols, int lanes, double max_waste) {
   return best;
 }
 
+/* Columns of a grouped conv's tile that divide its channels per group:
+ * the widest of two vectors, one, a half and a quarter (at least 4 lanes);
+ * 0 when the conv is depthwise, has one group, or none divides. */
+static int64_t group_cols(int64_t per_group, int64_t cols, int lanes) {
+  if (per_group <= 1 || per_group >= cols) return 0;
+  int64_t cand[] = {2 * (int64_t)lanes, lanes, lanes / 2, lanes / 4};
+  for (int i = 0; i < 4; i++)
+    if (cand[i] >= 4 && per_group % cand[i] == 0) return cand[i];
+  return 0;
+}
+
 /* The activation operand of a MatMul beyond this does not stay in L2. */
 #define KN_RULES_L2_BYTES (1024 * 1024)
 
@@ -151,6 +162,14 @@ void kn_sched_default(const kn_te_tensor *out, const kn_sched_hints *h, const kn
      * not measured). Both models faster end to end (docs/architecture.md,
      * "Figures behind the default rules") */
     int64_t cf = pick_cols(cols, lanes, h->grouped ? 0.15 : 0.05);
+    /* a grouped conv of several channels per group (RegNet, ResNeXt) reads,
+     * for each lane of a column vector, input channel ic of that lane's
+     * group: a vector across two groups is a gather per tap. Columns that
+     * divide the group's channels keep every vector inside one group, where
+     * the input is one broadcast (regnet_y_400mf's 8-wide groups under
+     * 16-lane vectors were gathers, its slowest kernels) */
+    int64_t in_group = group_cols(h->group_cols, cols, lanes);
+    if (in_group > 0) cf = in_group;
     int64_t vecs = kn_sched_vector_regs(cf, lanes);
     int64_t rf = pick_rows(rows, vecs, t->vector_regs);
     int64_t oh = 0;

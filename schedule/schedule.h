@@ -147,6 +147,8 @@ typedef struct kn_sched_hints {
   bool is_contraction;  /* conv / matmul: register-tile the last two axes */
   bool spatial;         /* conv: O is [n, oh, ow, channels] (fuse_spatial fits) */
   bool grouped;         /* a grouped (depthwise) conv */
+  int64_t group_cols;   /* a grouped conv: output channels per group (1:
+                           depthwise), else 0 */
   bool index_heavy;     /* an injective kernel whose element index costs many
                            integer ops (the Winograd transforms): the
                            innermost axis stays a serial loop, so its index

@@ -914,6 +914,37 @@ static void test_matmul_rows_across(void **state) {
   }
 }
 
+static void record_conv_cols(void *ctx, const kn_sched_task *task, kn_schedule *s) {
+  int64_t *cf = ctx;
+  int c = s->n_axes - 1;
+  if (task->g->nodes[task->grp->anchor].op == KN_OP_CONV_NHWC) *cf = s->n_factors[c] > 0 ? s->factors[c][0] : 1;
+}
+
+/* A grouped 3x3 conv of 8 channels per group (RegNet-Y's width) and of 4
+ * (ResNeXt's first stage): the default column tile divides the group, so
+ * each vector reads one input channel of one group (a broadcast, not a
+ * gather across groups). Both match the reference. */
+static void test_grouped_conv_cols(void **state) {
+  (void)state;
+  static const int64_t per_group[2] = {8, 4};
+  for (int i = 0; i < 2; i++) {
+    kn_graph g;
+    kn_graph_init(&g);
+    int x = input(&g, "x", 4, (int64_t[]){1, 48, 12, 12}, 0);
+    int w = weight(&g, "w", 4, (int64_t[]){48, per_group[i], 3, 3});
+    int conv = node(&g, KN_OP_CONV, "gconv", (int[]){x, w}, 2);
+    attr_ints(&g, "pads", 4, (int64_t[]){1, 1, 1, 1});
+    attr_int(&g, "group", 48 / per_group[i]);
+    output(&g, node(&g, KN_OP_RELU, "relu", (int[]){conv}, 1));
+    int64_t cf = -1;
+    kn_sched_provider p = {record_conv_cols, &cf};
+    check_with(&g, 1, 1e-5, &p, NULL);
+    assert_true(cf >= 4);
+    assert_int_equal(per_group[i] % cf, 0);
+    kn_graph_free(&g);
+  }
+}
+
 /* Provider recording the default schedule of the Transpose kernels. */
 typedef struct order_seen {
   int kernels;
@@ -1184,6 +1215,7 @@ int main(void) {
       cmocka_unit_test(test_prefetch_batched),
       cmocka_unit_test(test_gemv_columns),
       cmocka_unit_test(test_matmul_rows_across),
+      cmocka_unit_test(test_grouped_conv_cols),
       cmocka_unit_test(test_static_batch_stage),
       cmocka_unit_test(test_vector_pieces),
       cmocka_unit_test(test_vector_pieces_matmul),
