@@ -166,8 +166,8 @@ void kn_sched_default(const kn_te_tensor *out, const kn_sched_hints *h, const kn
      * for each lane of a column vector, input channel ic of that lane's
      * group: a vector across two groups is a gather per tap. Columns that
      * divide the group's channels keep every vector inside one group, where
-     * the input is one broadcast (regnet_y_400mf's 8-wide groups under
-     * 16-lane vectors were gathers, its slowest kernels) */
+     * the input is one broadcast (regnet_y_400mf's 8-channel groups under
+     * 16-column tiles were gathers, its slowest kernels) */
     int64_t in_group = group_cols(h->group_cols, cols, lanes);
     if (in_group > 0) cf = in_group;
     int64_t vecs = kn_sched_vector_regs(cf, lanes);
