@@ -77,6 +77,17 @@ def case_concat_constant():
     return model(nodes, [vi("x", [1, 5])], [vi("y", None)], inits), []
 
 
+def case_concat_many():
+    """A Concat of 25 inputs, as densenet121's third dense block ends with (more than the
+    16 inputs a kernel's op once took)."""
+    nodes = [h.make_node("Mul", ["x", f"k{i}"], [f"p{i}"]) for i in range(24)]
+    nodes += [h.make_node("Concat", ["x"] + [f"p{i}" for i in range(24)], ["c"], axis=1),
+              h.make_node("Relu", ["c"], ["y"])]
+    inits = [const(f"k{i}", np.float32(i - 11.5)) for i in range(24)]
+    return model(nodes, [vi("x", ["N", 2, 3, 3])], [vi("y", None)], inits), \
+        ["--max-batch", "3", "--batch", "1,3"]
+
+
 def case_conv_grouped_dilated():
     """Grouped (not depthwise), dilated, asymmetric pads, SAME_UPPER in a second conv."""
     nodes = [h.make_node("Conv", ["x", "w1"], ["a"], group=2, dilations=[2, 1], pads=[1, 0, 2, 1], strides=[1, 2]),
