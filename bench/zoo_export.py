@@ -12,7 +12,7 @@ torch 1.13, torchvision 0.14). Two sets, one model per family in each:
            checks (the zoo_* tests, tests/models/CMakeLists.txt). GoogLeNet and Inception v3
            take no size arguments, so their small variants are a stem plus
            torchvision's own Inception blocks (googlenet.Inception,
-           inception.InceptionA..D) at small widths. Wide ResNet has none
+           inception.InceptionA..C) at small widths. Wide ResNet has none
            (mini_resnext runs its Bottleneck class).
 
 Every model is exported the way models/export.py exports its set (its
@@ -70,8 +70,7 @@ def small_regnet(se_ratio):
 
 def small_mobilenet_v2():
     from torchvision.models.mobilenetv2 import MobileNetV2
-    setting = [[1, 16, 1, 1], [6, 24, 2, 2], [6, 32, 2, 2], [6, 64, 1, 2], [6, 96, 1, 1],
-               [6, 160, 1, 2], [6, 320, 1, 1]]
+    setting = [[1, 16, 1, 1], [6, 24, 2, 2], [6, 32, 1, 2], [6, 64, 1, 2]]
     return MobileNetV2(num_classes=10, width_mult=0.5, inverted_residual_setting=setting)
 
 
@@ -85,7 +84,8 @@ def small_mobilenet_v3():
 def small_efficientnet():
     from torchvision.models.efficientnet import EfficientNet, _efficientnet_conf
     setting, last = _efficientnet_conf("efficientnet_b0", width_mult=0.25, depth_mult=0.25)
-    return EfficientNet(setting, dropout=0.2, num_classes=10, last_channel=last)
+    # the first four stages: 3x3 and 5x5 depthwise, expand ratio 1 and 6, squeeze-excite
+    return EfficientNet(setting[:4], dropout=0.2, num_classes=10, last_channel=last)
 
 
 def small_efficientnet_v2():
@@ -114,7 +114,7 @@ def small_squeezenet():
 
 def small_densenet():
     from torchvision.models.densenet import DenseNet
-    return DenseNet(growth_rate=8, block_config=(2, 2, 2, 2), num_init_features=16, bn_size=2,
+    return DenseNet(growth_rate=8, block_config=(3, 2), num_init_features=16, bn_size=2,
                     num_classes=10)
 
 
@@ -142,14 +142,14 @@ def small_googlenet():
 
 
 def small_inception_v3():
-    """A stem and Inception v3's blocks A to D (torchvision.models.inception) at
-    a reduced input width, 75x75 (the smallest size Inception3 accepts).
+    """A stem and Inception v3's blocks A, B and C (torchvision.models.inception)
+    at a reduced input width, 75x75 (the smallest size Inception3 accepts).
     InceptionE, whose 2048 output channels are fixed (~5M weights), is left
-    out: its 1x3 / 3x1 branches are the kind of InceptionC's 1x7 / 7x1 ones."""
+    out: its 1x3 / 3x1 branches are the kind of InceptionC's 1x7 / 7x1 ones;
+    and InceptionD, a stride-2 reduction as InceptionB is."""
     import torch
     import torch.nn as nn
-    from torchvision.models.inception import (BasicConv2d, InceptionA, InceptionB, InceptionC,
-                                              InceptionD)
+    from torchvision.models.inception import BasicConv2d, InceptionA, InceptionB, InceptionC
 
     class SmallInception3(nn.Module):
         def __init__(self):
@@ -159,11 +159,10 @@ def small_inception_v3():
             self.a = InceptionA(16, pool_features=8)    # 64 + 64 + 96 + 8 = 232
             self.b = InceptionB(232)                    # 384 + 96 + 232 = 712
             self.c = InceptionC(712, channels_7x7=16)   # 768
-            self.d = InceptionD(768)                    # 320 + 192 + 768 = 1280
-            self.fc = nn.Linear(1280, 10)
+            self.fc = nn.Linear(768, 10)
 
         def forward(self, x):
-            x = self.d(self.c(self.b(self.a(self.stem(x)))))
+            x = self.c(self.b(self.a(self.stem(x))))
             return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1))
     return SmallInception3()
 
