@@ -141,7 +141,9 @@ def fmt_row(r):
 
 def render(rows, args, threads, peak, target, started):
     lines = [f"# Kiln model zoo: torchvision {args.set} set on {target}", "",
-             f"- CPU: {cpu_name()}",
+             f"- CPU: {cpu_name()}; load average at the end of the run "
+             f"{os.getloadavg()[0]:.1f} (other work on the machine slows both engines and "
+             "lowers kiln-peak's figure)",
              f"- run: {started:%Y-%m-%d %H:%M} UTC, `python3 bench/zoo.py"
              + (f" --set {args.set}" if args.set != "full" else "")
              + (f" --only {args.only}" if args.only else "")
