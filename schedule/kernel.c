@@ -279,8 +279,9 @@ int kn_sched_build_kernel_with(kn_graph *g, const kn_group *grp, const kn_target
   for (int i = 0; i < grp->n_nodes; i++) {
     int node = grp->nodes[i];
     const kn_node *n = &g->nodes[node];
-    kn_te_tensor *ins[16] = {0};
-    if (n->n_in > 16) return kn_diag_error(d, "node '%s' (%s): too many inputs", n->name, n->op_type);
+    /* zeroed, at least 16: the op definitions read absent optional inputs as NULL;
+     * Concat may have any number (densenet121 concatenates 25) */
+    kn_te_tensor **ins = KN_NEW_ARRAY(A, kn_te_tensor *, n->n_in > 16 ? n->n_in : 16);
     for (int k = 0; k < n->n_in; k++) ins[k] = n->in[k] >= 0 ? value_map_get(&tensor_of, n->in[k]) : NULL;
     int oi = node == grp->anchor ? grp->output_index : 0;
     int first_line = d ? d->count : 0;

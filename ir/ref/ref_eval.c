@@ -5,7 +5,8 @@
  * Batch coefficients travel only through ops whose result is linear in them:
  * pure data movement (Gather, Concat, Slice, Reshape, ... run once on the data
  * and once on the coefficients), Add/Sub/Neg, Mul by a plain tensor and exact
- * Div by one (done inside kn_ref_elemwise). Any other op that sees them
+ * Div by one, and the comparisons, Max and Min whose outcome is the same for
+ * every batch N >= 1 (done inside kn_ref_elemwise). Any other op that sees them
  * returns KN_REF_NOFOLD and stays in the graph. */
 #include "ir/ref/ref_eval.h"
 #include "ir/shape/spatial.h"
@@ -235,7 +236,9 @@ int kn_ref_compute(kn_ref_call *c) {
   int rc;
   kn_op op = c->node->op;
   if (!any_coef || op == KN_OP_SHAPE || op == KN_OP_SIZE || op == KN_OP_ADD || op == KN_OP_SUB ||
-      op == KN_OP_MUL || op == KN_OP_DIV || op == KN_OP_NEG)
+      op == KN_OP_MUL || op == KN_OP_DIV || op == KN_OP_NEG || op == KN_OP_EQUAL || op == KN_OP_LESS ||
+      op == KN_OP_GREATER || op == KN_OP_GREATER_OR_EQUAL || op == KN_OP_LESS_OR_EQUAL ||
+      op == KN_OP_MAX || op == KN_OP_MIN)
     rc = dispatch(c);
   else if (moved_input(c, 0) >= 0)
     rc = compute_moved_coef(c);

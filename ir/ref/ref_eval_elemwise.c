@@ -211,8 +211,37 @@ static double binary_f(kn_op op, double a, double b) {
   return 0;
 }
 
+/* The signs (-1, 0, 1) that (a + ca*N) - (b + cb*N) takes over the batches
+ * N >= 1 (the runtime refuses smaller ones), as the range [*lo, *hi]; false
+ * when the difference overflows. A linear function of N goes from its value
+ * at N = 1 towards the sign of its slope. */
+static bool batch_signs(int64_t a, int64_t ca, int64_t b, int64_t cb, int *lo, int *hi) {
+  int64_t d0, dc, d1;
+  if (__builtin_sub_overflow(a, b, &d0) || __builtin_sub_overflow(ca, cb, &dc) ||
+      __builtin_add_overflow(d0, dc, &d1))
+    return false;
+  int at_one = (d1 > 0) - (d1 < 0);
+  *lo = dc < 0 ? -1 : at_one;
+  *hi = dc > 0 ? 1 : at_one;
+  return true;
+}
+
+/* 1 when `op` holds for every sign in [lo, hi], 0 when for none, -1 otherwise. */
+static int compare_signs(kn_op op, int lo, int hi) {
+  int holds = 0, fails = 0;
+  for (int sign = lo; sign <= hi; sign++) {
+    bool r = op == KN_OP_EQUAL ? sign == 0 : op == KN_OP_LESS ? sign < 0 : op == KN_OP_GREATER ? sign > 0
+           : op == KN_OP_GREATER_OR_EQUAL ? sign >= 0 : sign <= 0;
+    holds += r, fails += !r;
+  }
+  return fails == 0 ? 1 : holds == 0 ? 0 : -1;
+}
+
 /* Exact integer a op b with coefficients (a + ca*N) op (b + cb*N); returns
- * -1 on division by zero, KN_REF_NOFOLD when the result is not linear in N. */
+ * -1 on division by zero, KN_REF_NOFOLD when the result is not linear in N.
+ * A comparison, Max or Min of batch-dependent values folds when its outcome
+ * is the same for every batch: torch's expand(N, -1, -1) exports its shape as
+ * Where(Equal(shape, -1), ones, shape), with shape[0] = N. */
 static int binary_i(kn_op op, int64_t a, int64_t ca, int64_t b, int64_t cb, int64_t *r,
                     int64_t *cr) {
   uint64_t ua = (uint64_t)a, ub = (uint64_t)b;
@@ -240,7 +269,26 @@ static int binary_i(kn_op op, int64_t a, int64_t ca, int64_t b, int64_t cb, int6
     return 0;
   default: break;
   }
-  if (ca || cb) return KN_REF_NOFOLD;
+  if (ca || cb) {
+    int lo, hi;
+    if (!batch_signs(a, ca, b, cb, &lo, &hi)) return KN_REF_NOFOLD;
+    switch (op) {
+    case KN_OP_EQUAL: case KN_OP_LESS: case KN_OP_GREATER: case KN_OP_GREATER_OR_EQUAL:
+    case KN_OP_LESS_OR_EQUAL: {
+      int holds = compare_signs(op, lo, hi);
+      if (holds < 0) return KN_REF_NOFOLD;
+      *r = holds;
+      return 0;
+    }
+    case KN_OP_MAX: case KN_OP_MIN: {
+      bool a_wins = op == KN_OP_MAX ? lo >= 0 : hi <= 0;
+      if (!a_wins && (op == KN_OP_MAX ? hi > 0 : lo < 0)) return KN_REF_NOFOLD;
+      *r = a_wins ? a : b, *cr = a_wins ? ca : cb;
+      return 0;
+    }
+    default: return KN_REF_NOFOLD;
+    }
+  }
   switch (op) {
   case KN_OP_POW: *r = kn_f2i64_sat(pow((double)a, (double)b)); return 0;
   case KN_OP_MAX: *r = a > b ? a : b; return 0;

@@ -783,7 +783,7 @@ static void batch_coefficients(void **state) {
   tg_infer_ok(&g);
   kn_diag d;
   kn_diag_init(&d);
-  int want[9] = {0, 0, 0, 0, 0, 0, KN_REF_NOFOLD, KN_REF_NOFOLD, KN_REF_NOFOLD};
+  int want[9] = {0, 0, 0, 0, 0, 0, KN_REF_NOFOLD, 0, KN_REF_NOFOLD}; /* N == 0: false, every N >= 1 */
   for (int i = 0; i < g.n_nodes; i++) {
     int rc = kn_ref_eval_node(&g, i, &d);
     if (rc != want[i]) fail_msg("node '%s': rc %d, expected %d", g.nodes[i].name, rc, want[i]);
@@ -797,6 +797,63 @@ static void batch_coefficients(void **state) {
   expect_i(&g, "back", "1", L(0));
   assert_int_equal(g.values[tg_value(&g, "back")].batch_coef[0], 1);
   assert_null(g.values[tg_value(&g, "half")].data);
+  expect_i(&g, "e", "1", L(0));
+  assert_null(g.values[tg_value(&g, "e")].batch_coef);
+  kn_graph_free(&g);
+}
+
+/* Comparisons, Max and Min of batch-dependent values fold when the outcome is
+ * the same for every batch N >= 1, and not when it depends on N. The first
+ * five nodes are torch's export of x.expand(N, -1, -1) (vit's class token):
+ * Where(Equal(shape, -1), ones, shape) with shape = [N, -1, -1]. */
+static void batch_comparisons(void **state) {
+  (void)state;
+  kn_graph g;
+  kn_graph_init(&g);
+  tg_input(&g, "x", KN_DT_F32, "N,3,4");
+  tg_const_i64(&g, "i0", "1", L(0));
+  tg_const_i64(&g, "rest", "2", L(-1, -1));
+  tg_const_i64(&g, "minus1", "", L(-1));
+  tg_const_i64(&g, "ones", "3", L(1, 1, 1));
+  tg_const_i64(&g, "one", "1", L(1));
+  tg_const_i64(&g, "two", "1", L(2));
+  tg_node(&g, KN_OP_SHAPE, "shape", "x", "s");                  /* 0 */
+  tg_node(&g, KN_OP_GATHER, "gather", "s,i0", "n");             /* 1 */
+  tg_node(&g, KN_OP_CONCAT, "cat", "n,rest", "want");           /* 2 */
+  tg_attr_i(&g, g.n_nodes - 1, "axis", 0);
+  tg_node(&g, KN_OP_EQUAL, "is_minus1", "want,minus1", "m");    /* 3 */
+  tg_node(&g, KN_OP_WHERE, "where", "m,ones,want", "expand");   /* 4 */
+  tg_node(&g, KN_OP_LESS, "lt1", "n,one", "lt1");               /* 5: N < 1, never */
+  tg_node(&g, KN_OP_GREATER_OR_EQUAL, "ge1", "n,one", "ge1");   /* 6: N >= 1, always */
+  tg_node(&g, KN_OP_LESS_OR_EQUAL, "le2", "n,two", "le2");      /* 7: N <= 2: depends */
+  tg_node(&g, KN_OP_EQUAL, "eq2", "n,two", "eq2");              /* 8: depends */
+  tg_node(&g, KN_OP_GREATER, "gt_self", "n,n", "gt_self");      /* 9: never */
+  tg_node(&g, KN_OP_MAX, "max1", "n,one", "max1");              /* 10: N */
+  tg_node(&g, KN_OP_MIN, "min1", "one,n", "min1");              /* 11: 1 */
+  tg_node(&g, KN_OP_MIN, "min2", "n,two", "min2");              /* 12: depends */
+  tg_output(&g, "expand");
+  tg_infer_ok(&g);
+  kn_diag d;
+  kn_diag_init(&d);
+  int want[13] = {0, 0, 0, 0, 0, 0, 0, KN_REF_NOFOLD, KN_REF_NOFOLD, 0, 0, 0, KN_REF_NOFOLD};
+  for (int i = 0; i < g.n_nodes; i++) {
+    int rc = kn_ref_eval_node(&g, i, &d);
+    if (rc != want[i]) fail_msg("node '%s': rc %d, expected %d", g.nodes[i].name, rc, want[i]);
+  }
+  kn_diag_free(&d);
+  expect_i(&g, "m", "3", L(0, 1, 1));
+  assert_null(g.values[tg_value(&g, "m")].batch_coef);
+  const kn_value *e = &g.values[tg_value(&g, "expand")];
+  expect_i(&g, "expand", "3", L(0, 1, 1));
+  assert_non_null(e->batch_coef);
+  for (int i = 0; i < 3; i++) assert_int_equal(e->batch_coef[i], i == 0);
+  expect_i(&g, "lt1", "1", L(0));
+  expect_i(&g, "ge1", "1", L(1));
+  expect_i(&g, "gt_self", "1", L(0));
+  expect_i(&g, "max1", "1", L(0));
+  assert_int_equal(g.values[tg_value(&g, "max1")].batch_coef[0], 1);
+  expect_i(&g, "min1", "1", L(1));
+  assert_null(g.values[tg_value(&g, "min1")].batch_coef);
   kn_graph_free(&g);
 }
 
@@ -853,6 +910,7 @@ int main(void) {
       cmocka_unit_test(pools),             cmocka_unit_test(reductions),
       cmocka_unit_test(softmax_and_norms), cmocka_unit_test(movement),
       cmocka_unit_test(constant_producers), cmocka_unit_test(batch_coefficients),
+      cmocka_unit_test(batch_comparisons),
       cmocka_unit_test(run_graph),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -85,6 +85,35 @@ def case_many_inputs_chain():
     return model(nodes, [vi(f"x{i}", [2, 8]) for i in range(81)], [vi("y", None)]), []
 
 
+def case_concat_many():
+    """A Concat of 25 inputs, as densenet121's third dense block ends with (more than the
+    16 inputs a kernel's op once took)."""
+    nodes = [h.make_node("Mul", ["x", f"k{i}"], [f"p{i}"]) for i in range(24)]
+    nodes += [h.make_node("Concat", ["x"] + [f"p{i}" for i in range(24)], ["c"], axis=1),
+              h.make_node("Relu", ["c"], ["y"])]
+    inits = [const(f"k{i}", np.float32(i - 11.5)) for i in range(24)]
+    return model(nodes, [vi("x", ["N", 2, 3, 3])], [vi("y", None)], inits), \
+        ["--max-batch", "3", "--batch", "1,3"]
+
+
+def case_expand_batch():
+    """torch's x.expand(N, -1, -1) (ViT's class token): the shape [N, -1, -1] goes
+    through Where(Equal(shape, -1), ones, shape), whose Equal sees the batch size."""
+    nodes = [h.make_node("Shape", ["x"], ["s"]), h.make_node("Gather", ["s", "zero"], ["n"], axis=0),
+             h.make_node("Unsqueeze", ["n", "zero1"], ["n1"]),
+             h.make_node("Concat", ["n1", "rest"], ["want"], axis=0),
+             h.make_node("Equal", ["want", "minus1"], ["m"]),
+             h.make_node("Where", ["m", "ones", "want"], ["shape"]),
+             h.make_node("Expand", ["token", "shape"], ["t"]),
+             h.make_node("Concat", ["t", "x"], ["y"], axis=1)]
+    inits = [const("zero", np.int64(0)), const("zero1", np.array([0], np.int64)),
+             const("rest", np.array([-1, -1], np.int64)), const("minus1", np.int64(-1)),
+             const("ones", np.ones(3, np.int64)),
+             const("token", rng.standard_normal((1, 1, 8)).astype(np.float32))]
+    return model(nodes, [vi("x", ["N", 4, 8])], [vi("y", None)], inits), \
+        ["--max-batch", "3", "--batch", "1,3"]
+
+
 def case_conv_grouped_dilated():
     """Grouped (not depthwise), dilated, asymmetric pads, SAME_UPPER in a second conv."""
     nodes = [h.make_node("Conv", ["x", "w1"], ["a"], group=2, dilations=[2, 1], pads=[1, 0, 2, 1], strides=[1, 2]),
