@@ -135,7 +135,7 @@ def main():
     ap.add_argument("models", nargs="*")
     ap.add_argument("--out", default=os.path.join(REPO, "build", "compile-time"))
     ap.add_argument("--kiln", default=os.path.join(REPO, "build", "kiln"))
-    args = ap.parse_args()
+    args = ap.parse_intermixed_args()
     if args.what == "export":
         return export(args.out)
     return time_compiles(args.out, args.kiln, args.models)
