@@ -332,16 +332,19 @@ static void build_module(tables *t, const kn_plan *p, bool shared, const gpu_par
   define_types(t);
   /* kernels: one function per group of kernels equal up to renaming (LLVM's
    * time grows with the code it optimises); GPU kernels live in the CUDA module */
-  LLVMValueRef *fns = calloc((size_t)(p->n_steps > 0 ? p->n_steps : 1), sizeof *fns);
-  const kn_kernel **ks = calloc((size_t)(p->n_steps > 0 ? p->n_steps : 1), sizeof *ks);
-  int *same = calloc((size_t)(p->n_steps > 0 ? p->n_steps : 1), sizeof *same);
-  KN_ASSERT(fns && ks && same, "out of memory");
-  for (int s = 0; s < p->n_steps; s++) ks[s] = p->steps[s].kernel;
-  if (!gpu) kn_kernels_group(ks, p->n_steps, same);
-  for (int s = 0; s < p->n_steps && !gpu; s++)
-    fns[s] = same[s] == s ? kn_cg_emit_kernel(m, ks[s]) : fns[same[s]];
-  free(ks);
-  free(same);
+  size_t n_steps = (size_t)(p->n_steps > 0 ? p->n_steps : 1);
+  LLVMValueRef *fns = calloc(n_steps, sizeof *fns);
+  KN_ASSERT(fns, "out of memory");
+  if (!gpu) {
+    const kn_kernel **ks = malloc(n_steps * sizeof *ks);
+    int *same = malloc(n_steps * sizeof *same);
+    KN_ASSERT(ks && same, "out of memory");
+    for (int s = 0; s < p->n_steps; s++) ks[s] = p->steps[s].kernel;
+    kn_kernels_group(ks, p->n_steps, same);
+    for (int s = 0; s < p->n_steps; s++) fns[s] = same[s] == s ? kn_cg_emit_kernel(m, ks[s]) : fns[same[s]];
+    free(ks);
+    free(same);
+  }
   /* constants */
   LLVMValueRef *consts = calloc((size_t)(p->n_consts > 0 ? p->n_consts : 1), sizeof *consts);
   KN_ASSERT(consts, "out of memory");

@@ -136,10 +136,6 @@ void kn_sched_default(const kn_te_tensor *out, const kn_sched_hints *h, const kn
   s->n_axes = rank;
   int lanes = kn_target_lanes(t, out->dtype);
   int64_t rows = 0, cols = 0;
-  /* a single row that is not a pixel row (a classifier's Gemm at a static
-   * batch of 1) is a matrix-vector product: the symbolic-row rule below, not
-   * a register tile of one row, which was much slower (mobilenet_v2
-   * exported with batch 1: its 1280 x 1000 classifier) */
   /* a MatMul of one row per leading index against one 2-D matrix ([T, 1, K] x
    * [K, N]: nn.MultiheadAttention's input projection after its [T, B, E]
    * transpose) is a GEMM of T rows: its rows run across the unit axis
@@ -150,6 +146,10 @@ void kn_sched_default(const kn_te_tensor *out, const kn_sched_hints *h, const kn
                      const_extent(out, rank - 2, &rows) && rows == 1 && const_extent(out, rank - 3, &lead) &&
                      lead > 1;
   if (rows_across) s->fuse_spatial = true;
+  /* a single row that is not a pixel row (a classifier's Gemm at a static
+   * batch of 1) is a matrix-vector product: the symbolic-row rule below, not
+   * a register tile of one row, which was much slower (mobilenet_v2
+   * exported with batch 1: its 1280 x 1000 classifier) */
   if (h->is_contraction && rank >= 2 && const_extent(out, rank - 1, &cols) &&
       const_extent(out, rank - 2, &rows) && (rows > 1 || h->spatial || rows_across)) {
     if (rows_across) rows = lead;

@@ -49,7 +49,7 @@
 #define KN_SCHED_MAX_SPLIT 3
 /* Parameters of one kernel, its output included: fusion stops growing a
  * group before its kernel would read more (the runtime's KN_RT_MAX_ARGS
- * is at least this, codegen/package.c checks). */
+ * is at least this, tools/plan_build.c asserts). */
 #define KN_SCHED_MAX_KERNEL_ARGS 64
 #define KN_SCHED_MAX_LOOPS (KN_MAX_RANK * (KN_SCHED_MAX_SPLIT + 1))
 
